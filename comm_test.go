@@ -1,0 +1,443 @@
+package ringtail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startComms creates n communicators in this process over real sockets.
+func startComms(t testing.TB, n int, mutate func(*Config)) []*Comm {
+	t.Helper()
+	port := freePort(t)
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := DefaultConfig(r, n)
+			cfg.MasterPort = port
+			cfg.Secret = []byte("test-secret")
+			cfg.JobID = "test"
+			cfg.OpTimeout = 20 * time.Second
+			cfg.PeerTimeout = 3 * time.Second
+			cfg.ConnectTimeout = 20 * time.Second
+			if mutate != nil {
+				mutate(&cfg)
+			}
+			comms[r], errs[r] = New(context.Background(), cfg)
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			for _, c := range comms {
+				if c != nil {
+					c.Close()
+				}
+			}
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	return comms
+}
+
+// each runs f on every rank concurrently and returns the errors by rank.
+func each(comms []*Comm, f func(r int, c *Comm) error) []error {
+	errs := make([]error, len(comms))
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[r] = f(r, c) }()
+	}
+	wg.Wait()
+	return errs
+}
+
+func noErrors(t testing.TB, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestAllReduceFloat32EqualsSequentialReference(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 8} {
+		comms := startComms(t, n, func(c *Config) { c.SmallBytes = 256; c.Channels = 2 })
+		for _, count := range []int{0, 1, 7, 61, 257, 10007} {
+			for _, op := range []Op{Sum, Avg, Max, Min, Prod} {
+				rng := rand.New(rand.NewSource(int64(n*1000 + count)))
+				in := make([][]float32, n)
+				for r := range in {
+					in[r] = make([]float32, count)
+					for i := range in[r] {
+						in[r][i] = float32(rng.Intn(7) + 1) // small integers: exact in any order
+					}
+				}
+				want := make([]float32, count)
+				for i := range want {
+					acc := in[0][i]
+					for r := 1; r < n; r++ {
+						switch op {
+						case Sum, Avg:
+							acc += in[r][i]
+						case Prod:
+							acc *= in[r][i]
+						case Max:
+							acc = max(acc, in[r][i])
+						case Min:
+							acc = min(acc, in[r][i])
+						}
+					}
+					if op == Avg {
+						acc /= float32(n)
+					}
+					want[i] = acc
+				}
+				bufs := make([][]float32, n)
+				for r := range bufs {
+					bufs[r] = append([]float32(nil), in[r]...)
+				}
+				noErrors(t, each(comms, func(r int, c *Comm) error {
+					return c.AllReduce(context.Background(), Float32s(bufs[r]), op)
+				}))
+				for r := range bufs {
+					for i := range want {
+						if bufs[r][i] != want[i] {
+							t.Fatalf("n=%d count=%d %v: rank %d elem %d = %v, want %v", n, count, op, r, i, bufs[r][i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestEveryRankEndsWithIdenticalBits(t *testing.T) {
+	const n, count = 4, 100003
+	comms := startComms(t, n, nil)
+	bufs := make([][]float32, n)
+	for r := range bufs {
+		rng := rand.New(rand.NewSource(int64(r)))
+		bufs[r] = make([]float32, count)
+		for i := range bufs[r] {
+			bufs[r][i] = rng.Float32()*2 - 1 // sums depend on order: bits must still agree
+		}
+	}
+	noErrors(t, each(comms, func(r int, c *Comm) error { return c.AllReduce(context.Background(), Float32s(bufs[r]), Sum) }))
+	for r := 1; r < n; r++ {
+		for i := range bufs[0] {
+			if bufs[r][i] != bufs[0][i] {
+				t.Fatalf("rank %d elem %d: %v vs rank 0 %v", r, i, bufs[r][i], bufs[0][i])
+			}
+		}
+	}
+}
+
+func TestCollectivesEveryType(t *testing.T) {
+	const n = 3
+	comms := startComms(t, n, func(c *Config) { c.SmallBytes = 64 })
+	ctx := context.Background()
+	for _, count := range []int{0, 1, 13, 4099} {
+		// int64, float64, int32 allreduce
+		i64 := make([][]int64, n)
+		f64 := make([][]float64, n)
+		i32 := make([][]int32, n)
+		h16 := make([][]uint16, n)
+		for r := 0; r < n; r++ {
+			i64[r], f64[r], i32[r], h16[r] = make([]int64, count), make([]float64, count), make([]int32, count), make([]uint16, count)
+			for i := 0; i < count; i++ {
+				i64[r][i], f64[r][i], i32[r][i] = int64(r*i), float64(r)+0.5, int32(r-i)
+				h16[r][i] = f32ToF16(float32(r + 1))
+			}
+		}
+		noErrors(t, each(comms, func(r int, c *Comm) error {
+			return errors.Join(
+				c.AllReduce(ctx, Int64s(i64[r]), Sum),
+				c.AllReduce(ctx, Float64s(f64[r]), Max),
+				c.AllReduce(ctx, Int32s(i32[r]), Min),
+				c.AllReduce(ctx, Float16s(h16[r]), Sum))
+		}))
+		for r := 0; r < n; r++ {
+			for i := 0; i < count; i++ {
+				if i64[r][i] != int64(3*i) || f64[r][i] != 2.5 || i32[r][i] != int32(-i) || f16ToF32(h16[r][i]) != 6 {
+					t.Fatalf("count=%d rank %d elem %d: %v %v %v %v", count, r, i, i64[r][i], f64[r][i], i32[r][i], f16ToF32(h16[r][i]))
+				}
+			}
+		}
+		// broadcast from each root
+		for root := 0; root < n; root++ {
+			b := make([][]float32, n)
+			for r := range b {
+				b[r] = make([]float32, count)
+				for i := range b[r] {
+					b[r][i] = float32(r*1000 + i)
+				}
+			}
+			noErrors(t, each(comms, func(r int, c *Comm) error { return c.Broadcast(ctx, Float32s(b[r]), root) }))
+			for r := range b {
+				for i := range b[r] {
+					if b[r][i] != float32(root*1000+i) {
+						t.Fatalf("broadcast root %d rank %d elem %d = %v", root, r, i, b[r][i])
+					}
+				}
+			}
+		}
+		// allgather and reduce-scatter
+		send := make([][]int32, n)
+		recv := make([][]int32, n)
+		for r := range send {
+			send[r] = make([]int32, count)
+			for i := range send[r] {
+				send[r][i] = int32(r*100 + i)
+			}
+			recv[r] = make([]int32, n*count)
+		}
+		noErrors(t, each(comms, func(r int, c *Comm) error { return c.AllGather(ctx, Int32s(send[r]), Int32s(recv[r])) }))
+		for r := range recv {
+			for q := 0; q < n; q++ {
+				for i := 0; i < count; i++ {
+					if recv[r][q*count+i] != int32(q*100+i) {
+						t.Fatalf("allgather rank %d block %d elem %d = %d", r, q, i, recv[r][q*count+i])
+					}
+				}
+			}
+		}
+		out := make([][]int32, n)
+		for r := range out {
+			out[r] = make([]int32, count)
+		}
+		noErrors(t, each(comms, func(r int, c *Comm) error { return c.ReduceScatter(ctx, Int32s(recv[r]), Int32s(out[r]), Sum) }))
+		for r := range out {
+			for i := range out[r] {
+				if want := int32(3 * (r*100 + i)); out[r][i] != want {
+					t.Fatalf("reduce-scatter rank %d elem %d = %d want %d", r, i, out[r][i], want)
+				}
+			}
+		}
+		noErrors(t, each(comms, func(r int, c *Comm) error { return c.Barrier(ctx) }))
+	}
+}
+
+func TestLargeAllReduce16MiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16 MiB per rank")
+	}
+	const n, count = 4, 4 << 20
+	comms := startComms(t, n, nil)
+	bufs := make([][]float32, n)
+	for r := range bufs {
+		bufs[r] = make([]float32, count)
+		for i := range bufs[r] {
+			bufs[r][i] = float32(r + i%5)
+		}
+	}
+	noErrors(t, each(comms, func(r int, c *Comm) error { return c.AllReduce(context.Background(), Float32s(bufs[r]), Sum) }))
+	for r := range bufs {
+		for i := range bufs[r] {
+			if want := float32(6 + 4*(i%5)); bufs[r][i] != want {
+				t.Fatalf("rank %d elem %d = %v want %v", r, i, bufs[r][i], want)
+			}
+		}
+	}
+}
+
+func TestMismatchedCallsAreReportedOnEveryRank(t *testing.T) {
+	cases := []struct {
+		name string
+		call func(r int, c *Comm) error
+	}{
+		{"count", func(r int, c *Comm) error {
+			n := 1000
+			if r == 2 {
+				n = 999
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, n)), Sum)
+		}},
+		{"dtype", func(r int, c *Comm) error {
+			if r == 1 {
+				return c.AllReduce(context.Background(), Float64s(make([]float64, 500)), Sum)
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 1000)), Sum)
+		}},
+		{"op", func(r int, c *Comm) error {
+			op := Sum
+			if r == 3 {
+				op = Max
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 100000)), op)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := startComms(t, 4, nil)
+			start := time.Now()
+			errs := each(comms, tc.call)
+			for r, err := range errs {
+				var e *Error
+				if !errors.As(err, &e) || e.Kind != KindMismatch {
+					t.Fatalf("rank %d: got %v, want a mismatch error", r, err)
+				}
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("mismatch took %v to report", d)
+			}
+			t.Logf("rank 0 says: %v", errs[0])
+		})
+	}
+}
+
+func TestInvalidCallOnOneRankFailsEveryRankFast(t *testing.T) {
+	comms := startComms(t, 3, nil)
+	errs := each(comms, func(r int, c *Comm) error {
+		if r == 1 {
+			return c.AllReduce(context.Background(), Raw(make([]byte, 7), Float32), Sum)
+		}
+		return c.AllReduce(context.Background(), Float32s(make([]float32, 100)), Sum)
+	})
+	for r, err := range errs {
+		if rank, ok := RankOf(err); !ok || rank != 1 {
+			t.Fatalf("rank %d: %v does not blame rank 1", r, err)
+		}
+	}
+}
+
+func TestContextDeadlineNamesTheRankWaitedOn(t *testing.T) {
+	comms := startComms(t, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	// Rank 1 never calls: rank 0 must time out naming rank 1.
+	err := comms[0].AllReduce(ctx, Float32s(make([]float32, 10)), Sum)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindTimeout || e.Rank != 1 {
+		t.Fatalf("got %v, want a timeout blaming rank 1", err)
+	}
+	// Rank 1 hears of it rather than hanging.
+	err = comms[1].AllReduce(context.Background(), Float32s(make([]float32, 10)), Sum)
+	if rank, ok := RankOf(err); !ok || rank != 1 {
+		t.Fatalf("rank 1 got %v", err)
+	}
+}
+
+func TestWrongSecretIsRefused(t *testing.T) {
+	port := freePort(t)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := DefaultConfig(r, 2)
+			cfg.MasterPort = port
+			cfg.Secret = []byte(fmt.Sprintf("secret-%d", r))
+			cfg.ConnectTimeout = 3 * time.Second
+			c, err := New(context.Background(), cfg)
+			if c != nil {
+				c.Close()
+			}
+			errs[r] = err
+		}(r)
+	}
+	wg.Wait()
+	if errs[1] == nil {
+		t.Fatal("rank with the wrong secret joined")
+	}
+	t.Logf("rank 1: %v", errs[1])
+}
+
+func TestConfigValidation(t *testing.T) {
+	good := DefaultConfig(0, 2)
+	good.MasterPort = 1234
+	good.Secret = []byte("s")
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]func(*Config){
+		"negative rank":   func(c *Config) { c.Rank = -1 },
+		"rank >= world":   func(c *Config) { c.Rank = 2 },
+		"zero world":      func(c *Config) { c.WorldSize = 0 },
+		"no secret":       func(c *Config) { c.Secret = nil },
+		"bad port":        func(c *Config) { c.MasterPort = 70000 },
+		"bad addr":        func(c *Config) { c.MasterAddr = "a b" },
+		"bad listen ip":   func(c *Config) { c.ListenIP = "nope" },
+		"zero timeout":    func(c *Config) { c.OpTimeout = 0 },
+		"tiny chunk":      func(c *Config) { c.ChunkBytes = 10 },
+		"too many chans":  func(c *Config) { c.Channels = 99 },
+		"bad local rank":  func(c *Config) { c.LocalRank = 5 },
+		"tiny peer limit": func(c *Config) { c.PeerTimeout = time.Millisecond },
+	}
+	for name, mutate := range cases {
+		c := good
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv(EnvRank, "3")
+	t.Setenv(EnvWorldSize, "4")
+	t.Setenv(EnvMasterAddr, "10.0.0.1")
+	t.Setenv(EnvMasterPort, "29500")
+	t.Setenv(EnvSecret, "xyz")
+	t.Setenv(EnvTimeout, "30s")
+	c, err := ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvWorldSize, "four")
+	if _, err := ConfigFromEnv(); err == nil {
+		t.Fatal("WORLD_SIZE=four accepted")
+	}
+}
+
+func TestWorldOfOne(t *testing.T) {
+	cfg := DefaultConfig(0, 1)
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v := []float32{1, 2, 3}
+	if err := c.AllReduce(context.Background(), Float32s(v), Avg); err != nil || v[2] != 3 {
+		t.Fatalf("%v %v", v, err)
+	}
+	out := make([]float32, 3)
+	if err := c.AllGather(context.Background(), Float32s(v), Float32s(out)); err != nil || out[1] != 2 {
+		t.Fatalf("%v %v", out, err)
+	}
+	if err := c.Barrier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,231 @@
+package ringtail
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/transport"
+)
+
+// Environment variables read by ConfigFromEnv. The first six are the ones
+// torchrun and `ringtail run` set.
+const (
+	EnvRank           = "RANK"
+	EnvWorldSize      = "WORLD_SIZE"
+	EnvLocalRank      = "LOCAL_RANK"
+	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
+	EnvMasterAddr     = "MASTER_ADDR"
+	EnvMasterPort     = "MASTER_PORT"
+	EnvSecret         = "RINGTAIL_SECRET"      // the job secret itself
+	EnvSecretFile     = "RINGTAIL_SECRET_FILE" // or a file holding it
+	EnvInsecure       = "RINGTAIL_INSECURE"    // "1": allow a job without a secret
+	EnvJobID          = "RINGTAIL_JOB_ID"
+	EnvCoordinator    = "RINGTAIL_COORDINATOR" // "external": rank 0 does not host the rendezvous
+	EnvListenIP       = "RINGTAIL_LISTEN_IP"
+	EnvTimeout        = "RINGTAIL_TIMEOUT"      // operation timeout, e.g. "5m"
+	EnvPeerTimeout    = "RINGTAIL_PEER_TIMEOUT" // silence before a peer is declared dead
+	EnvConnectTimeout = "RINGTAIL_CONNECT_TIMEOUT"
+	EnvChannels       = "RINGTAIL_CHANNELS"
+	EnvChunkBytes     = "RINGTAIL_CHUNK_BYTES"
+	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
+	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
+)
+
+// Defaults, measured on a 2-core host over loopback and unix sockets (see
+// docs/benchmarks.md).
+const (
+	DefaultOpTimeout      = 5 * time.Minute
+	DefaultPeerTimeout    = 10 * time.Second
+	DefaultConnectTimeout = 2 * time.Minute
+	DefaultChannels       = 1
+	DefaultChunkBytes     = 512 << 10
+	DefaultSmallBytes     = 32 << 10
+)
+
+// Config configures a communicator. The zero value is not valid; start from
+// ConfigFromEnv or fill Rank, WorldSize, MasterAddr, MasterPort and Secret.
+type Config struct {
+	Rank           int
+	WorldSize      int
+	LocalRank      int
+	LocalWorldSize int
+	// MasterAddr:MasterPort is the rendezvous coordinator. Rank 0 hosts it
+	// unless ExternalCoordinator is set (as `ringtail run` does).
+	MasterAddr          string
+	MasterPort          int
+	ExternalCoordinator bool
+	// JobID scopes authentication; ranks of one job share it.
+	JobID string
+	// Secret authenticates every connection (HMAC-SHA256). Required for a
+	// world larger than one unless Insecure is set.
+	Secret   []byte
+	Insecure bool
+	// Generation is the membership generation; connections from another
+	// generation are refused.
+	Generation uint64
+	// ListenIP is the IP this rank's data plane binds and advertises; empty
+	// means the address that routes to MasterAddr.
+	ListenIP string
+	// DisableUnix forces TCP between ranks of one host.
+	DisableUnix bool
+	// OpTimeout bounds every collective (and Barrier); PeerTimeout is how
+	// long a peer may be silent (not even heartbeats) before it is declared
+	// dead or frozen; ConnectTimeout bounds New.
+	OpTimeout      time.Duration
+	PeerTimeout    time.Duration
+	ConnectTimeout time.Duration
+	// Channels is the number of parallel rings (and connections per peer).
+	Channels int
+	// ChunkBytes is the pipelining unit (frame size).
+	ChunkBytes int
+	// SmallBytes is the size at or below which latency-optimal algorithms
+	// (recursive doubling, binomial tree) replace the ring.
+	SmallBytes int
+	// Logger receives structured logs; the zero value discards them.
+	Logger zerolog.Logger
+
+	network transport.Network // tests: an in-memory network
+}
+
+// DefaultConfig returns a Config with every tunable at its default and the
+// given rank and world size.
+func DefaultConfig(rank, world int) Config {
+	return Config{
+		Rank: rank, WorldSize: world, LocalRank: rank, LocalWorldSize: world,
+		MasterAddr: "127.0.0.1", JobID: "ringtail",
+		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
+		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
+		Logger: zerolog.Nop(),
+	}
+}
+
+// ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
+// constants) over DefaultConfig. It reports every malformed variable.
+func ConfigFromEnv() (Config, error) {
+	c := DefaultConfig(0, 1)
+	var errs []error
+	geti := func(name string, dst *int) {
+		if v, ok := os.LookupEnv(name); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not an integer", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	getd := func(name string, dst *time.Duration) {
+		if v, ok := os.LookupEnv(name); ok {
+			d, err := time.ParseDuration(strings.TrimSpace(v))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v))
+				return
+			}
+			*dst = d
+		}
+	}
+	getb := func(name string) bool {
+		v := os.Getenv(name)
+		return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "yes")
+	}
+	geti(EnvRank, &c.Rank)
+	geti(EnvWorldSize, &c.WorldSize)
+	c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
+	geti(EnvLocalRank, &c.LocalRank)
+	geti(EnvLocalWorldSize, &c.LocalWorldSize)
+	if v := os.Getenv(EnvMasterAddr); v != "" {
+		c.MasterAddr = v
+	}
+	geti(EnvMasterPort, &c.MasterPort)
+	if v := os.Getenv(EnvJobID); v != "" {
+		c.JobID = v
+	} else if c.MasterPort != 0 {
+		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
+	}
+	if v, ok := os.LookupEnv(EnvSecret); ok {
+		c.Secret = []byte(v)
+	} else if f := os.Getenv(EnvSecretFile); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", EnvSecretFile, err))
+		}
+		c.Secret = []byte(strings.TrimSpace(string(b)))
+	}
+	c.Insecure = getb(EnvInsecure)
+	c.ExternalCoordinator = os.Getenv(EnvCoordinator) == "external"
+	c.ListenIP = os.Getenv(EnvListenIP)
+	c.DisableUnix = getb(EnvNoUnix)
+	getd(EnvTimeout, &c.OpTimeout)
+	getd(EnvPeerTimeout, &c.PeerTimeout)
+	getd(EnvConnectTimeout, &c.ConnectTimeout)
+	geti(EnvChannels, &c.Channels)
+	geti(EnvChunkBytes, &c.ChunkBytes)
+	geti(EnvSmallBytes, &c.SmallBytes)
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("ringtail: environment: %w", err)
+	}
+	return c, nil
+}
+
+// Validate reports every invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.WorldSize < 1 {
+		bad("world size %d must be at least 1", c.WorldSize)
+	}
+	if c.Rank < 0 || (c.WorldSize >= 1 && c.Rank >= c.WorldSize) {
+		bad("rank %d must be in 0..%d", c.Rank, c.WorldSize-1)
+	}
+	if c.LocalWorldSize < 1 || c.LocalRank < 0 || c.LocalRank >= c.LocalWorldSize {
+		bad("local rank %d must be in 0..%d", c.LocalRank, c.LocalWorldSize-1)
+	}
+	if c.WorldSize > 1 {
+		if c.MasterAddr == "" {
+			bad("master address is empty (set %s)", EnvMasterAddr)
+		} else if strings.ContainsAny(c.MasterAddr, " /") {
+			bad("master address %q is not a host name or IP", c.MasterAddr)
+		}
+		if c.MasterPort < 1 || c.MasterPort > 65535 {
+			bad("master port %d must be in 1..65535 (set %s)", c.MasterPort, EnvMasterPort)
+		}
+		if len(c.Secret) == 0 && !c.Insecure {
+			bad("no job secret: set %s or %s (or %s=1 to run unauthenticated)", EnvSecret, EnvSecretFile, EnvInsecure)
+		}
+	}
+	if c.JobID == "" || len(c.JobID) > 128 {
+		bad("job id must be 1..128 bytes")
+	}
+	if c.ListenIP != "" && net.ParseIP(c.ListenIP) == nil {
+		bad("listen IP %q is not an IP address", c.ListenIP)
+	}
+	if c.OpTimeout <= 0 {
+		bad("operation timeout %v must be positive", c.OpTimeout)
+	}
+	if c.PeerTimeout < 100*time.Millisecond {
+		bad("peer timeout %v must be at least 100ms", c.PeerTimeout)
+	}
+	if c.ConnectTimeout <= 0 {
+		bad("connect timeout %v must be positive", c.ConnectTimeout)
+	}
+	if c.Channels < 1 || c.Channels > 16 {
+		bad("channels %d must be in 1..16", c.Channels)
+	}
+	if c.ChunkBytes < 4096 || c.ChunkBytes > 16<<20 {
+		bad("chunk %d bytes must be in 4096..16777216", c.ChunkBytes)
+	}
+	if c.SmallBytes < 0 {
+		bad("small-message threshold %d must not be negative", c.SmallBytes)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ringtail: invalid config: %w", err)
+	}
+	return nil
+}

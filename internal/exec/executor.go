@@ -1,0 +1,254 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/transport"
+)
+
+// Call is one collective call's buffers and arithmetic.
+type Call struct {
+	Desc  transport.Desc
+	DType reduce.DType
+	Op    reduce.Op
+	Data  []byte
+	Input []byte
+}
+
+// Executor runs programs for one rank. It is not safe for concurrent use:
+// the communicator runs one collective at a time. Its buffers (completion
+// channel, scratch, bookkeeping) are reused from call to call.
+type Executor struct {
+	mesh    *transport.Mesh
+	chunk   int
+	compl   chan transport.Result
+	scratch []byte
+	step    []int    // per channel: current step
+	left    []int    // per channel: network ops of the current step not yet done
+	done    [][]bool // per channel: which ops of the current step are done
+}
+
+// New returns an executor that sends in frames of at most chunk bytes.
+func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
+	if chunk <= 0 {
+		return nil, fmt.Errorf("exec: chunk %d", chunk)
+	}
+	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256)}, nil
+}
+
+const tagBits = 16 // a result's tag is channel<<tagBits | op index
+
+// Run executes p for call. The program must have been validated and built
+// for this rank and these buffer lengths (in elements of call.DType).
+func (e *Executor) Run(ctx context.Context, p *plan.Program, call *Call) error {
+	es := call.DType.Size()
+	if len(call.Data) != p.DataLen*es || len(call.Input) != p.InputLen*es {
+		return fmt.Errorf("exec: buffers of %d/%d bytes for a program of %d/%d %v elements", len(call.Data), len(call.Input), p.DataLen, p.InputLen, call.DType)
+	}
+	if need := p.ScratchLen * es; cap(e.scratch) < need {
+		e.scratch = make([]byte, need)
+	}
+	scratch := e.scratch[:p.ScratchLen*es]
+	nch := len(p.Channels)
+	maxOps := 0
+	for _, ch := range p.Channels {
+		for _, st := range ch.Steps {
+			maxOps = max(maxOps, len(st.Ops))
+		}
+	}
+	if maxOps >= 1<<tagBits {
+		return fmt.Errorf("exec: step of %d operations", maxOps)
+	}
+	if need := nch * maxOps; cap(e.compl) < need {
+		e.compl = make(chan transport.Result, need)
+	}
+	for len(e.step) < nch {
+		e.step, e.left, e.done = append(e.step, 0), append(e.left, 0), append(e.done, nil)
+	}
+	region := func(b plan.Buf, off, n int) []byte {
+		switch b {
+		case plan.Input:
+			return call.Input[off*es : (off+n)*es]
+		case plan.Scratch:
+			return scratch[off*es : (off+n)*es]
+		}
+		return call.Data[off*es : (off+n)*es]
+	}
+	// start runs the local ops of channel c's current step and posts its
+	// network ops; it returns false when the channel has finished.
+	var start func(c int) (bool, error)
+	start = func(c int) (bool, error) {
+		for e.step[c] < len(p.Channels[c].Steps) {
+			st := &p.Channels[c].Steps[e.step[c]]
+			if cap(e.done[c]) < len(st.Ops) {
+				e.done[c] = make([]bool, len(st.Ops))
+			}
+			e.done[c] = e.done[c][:len(st.Ops)]
+			clear(e.done[c])
+			e.left[c] = 0
+			for i := range st.Ops {
+				o := &st.Ops[i]
+				var err error
+				switch o.Kind {
+				case plan.Copy:
+					copy(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len))
+				case plan.Reduce:
+					err = reduce.Apply(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len), call.DType, call.Op)
+				case plan.Scale:
+					err = reduce.Scale(region(o.Buf, o.Off, o.Len), call.DType, o.Div)
+				default:
+					e.left[c]++
+				}
+				if err != nil {
+					return false, err
+				}
+			}
+			for i := range st.Ops {
+				o := &st.Ops[i]
+				if o.Kind.Local() {
+					continue
+				}
+				tag := c<<tagBits | i
+				link := e.mesh.Link(o.Peer, c)
+				var err error
+				switch o.Kind {
+				case plan.Send:
+					err = e.postSend(ctx, link, transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl})
+				case plan.Recv, plan.RecvReduce:
+					err = e.postRecv(ctx, link, transport.RecvReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Reduce: o.Kind == plan.RecvReduce,
+						DType: call.DType, Op: call.Op, Tag: tag, Done: e.compl})
+				}
+				if err != nil {
+					return false, err
+				}
+			}
+			if e.left[c] > 0 {
+				return true, nil
+			}
+			e.step[c]++
+		}
+		return false, nil
+	}
+	running := 0
+	for c := 0; c < nch; c++ {
+		e.step[c] = 0
+		more, err := start(c)
+		if err != nil {
+			return e.fail(p, err)
+		}
+		if more {
+			running++
+		}
+	}
+	for running > 0 {
+		select {
+		case r := <-e.compl:
+			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
+			e.done[c][i] = true
+			if e.left[c]--; e.left[c] > 0 {
+				continue
+			}
+			e.step[c]++
+			more, err := start(c)
+			if err != nil {
+				return e.fail(p, err)
+			}
+			if !more {
+				running--
+			}
+		case <-e.failed():
+			return e.mesh.Err()
+		case <-ctx.Done():
+			return e.fail(p, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// failed is the mesh's failure signal; a single-rank executor has no mesh
+// and never fails this way.
+func (e *Executor) failed() <-chan struct{} {
+	if e.mesh == nil {
+		return nil
+	}
+	return e.mesh.Failed()
+}
+
+func (e *Executor) postSend(ctx context.Context, l *transport.Link, req transport.SendReq) error {
+	select {
+	case l.Sends() <- req:
+		return nil
+	case <-e.mesh.Failed():
+		return e.mesh.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Executor) postRecv(ctx context.Context, l *transport.Link, req transport.RecvReq) error {
+	select {
+	case l.Posts() <- req:
+		return nil
+	case <-e.mesh.Failed():
+		return e.mesh.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fail turns err into a *transport.Error blaming the rank this rank was
+// waiting on (the first unfinished receive, else send), fails the mesh so
+// every peer hears of it, and returns the error.
+func (e *Executor) fail(p *plan.Program, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return err
+	}
+	if e.mesh == nil {
+		return err
+	}
+	if me := e.mesh.Err(); me != nil {
+		return me
+	}
+	me := e.mesh.Rank()
+	out := &transport.Error{Kind: transport.KindLocal, Rank: transport.NoRank, Reporter: me, Local: me, Err: err}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		out.Kind = transport.KindTimeout
+	case errors.Is(err, context.Canceled):
+		out.Kind = transport.KindCanceled
+	}
+	if out.Kind == transport.KindTimeout || out.Kind == transport.KindCanceled {
+		out.Rank = e.waitingOn(p)
+		if out.Rank != transport.NoRank {
+			out.Detail = fmt.Sprintf("rank %d was waiting on rank %d", me, out.Rank)
+		}
+	}
+	e.mesh.Fail(out)
+	return out
+}
+
+func (e *Executor) waitingOn(p *plan.Program) int {
+	blame := transport.NoRank
+	for c := range p.Channels {
+		if e.step[c] >= len(p.Channels[c].Steps) {
+			continue
+		}
+		for i, o := range p.Channels[c].Steps[e.step[c]].Ops {
+			if i < len(e.done[c]) && e.done[c][i] || o.Kind.Local() {
+				continue
+			}
+			if o.Kind == plan.Recv || o.Kind == plan.RecvReduce {
+				return o.Peer
+			}
+			if blame == transport.NoRank {
+				blame = o.Peer
+			}
+		}
+	}
+	return blame
+}

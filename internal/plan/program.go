@@ -1,0 +1,221 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Buf names one of the buffers a Program works on.
+type Buf uint8
+
+// Buffers of a collective call.
+const (
+	// Data is the in-place buffer (AllReduce, Broadcast) or the output
+	// (AllGather, ReduceScatter).
+	Data Buf = iota
+	// Input is the separate input of AllGather and ReduceScatter.
+	Input
+	// Scratch is executor-owned working space of Program.ScratchLen elements.
+	Scratch
+)
+
+func (b Buf) String() string {
+	switch b {
+	case Data:
+		return "data"
+	case Input:
+		return "input"
+	case Scratch:
+		return "scratch"
+	}
+	return fmt.Sprintf("buf(%d)", uint8(b))
+}
+
+// OpKind is what an Op does.
+type OpKind uint8
+
+// Operation kinds.
+const (
+	// Send sends Buf[Off:Off+Len] to Peer.
+	Send OpKind = iota + 1
+	// Recv receives Len elements from Peer into Buf[Off:].
+	Recv
+	// RecvReduce receives Len elements from Peer and folds them into Buf[Off:].
+	RecvReduce
+	// Copy copies Src[SrcOff:SrcOff+Len] to Buf[Off:] (local).
+	Copy
+	// Scale divides Buf[Off:Off+Len] by Div (local; the Avg finalisation).
+	Scale
+	// Reduce folds Src[SrcOff:SrcOff+Len] into Buf[Off:] with the call's
+	// operator (local).
+	Reduce
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case Send:
+		return "send"
+	case Recv:
+		return "recv"
+	case RecvReduce:
+		return "recv-reduce"
+	case Copy:
+		return "copy"
+	case Scale:
+		return "scale"
+	case Reduce:
+		return "reduce"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Local reports whether the operation involves no peer.
+func (k OpKind) Local() bool { return k == Copy || k == Scale || k == Reduce }
+
+// Op is one operation of a step.
+type Op struct {
+	Kind   OpKind
+	Peer   int // Send, Recv, RecvReduce
+	Buf    Buf
+	Off    int
+	Len    int
+	Src    Buf // Copy
+	SrcOff int // Copy
+	Div    int // Scale
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case Send:
+		return fmt.Sprintf("send %s[%d:%d] -> %d", o.Buf, o.Off, o.Off+o.Len, o.Peer)
+	case Recv, RecvReduce:
+		return fmt.Sprintf("%s %s[%d:%d] <- %d", o.Kind, o.Buf, o.Off, o.Off+o.Len, o.Peer)
+	case Copy:
+		return fmt.Sprintf("copy %s[%d:%d] <- %s[%d:%d]", o.Buf, o.Off, o.Off+o.Len, o.Src, o.SrcOff, o.SrcOff+o.Len)
+	case Scale:
+		return fmt.Sprintf("scale %s[%d:%d] /= %d", o.Buf, o.Off, o.Off+o.Len, o.Div)
+	case Reduce:
+		return fmt.Sprintf("reduce %s[%d:%d] op= %s[%d:%d]", o.Buf, o.Off, o.Off+o.Len, o.Src, o.SrcOff, o.SrcOff+o.Len)
+	}
+	return o.Kind.String()
+}
+
+// Step is a set of operations run together.
+type Step struct{ Ops []Op }
+
+// Channel is an ordered list of steps over one set of links.
+type Channel struct{ Steps []Step }
+
+// Program is one rank's part of a collective.
+type Program struct {
+	Algorithm  string // e.g. "ring", "recursive-doubling"
+	Rank       int
+	World      int
+	DataLen    int // elements of the Data buffer
+	InputLen   int // elements of the Input buffer (0 when unused)
+	ScratchLen int // elements of Scratch the executor must provide
+	Channels   []Channel
+}
+
+// Validate checks that every operation stays inside its buffer and names a
+// real peer other than this rank, so the executor never needs to.
+func (p *Program) Validate() error {
+	if p.World < 1 || p.Rank < 0 || p.Rank >= p.World {
+		return fmt.Errorf("plan: rank %d of world %d", p.Rank, p.World)
+	}
+	size := func(b Buf) (int, error) {
+		switch b {
+		case Data:
+			return p.DataLen, nil
+		case Input:
+			return p.InputLen, nil
+		case Scratch:
+			return p.ScratchLen, nil
+		}
+		return 0, fmt.Errorf("plan: unknown buffer %d", b)
+	}
+	for c, ch := range p.Channels {
+		for s, st := range ch.Steps {
+			for i, o := range st.Ops {
+				where := fmt.Sprintf("plan %s rank %d channel %d step %d op %d (%v)", p.Algorithm, p.Rank, c, s, i, o)
+				n, err := size(o.Buf)
+				if err != nil {
+					return fmt.Errorf("%s: %w", where, err)
+				}
+				if o.Off < 0 || o.Len < 0 || o.Off+o.Len > n {
+					return fmt.Errorf("%s: region outside %s of %d elements", where, o.Buf, n)
+				}
+				switch o.Kind {
+				case Send, Recv, RecvReduce:
+					if o.Peer < 0 || o.Peer >= p.World || o.Peer == p.Rank {
+						return fmt.Errorf("%s: bad peer", where)
+					}
+				case Copy, Reduce:
+					sn, err := size(o.Src)
+					if err != nil {
+						return fmt.Errorf("%s: %w", where, err)
+					}
+					if o.SrcOff < 0 || o.SrcOff+o.Len > sn {
+						return fmt.Errorf("%s: source outside %s of %d elements", where, o.Src, sn)
+					}
+				case Scale:
+					if o.Div < 1 {
+						return fmt.Errorf("%s: divisor %d", where, o.Div)
+					}
+				default:
+					return fmt.Errorf("%s: unknown op", where)
+				}
+			}
+			if err := checkOverlap(st); err != nil {
+				return fmt.Errorf("plan %s rank %d channel %d step %d: %w", p.Algorithm, p.Rank, c, s, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOverlap rejects a step in which a region written by a receive
+// overlaps a region read by a send or written by another receive: those
+// run concurrently.
+func checkOverlap(st Step) error {
+	for i, a := range st.Ops {
+		if a.Kind != Recv && a.Kind != RecvReduce {
+			continue
+		}
+		for j, b := range st.Ops {
+			if i == j || b.Kind.Local() || a.Buf != b.Buf {
+				continue
+			}
+			if a.Off < b.Off+b.Len && b.Off < a.Off+a.Len && (a.Len > 0 && b.Len > 0) {
+				return fmt.Errorf("concurrent %v and %v overlap", a, b)
+			}
+		}
+	}
+	return nil
+}
+
+// String renders the program one op per line, for --dump-plan and tests.
+func (p *Program) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s rank %d/%d data=%d input=%d scratch=%d\n", p.Algorithm, p.Rank, p.World, p.DataLen, p.InputLen, p.ScratchLen)
+	for c, ch := range p.Channels {
+		for s, st := range ch.Steps {
+			for _, o := range st.Ops {
+				fmt.Fprintf(&b, "  ch%d step%d %v\n", c, s, o)
+			}
+		}
+	}
+	return b.String()
+}
+
+// Segment splits n elements into parts nearly equal parts and returns the
+// offset and length of part i (the first n%parts parts are one longer).
+func Segment(n, parts, i int) (off, length int) {
+	q, r := n/parts, n%parts
+	off = i*q + min(i, r)
+	length = q
+	if i < r {
+		length++
+	}
+	return off, length
+}

@@ -1,0 +1,347 @@
+package transport
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// Desc describes the collective call a data frame belongs to. Every Data
+// frame carries it, so a receiver detects a peer making a different call.
+type Desc struct {
+	Kind  uint8
+	DType uint8
+	RedOp uint8
+	Root  uint32
+	Count uint64
+	Seq   uint32
+}
+
+func (d *Desc) header(channel, n int) wire.Header {
+	return wire.Header{Type: wire.TypeData, Kind: d.Kind, DType: d.DType, RedOp: d.RedOp, Channel: uint16(channel),
+		Seq: d.Seq, Root: d.Root, Count: d.Count, Len: uint32(n)}
+}
+
+// DescribeFunc renders a collective descriptor for error messages (the root
+// package knows the names of collective kinds; this package does not).
+type DescribeFunc func(Desc) string
+
+// SendReq asks a link to send Buf as one message, split into frames of at
+// most Chunk bytes (at least one frame, even when Buf is empty).
+type SendReq struct {
+	Desc  Desc
+	Buf   []byte
+	Chunk int
+	Tag   int
+	Done  chan<- Result
+}
+
+// RecvReq asks a link to receive one message of exactly len(Buf) bytes:
+// copied into Buf, or, with Reduce, folded into Buf with Op over DType.
+type RecvReq struct {
+	Desc   Desc
+	Buf    []byte
+	Reduce bool
+	DType  reduce.DType
+	Op     reduce.Op
+	Tag    int
+	Done   chan<- Result
+}
+
+// Result reports a completed request by its Tag. Failures are not reported
+// here: they fail the whole Mesh (see Mesh.Failed).
+type Result struct{ Tag int }
+
+// LinkConfig tunes liveness detection and buffers of every link.
+type LinkConfig struct {
+	// Silence is how long a peer may send nothing at all (not even a
+	// heartbeat) before it is declared dead or frozen.
+	Silence time.Duration
+	// Heartbeat is how long a link may write nothing before it sends a
+	// heartbeat; it must be well below Silence.
+	Heartbeat time.Duration
+	// Chunk is the expected frame size, used to size reduce scratch.
+	Chunk int
+	// Describe renders descriptors in mismatch errors (optional).
+	Describe DescribeFunc
+}
+
+// Validate checks the link timings.
+func (c LinkConfig) Validate() error {
+	if c.Silence <= 0 || c.Heartbeat <= 0 {
+		return fmt.Errorf("transport: silence %v and heartbeat %v must be positive", c.Silence, c.Heartbeat)
+	}
+	if c.Heartbeat*2 > c.Silence {
+		return fmt.Errorf("transport: heartbeat %v must be at most half the silence timeout %v", c.Heartbeat, c.Silence)
+	}
+	if c.Chunk <= 0 || c.Chunk > wire.MaxDataPayload {
+		return fmt.Errorf("transport: chunk %d outside 1..%d", c.Chunk, wire.MaxDataPayload)
+	}
+	return nil
+}
+
+// readPiece bounds one payload read between read-deadline refreshes, so a
+// slow but live link is never mistaken for a silent one.
+const readPiece = 256 << 10
+
+// Link is one authenticated connection to a peer on one channel. Its
+// reader goroutine owns br, hdrR, scratch; its writer goroutine owns hdrW
+// and bufs; wsem serialises frames between the writer and an abort.
+type Link struct {
+	mesh    *Mesh
+	peer    int
+	channel int
+	conn    net.Conn
+	cfg     LinkConfig
+
+	sends chan SendReq
+	posts chan RecvReq
+	wsem  chan struct{}
+
+	br      *bufio.Reader
+	hdrR    [wire.HeaderSize]byte
+	scratch []byte
+
+	hdrW      [wire.HeaderSize]byte
+	bufs      net.Buffers
+	lastWrite time.Time
+}
+
+func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
+	return &Link{
+		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
+		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), wsem: make(chan struct{}, 1),
+		br: bufio.NewReaderSize(conn, 64<<10), scratch: make([]byte, cfg.Chunk),
+		bufs: make(net.Buffers, 0, 2),
+	}
+}
+
+// Peer returns the rank at the other end.
+func (l *Link) Peer() int { return l.peer }
+
+func (l *Link) start(wg *sync.WaitGroup) {
+	wg.Add(2)
+	go func() { defer wg.Done(); l.readLoop() }()
+	go func() { defer wg.Done(); l.writeLoop() }()
+}
+
+func (l *Link) deadline() { _ = l.conn.SetReadDeadline(time.Now().Add(l.cfg.Silence)) }
+
+func (l *Link) readFull(p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), readPiece)
+		l.deadline()
+		if _, err := io.ReadFull(l.br, p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func (l *Link) readLoop() {
+	var (
+		cur  RecvReq
+		have bool
+		got  int
+	)
+	for {
+		l.deadline()
+		h, err := wire.ReadHeader(l.br, &l.hdrR)
+		if err != nil {
+			l.readFailed(err)
+			return
+		}
+		switch h.Type {
+		case wire.TypeHeartbeat:
+			continue
+		case wire.TypeAbort:
+			p := make([]byte, h.Len)
+			if err := l.readFull(p); err != nil {
+				l.readFailed(err)
+				return
+			}
+			a, err := wire.ParseAbort(p)
+			if err != nil {
+				l.readFailed(err)
+				return
+			}
+			l.mesh.fail(&Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason})
+			return
+		case wire.TypeData:
+		default:
+			l.readFailed(fmt.Errorf("%w: unexpected %v frame", wire.ErrMalformed, h.Type))
+			return
+		}
+		if !have {
+			select {
+			case cur = <-l.posts:
+				have, got = true, 0
+			case <-l.mesh.failed:
+				return
+			}
+		}
+		if err := l.check(&cur, &h, got); err != nil {
+			l.mesh.fail(err)
+			return
+		}
+		n := int(h.Len)
+		dst := cur.Buf[got : got+n]
+		if cur.Reduce {
+			if n > len(l.scratch) {
+				l.scratch = make([]byte, n) // a peer with a larger chunk; grows once
+			}
+			src := l.scratch[:n]
+			if err := l.readFull(src); err != nil {
+				l.readFailed(err)
+				return
+			}
+			if err := reduce.Apply(dst, src, cur.DType, cur.Op); err != nil {
+				l.mesh.fail(&Error{Kind: KindLocal, Rank: NoRank, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Err: err})
+				return
+			}
+		} else if err := l.readFull(dst); err != nil {
+			l.readFailed(err)
+			return
+		}
+		got += n
+		if got == len(cur.Buf) {
+			cur.Done <- Result{Tag: cur.Tag}
+			have = false
+		}
+	}
+}
+
+// check compares a data frame with the posted receive: the same collective
+// call (kind, type, op, root, count and sequence number) and no more bytes
+// than expected.
+func (l *Link) check(cur *RecvReq, h *wire.Header, got int) *Error {
+	d := cur.Desc
+	theirs := Desc{Kind: h.Kind, DType: h.DType, RedOp: h.RedOp, Root: h.Root, Count: h.Count, Seq: h.Seq}
+	if theirs != d {
+		detail := fmt.Sprintf("rank %d called %s, rank %d called %s", l.peer, l.describe(theirs), l.mesh.id.Rank, l.describe(d))
+		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+	}
+	if int(h.Len) > len(cur.Buf)-got {
+		detail := fmt.Sprintf("rank %d sent %d bytes where %d remained of a %d-byte message in %s", l.peer, h.Len, len(cur.Buf)-got, len(cur.Buf), l.describe(d))
+		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+	}
+	return nil
+}
+
+func (l *Link) describe(d Desc) string {
+	if l.cfg.Describe != nil {
+		return l.cfg.Describe(d)
+	}
+	return fmt.Sprintf("%+v", d)
+}
+
+func (l *Link) readFailed(err error) {
+	e := &Error{Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank}
+	switch {
+	case isTimeout(err):
+		e.Kind = KindSilent
+		e.Detail = fmt.Sprintf("sent nothing, not even a heartbeat, for %v: dead or frozen", l.cfg.Silence)
+	case errors.Is(err, wire.ErrMalformed):
+		e.Kind, e.Err = KindProtocol, err
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), isReset(err):
+		e.Kind = KindPeerDied
+		e.Detail = "connection closed"
+		e.Err = err
+	default:
+		e.Kind, e.Err = KindPeerDied, err
+	}
+	l.mesh.fail(e)
+}
+
+func (l *Link) lock() { l.wsem <- struct{}{} }
+
+func (l *Link) unlock() { <-l.wsem }
+
+func (l *Link) writeLoop() {
+	tick := time.NewTicker(l.cfg.Heartbeat / 2)
+	defer tick.Stop()
+	l.lastWrite = time.Now()
+	for {
+		select {
+		case req := <-l.sends:
+			if err := l.writeData(&req); err != nil {
+				if !l.mesh.isFailed() {
+					l.mesh.fail(&Error{Kind: KindPeerDied, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: "write failed", Err: err})
+				}
+				return
+			}
+			req.Done <- Result{Tag: req.Tag}
+		case now := <-tick.C:
+			if now.Sub(l.lastWrite) < l.cfg.Heartbeat {
+				continue
+			}
+			h := wire.Header{Type: wire.TypeHeartbeat}
+			l.lock()
+			h.Put(l.hdrW[:])
+			_, err := l.conn.Write(l.hdrW[:])
+			l.unlock()
+			if err != nil {
+				return // the reader or the executor reports the failure
+			}
+			l.lastWrite = now
+		case <-l.mesh.failed:
+			return
+		}
+	}
+}
+
+func (l *Link) writeData(req *SendReq) error {
+	buf := req.Buf
+	for off := 0; ; {
+		n := min(req.Chunk, len(buf)-off)
+		h := req.Desc.header(l.channel, n)
+		l.lock()
+		h.Put(l.hdrW[:])
+		l.bufs = append(l.bufs[:0], l.hdrW[:], buf[off:off+n])
+		v := l.bufs
+		_, err := v.WriteTo(l.conn)
+		l.unlock()
+		if err != nil {
+			return err
+		}
+		off += n
+		if off >= len(buf) {
+			break
+		}
+		if l.mesh.isFailed() {
+			return errors.New("communicator failed")
+		}
+	}
+	l.lastWrite = time.Now()
+	return nil
+}
+
+// abort sends an Abort frame (waiting at most grace for the writer to reach
+// a frame boundary) and half-closes the connection.
+func (l *Link) abort(a *wire.AbortError, grace time.Duration) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case l.wsem <- struct{}{}:
+		_ = l.conn.SetWriteDeadline(time.Now().Add(grace))
+		_ = wire.WriteControl(l.conn, wire.TypeAbort, a.Marshal())
+		l.unlock()
+	case <-t.C:
+	}
+	closeWrite(l.conn)
+}
+
+// Sends is where the executor posts send requests, completed in order.
+func (l *Link) Sends() chan<- SendReq { return l.sends }
+
+// Posts is where the executor posts receive requests, matched in order
+// with the peer's messages.
+func (l *Link) Posts() chan<- RecvReq { return l.posts }

@@ -1,0 +1,307 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// MeshConfig describes the full mesh of one communicator.
+type MeshConfig struct {
+	Identity  Identity
+	Channels  int          // links per peer pair (parallel rings)
+	Network   Network      // how to dial
+	Listener  Listener     // this rank's listener, already advertised
+	Endpoints []Endpoint   // every rank's endpoint, by rank
+	Link      LinkConfig   // liveness and chunking
+	Logger    zerolog.Logger
+	// AbortGrace bounds how long an abort waits to reach each peer (0 = 1s).
+	AbortGrace time.Duration
+}
+
+// Validate checks the configuration.
+func (c *MeshConfig) Validate() error {
+	if err := c.Identity.Validate(); err != nil {
+		return err
+	}
+	if c.Channels < 1 || c.Channels > 64 {
+		return fmt.Errorf("transport: channels %d outside 1..64", c.Channels)
+	}
+	if c.Network == nil || c.Listener == nil {
+		return fmt.Errorf("transport: mesh needs a network and a listener")
+	}
+	if len(c.Endpoints) != c.Identity.World {
+		return fmt.Errorf("transport: %d endpoints for a world of %d", len(c.Endpoints), c.Identity.World)
+	}
+	return c.Link.Validate()
+}
+
+// Mesh is every link of one rank to every other rank of a communicator.
+// It fails as a whole: the first failure is kept, every link sends an Abort
+// naming the culprit, and Failed is closed.
+type Mesh struct {
+	id    Identity
+	cfg   MeshConfig
+	log   zerolog.Logger
+	links [][]*Link // [peer][channel]; nil row for self
+
+	failOnce sync.Once
+	failed   chan struct{}
+	err      *Error
+	closing  chan struct{}
+	closeMu  sync.Once
+
+	wg       sync.WaitGroup // link goroutines
+	acceptWG sync.WaitGroup
+}
+
+// Connect forms the mesh: rank i dials every rank j > i on every channel and
+// accepts from every rank below it. It returns once all links are
+// authenticated, or with an error naming the ranks that never connected.
+func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.AbortGrace <= 0 {
+		cfg.AbortGrace = time.Second
+	}
+	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{})}
+	n, me := cfg.Identity.World, cfg.Identity.Rank
+	m.links = make([][]*Link, n)
+	for p := range m.links {
+		if p != me {
+			m.links[p] = make([]*Link, cfg.Channels)
+		}
+	}
+	type arrival struct {
+		peer, channel int
+		conn          net.Conn
+		err           error
+	}
+	arrivals := make(chan arrival, n*cfg.Channels)
+	var formed atomic.Bool // set once Connect stops taking arrivals
+	defer formed.Store(true)
+	m.acceptWG.Add(1)
+	go func() {
+		defer m.acceptWG.Done()
+		m.acceptLoop(func(peer, ch int, c net.Conn) bool {
+			if formed.Load() {
+				return false
+			}
+			select {
+			case arrivals <- arrival{peer: peer, channel: ch, conn: c}:
+				return true
+			default:
+				return false
+			}
+		})
+	}()
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for p := me + 1; p < n; p++ {
+		for ch := 0; ch < cfg.Channels; ch++ {
+			go func(p, ch int) {
+				c, err := m.dial(dctx, p, ch)
+				arrivals <- arrival{peer: p, channel: ch, conn: c, err: err}
+			}(p, ch)
+		}
+	}
+	want := (n - 1) * cfg.Channels
+	var firstErr error
+	for got := 0; got < want; {
+		select {
+		case a := <-arrivals:
+			if a.err != nil {
+				if firstErr == nil {
+					firstErr = a.err
+				}
+				got++
+				continue
+			}
+			if a.peer < 0 || a.peer >= n || a.peer == me || m.links[a.peer][a.channel] != nil {
+				m.log.Warn().Int("peer", a.peer).Int("channel", a.channel).Msg("duplicate connection refused")
+				a.conn.Close()
+				continue
+			}
+			m.links[a.peer][a.channel] = newLink(m, a.peer, a.channel, a.conn, cfg.Link)
+			got++
+		case <-ctx.Done():
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%w: ranks %s never connected", ctx.Err(), m.missing())
+			}
+			got = want
+		}
+	}
+	if firstErr == nil && m.missing() != "" {
+		firstErr = fmt.Errorf("ranks %s never connected", m.missing())
+	}
+	if firstErr != nil {
+		cancel()
+		m.closeAll()
+		return nil, fmt.Errorf("transport: rank %d forming mesh: %w", me, firstErr)
+	}
+	for p := range m.links {
+		for _, l := range m.links[p] {
+			l.start(&m.wg)
+		}
+	}
+	return m, nil
+}
+
+func (m *Mesh) missing() string {
+	var miss []string
+	for p, row := range m.links {
+		for _, l := range row {
+			if l == nil {
+				miss = append(miss, fmt.Sprint(p))
+				break
+			}
+		}
+	}
+	sort.Strings(miss)
+	return strings.Join(miss, ",")
+}
+
+func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		c, err := m.cfg.Network.Dial(ctx, m.cfg.Endpoints[peer])
+		if err == nil {
+			if err = DialHandshake(ctx, c, m.id, peer, ch); err == nil {
+				return c, nil
+			}
+			c.Close()
+			return nil, err // authentication problems do not heal by retrying
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial rank %d: %w (last error: %v)", peer, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// acceptLoop authenticates every incoming connection; deliver hands an
+// authenticated one to Connect (false once the mesh is complete). Refusals
+// are logged with the remote address.
+func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := m.cfg.Listener.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), HandshakeTimeout)
+			defer cancel()
+			hello, err := AcceptHandshake(ctx, c, m.id)
+			if err != nil {
+				m.log.Warn().Str("remote", c.RemoteAddr().String()).Err(err).Msg("refused data-plane connection")
+				c.Close()
+				return
+			}
+			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c) {
+				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint32("rank", hello.Rank).Msg("unexpected connection closed")
+				c.Close()
+			}
+		}()
+	}
+}
+
+// Link returns the link to peer on channel.
+func (m *Mesh) Link(peer, channel int) *Link { return m.links[peer][channel] }
+
+// Rank returns this rank.
+func (m *Mesh) Rank() int { return m.id.Rank }
+
+// Failed is closed when the mesh has failed; Err then says why.
+func (m *Mesh) Failed() <-chan struct{} { return m.failed }
+
+func (m *Mesh) isFailed() bool {
+	select {
+	case <-m.failed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err returns the failure that ended the mesh, or nil.
+func (m *Mesh) Err() *Error {
+	if !m.isFailed() {
+		return nil
+	}
+	e := *m.err
+	e.Local = m.id.Rank
+	return &e
+}
+
+// Fail ends the mesh with e (the first failure wins) and tells every peer.
+func (m *Mesh) Fail(e *Error) { m.fail(e) }
+
+func (m *Mesh) fail(e *Error) {
+	m.failOnce.Do(func() {
+		m.err = e
+		close(m.failed)
+		select {
+		case <-m.closing:
+		default:
+			m.log.Error().Err(e).Msg("communicator failed")
+		}
+		a := &wire.AbortError{Origin: e.Reporter, Culprit: e.Rank, Code: uint8(e.Kind), Reason: e.Detail}
+		if a.Origin < 0 {
+			a.Origin = m.id.Rank
+		}
+		if e.Detail == "" && e.Err != nil {
+			a.Reason = e.Err.Error()
+		}
+		var wg sync.WaitGroup
+		for p, row := range m.links {
+			for _, l := range row {
+				if l == nil || (p == e.Rank && e.Kind == KindPeerDied) {
+					continue
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); l.abort(a, m.cfg.AbortGrace) }()
+			}
+		}
+		wg.Wait()
+	})
+}
+
+// Close tells every peer this rank is leaving, then releases every
+// connection and goroutine. It is safe to call more than once.
+func (m *Mesh) Close() error {
+	m.closeMu.Do(func() {
+		close(m.closing)
+		m.fail(&Error{Kind: KindClosed, Rank: m.id.Rank, Reporter: m.id.Rank, Local: m.id.Rank, Detail: "communicator closed"})
+		m.closeAll()
+	})
+	return nil
+}
+
+func (m *Mesh) closeAll() {
+	m.cfg.Listener.Close()
+	for _, row := range m.links {
+		for _, l := range row {
+			if l != nil {
+				l.conn.Close()
+			}
+		}
+	}
+	m.wg.Wait()
+	m.acceptWG.Wait()
+}

@@ -1,0 +1,141 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Version is the data-plane protocol version carried in Hello.
+const Version = 1
+
+// NonceSize and MACSize are the sizes of handshake nonces and HMAC-SHA256 tags.
+const (
+	NonceSize = 32
+	MACSize   = 32
+	// MaxJobID bounds the job identifier.
+	MaxJobID = 128
+	// MaxReason bounds a Verdict's refusal reason.
+	MaxReason = 1024
+)
+
+// Hello opens a connection: the dialer says who it is and which
+// communicator it wants to join.
+type Hello struct {
+	Version    uint16
+	Channel    uint16
+	Rank       uint32 // dialer's rank
+	Peer       uint32 // rank the dialer believes it is calling
+	World      uint32
+	Generation uint64
+	JobID      string
+	Nonce      [NonceSize]byte
+}
+
+// Marshal encodes the Hello.
+func (h *Hello) Marshal() []byte {
+	b := make([]byte, 2+2+4+4+4+8+1+len(h.JobID)+NonceSize)
+	binary.LittleEndian.PutUint16(b, h.Version)
+	binary.LittleEndian.PutUint16(b[2:], h.Channel)
+	binary.LittleEndian.PutUint32(b[4:], h.Rank)
+	binary.LittleEndian.PutUint32(b[8:], h.Peer)
+	binary.LittleEndian.PutUint32(b[12:], h.World)
+	binary.LittleEndian.PutUint64(b[16:], h.Generation)
+	b[24] = byte(len(h.JobID))
+	n := copy(b[25:], h.JobID)
+	copy(b[25+n:], h.Nonce[:])
+	return b
+}
+
+// ParseHello decodes and validates a Hello payload.
+func ParseHello(p []byte) (Hello, error) {
+	var h Hello
+	if len(p) < 25 {
+		return h, fmt.Errorf("%w: hello of %d bytes", ErrMalformed, len(p))
+	}
+	h.Version = binary.LittleEndian.Uint16(p)
+	h.Channel = binary.LittleEndian.Uint16(p[2:])
+	h.Rank = binary.LittleEndian.Uint32(p[4:])
+	h.Peer = binary.LittleEndian.Uint32(p[8:])
+	h.World = binary.LittleEndian.Uint32(p[12:])
+	h.Generation = binary.LittleEndian.Uint64(p[16:])
+	n := int(p[24])
+	if n > MaxJobID || len(p) != 25+n+NonceSize {
+		return h, fmt.Errorf("%w: hello with job id of %d bytes in %d", ErrMalformed, n, len(p))
+	}
+	h.JobID = string(p[25 : 25+n])
+	if !utf8.ValidString(h.JobID) {
+		return h, fmt.Errorf("%w: job id is not UTF-8", ErrMalformed)
+	}
+	copy(h.Nonce[:], p[25+n:])
+	if h.World == 0 || h.Rank >= h.World || h.Peer >= h.World {
+		return h, fmt.Errorf("%w: hello from rank %d to %d in world %d", ErrMalformed, h.Rank, h.Peer, h.World)
+	}
+	return h, nil
+}
+
+// Challenge answers a Hello: the listener's nonce and its proof of the secret.
+type Challenge struct {
+	Nonce [NonceSize]byte
+	MAC   [MACSize]byte
+}
+
+// Marshal encodes the Challenge.
+func (c *Challenge) Marshal() []byte {
+	b := make([]byte, NonceSize+MACSize)
+	copy(b, c.Nonce[:])
+	copy(b[NonceSize:], c.MAC[:])
+	return b
+}
+
+// ParseChallenge decodes a Challenge payload.
+func ParseChallenge(p []byte) (Challenge, error) {
+	var c Challenge
+	if len(p) != NonceSize+MACSize {
+		return c, fmt.Errorf("%w: challenge of %d bytes", ErrMalformed, len(p))
+	}
+	copy(c.Nonce[:], p)
+	copy(c.MAC[:], p[NonceSize:])
+	return c, nil
+}
+
+// ParseResponse decodes the dialer's proof of the secret.
+func ParseResponse(p []byte) ([MACSize]byte, error) {
+	var m [MACSize]byte
+	if len(p) != MACSize {
+		return m, fmt.Errorf("%w: response of %d bytes", ErrMalformed, len(p))
+	}
+	copy(m[:], p)
+	return m, nil
+}
+
+// Verdict ends the handshake: accepted, or refused with a reason.
+type Verdict struct {
+	OK     bool
+	Reason string
+}
+
+// Marshal encodes the Verdict, truncating an over-long reason.
+func (v *Verdict) Marshal() []byte {
+	r := v.Reason
+	if len(r) > MaxReason {
+		r = r[:MaxReason]
+		for !utf8.ValidString(r) {
+			r = r[:len(r)-1]
+		}
+	}
+	b := make([]byte, 1+len(r))
+	if v.OK {
+		b[0] = 1
+	}
+	copy(b[1:], r)
+	return b
+}
+
+// ParseVerdict decodes a Verdict payload.
+func ParseVerdict(p []byte) (Verdict, error) {
+	if len(p) < 1 || p[0] > 1 || len(p) > 1+MaxReason || !utf8.Valid(p[1:]) {
+		return Verdict{}, fmt.Errorf("%w: verdict of %d bytes", ErrMalformed, len(p))
+	}
+	return Verdict{OK: p[0] == 1, Reason: string(p[1:])}, nil
+}

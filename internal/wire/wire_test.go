@@ -1,0 +1,164 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestHeaderGoldenBytes(t *testing.T) {
+	h := Header{Type: TypeData, Kind: 1, DType: 2, RedOp: 3, Channel: 0x0102, Seq: 0x03040506, Root: 7, Count: 0x0102030405060708, Len: 0x10}
+	var b [HeaderSize]byte
+	h.Put(b[:])
+	want := []byte{1, 0, 1, 2, 3, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03, 7, 0, 0, 0,
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x10, 0, 0, 0, 0, 0, 0, 0}
+	if !bytes.Equal(b[:], want) {
+		t.Fatalf("header bytes\n got %v\nwant %v", b, want)
+	}
+	got, err := ParseHeader(b[:])
+	if err != nil || got != h {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
+
+func TestParseHeaderRejects(t *testing.T) {
+	base := func() []byte {
+		var b [HeaderSize]byte
+		(&Header{Type: TypeData, Len: 4}).Put(b[:])
+		return b[:]
+	}
+	cases := map[string]func([]byte) []byte{
+		"short":              func(b []byte) []byte { return b[:31] },
+		"unknown type":       func(b []byte) []byte { b[0] = 99; return b },
+		"zero type":          func(b []byte) []byte { b[0] = 0; return b },
+		"flags set":          func(b []byte) []byte { b[1] = 1; return b },
+		"reserved tail":      func(b []byte) []byte { b[31] = 1; return b },
+		"data too long":      func(b []byte) []byte { b[24], b[25], b[26], b[27] = 0, 0, 0, 5; return b },
+		"control too long":   func(b []byte) []byte { b[0] = byte(TypeAbort); b[25] = 0x20; return b },
+		"heartbeat with len": func(b []byte) []byte { b[0] = byte(TypeHeartbeat); return b },
+	}
+	for name, mutate := range cases {
+		if _, err := ParseHeader(mutate(base())); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func TestHandshakeMessagesRoundTrip(t *testing.T) {
+	h := Hello{Version: Version, Channel: 2, Rank: 1, Peer: 3, World: 4, Generation: 9, JobID: "job-α"}
+	for i := range h.Nonce {
+		h.Nonce[i] = byte(i)
+	}
+	got, err := ParseHello(h.Marshal())
+	if err != nil || got != h {
+		t.Fatalf("hello: %+v %v", got, err)
+	}
+	c := Challenge{}
+	c.Nonce[0], c.MAC[31] = 1, 2
+	gc, err := ParseChallenge(c.Marshal())
+	if err != nil || gc != c {
+		t.Fatalf("challenge: %+v %v", gc, err)
+	}
+	v := Verdict{Reason: "bad secret"}
+	gv, err := ParseVerdict(v.Marshal())
+	if err != nil || gv != v {
+		t.Fatalf("verdict: %+v %v", gv, err)
+	}
+	a := &AbortError{Origin: 2, Culprit: NoRank, Reason: strings.Repeat("é", 3000)}
+	ga, err := ParseAbort(a.Marshal())
+	if err != nil || ga.Origin != 2 || ga.Culprit != NoRank || len(ga.Reason) > MaxControlPayload-9 {
+		t.Fatalf("abort: %+v %v", ga, err)
+	}
+}
+
+func TestHelloRejectsRankOutsideWorld(t *testing.T) {
+	h := Hello{Version: Version, Rank: 4, Peer: 0, World: 4, JobID: "j"}
+	if _, err := ParseHello(h.Marshal()); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("rank 4 of 4 accepted: %v", err)
+	}
+}
+
+func TestControlFramesOverAStream(t *testing.T) {
+	var buf bytes.Buffer
+	v := Verdict{OK: true}
+	if err := WriteControl(&buf, TypeVerdict, v.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	a := &AbortError{Origin: 1, Culprit: 3, Reason: "rank 3 silent for 2s"}
+	if err := WriteControl(&buf, TypeAbort, a.Marshal()); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ReadControl(&buf, TypeVerdict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ParseVerdict(p); !got.OK {
+		t.Fatal("verdict not OK")
+	}
+	_, err = ReadControl(&buf, TypeVerdict)
+	var ae *AbortError
+	if !errors.As(err, &ae) || ae.Culprit != 3 {
+		t.Fatalf("abort not surfaced: %v", err)
+	}
+	if _, err := ReadControl(&buf, TypeVerdict); err != io.EOF {
+		t.Fatalf("empty stream: %v", err)
+	}
+}
+
+// FuzzParseHeader: any 32 bytes either fail with ErrMalformed or decode to a
+// header that re-encodes to the same bytes.
+func FuzzParseHeader(f *testing.F) {
+	for _, h := range []Header{{Type: TypeData, Len: 1 << 20, Count: 5}, {Type: TypeHeartbeat}, {Type: TypeAbort, Len: 12}} {
+		var b [HeaderSize]byte
+		h.Put(b[:])
+		f.Add(b[:])
+	}
+	f.Add(make([]byte, 31))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHeader(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not ErrMalformed: %v", err)
+			}
+			return
+		}
+		var out [HeaderSize]byte
+		h.Put(out[:])
+		if !bytes.Equal(out[:], b[:HeaderSize]) {
+			t.Fatalf("re-encoding differs: %v vs %v", out, b[:HeaderSize])
+		}
+	})
+}
+
+// FuzzHandshake feeds arbitrary payloads to every handshake and abort
+// decoder: they must never panic, and what they accept must round-trip.
+func FuzzHandshake(f *testing.F) {
+	h := Hello{Version: Version, Rank: 0, Peer: 1, World: 2, JobID: "job"}
+	f.Add(h.Marshal())
+	f.Add((&Challenge{}).Marshal())
+	f.Add((&Verdict{OK: false, Reason: "no"}).Marshal())
+	f.Add((&AbortError{Origin: 1, Culprit: 0, Reason: "x"}).Marshal())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if hl, err := ParseHello(p); err == nil {
+			if !bytes.Equal(hl.Marshal(), p) {
+				t.Fatal("hello does not round-trip")
+			}
+		}
+		if c, err := ParseChallenge(p); err == nil && !bytes.Equal(c.Marshal(), p) {
+			t.Fatal("challenge does not round-trip")
+		}
+		if v, err := ParseVerdict(p); err == nil && !bytes.Equal(v.Marshal(), p) {
+			t.Fatal("verdict does not round-trip")
+		}
+		if a, err := ParseAbort(p); err == nil {
+			if b, _ := ParseAbort(a.Marshal()); b == nil || *b != *a {
+				t.Fatal("abort does not round-trip")
+			}
+		}
+		// A stream of arbitrary bytes never panics ReadControl.
+		_, _ = ReadControl(bytes.NewReader(p), TypeHello)
+	})
+}

@@ -1,0 +1,222 @@
+package ring
+
+import (
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/internal/plan"
+)
+
+// Spec says which rank to build for and how to split the work.
+type Spec struct {
+	// Order is the ring: every rank exactly once, in ring order.
+	Order []int
+	// Rank is the rank to build the program for.
+	Rank int
+	// Channels splits the buffer into that many independent rings (>= 1).
+	Channels int
+}
+
+func (s Spec) validate() (pos int, err error) {
+	n := len(s.Order)
+	if n == 0 {
+		return 0, fmt.Errorf("ring: empty order")
+	}
+	if s.Channels < 1 {
+		return 0, fmt.Errorf("ring: %d channels", s.Channels)
+	}
+	seen := make([]bool, n)
+	pos = -1
+	for i, r := range s.Order {
+		if r < 0 || r >= n || seen[r] {
+			return 0, fmt.Errorf("ring: order %v is not a permutation of 0..%d", s.Order, n-1)
+		}
+		seen[r] = true
+		if r == s.Rank {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		return 0, fmt.Errorf("ring: rank %d not in order %v", s.Rank, s.Order)
+	}
+	return pos, nil
+}
+
+func mod(a, n int) int { return ((a % n) + n) % n }
+
+// AllReduce builds the in-place ring allreduce of count elements. With avg,
+// each segment's owner divides it by the world size before the allgather.
+func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
+	pos, err := s.validate()
+	if err != nil {
+		return nil, err
+	}
+	n := len(s.Order)
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: count}
+	if n == 1 {
+		return p, nil
+	}
+	right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
+	for c := 0; c < s.Channels; c++ {
+		cOff, cLen := plan.Segment(count, s.Channels, c)
+		seg := func(k int) (int, int) {
+			o, l := plan.Segment(cLen, n, mod(k, n))
+			return cOff + o, l
+		}
+		var ch plan.Channel
+		for st := 0; st < n-1; st++ { // reduce-scatter
+			so, sl := seg(pos - st)
+			ro, rl := seg(pos - st - 1)
+			ch.Steps = append(ch.Steps, plan.Step{Ops: []plan.Op{
+				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+				{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
+			}})
+		}
+		for st := 0; st < n-1; st++ { // allgather
+			so, sl := seg(pos + 1 - st)
+			ro, rl := seg(pos - st)
+			var ops []plan.Op
+			if st == 0 && avg {
+				ops = append(ops, plan.Op{Kind: plan.Scale, Buf: plan.Data, Off: so, Len: sl, Div: n})
+			}
+			ops = append(ops,
+				plan.Op{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+				plan.Op{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl})
+			ch.Steps = append(ch.Steps, plan.Step{Ops: ops})
+		}
+		p.Channels = append(p.Channels, ch)
+	}
+	return p, nil
+}
+
+// ReduceScatter builds the ring reduce-scatter: Input holds n blocks of
+// count elements (block r belongs to rank r); on return Data (count
+// elements) holds the reduction of every rank's block for this rank.
+// Input is never written: segments are copied into Scratch just before
+// their first reduction.
+func ReduceScatter(s Spec, count int, avg bool) (*plan.Program, error) {
+	pos, err := s.validate()
+	if err != nil {
+		return nil, err
+	}
+	n := len(s.Order)
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: count, InputLen: n * count, ScratchLen: n * count}
+	if n == 1 {
+		p.Channels = []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: plan.Copy, Buf: plan.Data, Src: plan.Input, Len: count}}}}}}
+		return p, nil
+	}
+	right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
+	// Segment j (by ring position) is the block of the rank at position j−1,
+	// so that position p ends owning its own block (segment p+1).
+	block := func(j int) int { return s.Order[mod(j-1, n)] }
+	for c := 0; c < s.Channels; c++ {
+		cOff, cLen := plan.Segment(count, s.Channels, c)
+		var ch plan.Channel
+		for st := 0; st < n-1; st++ {
+			sj, rj := pos-st, pos-st-1
+			sOff := block(sj)*count + cOff
+			rOff := block(rj)*count + cOff
+			sendBuf := plan.Scratch
+			if st == 0 {
+				sendBuf = plan.Input
+			}
+			last := st == n-2
+			dst, dOff := plan.Scratch, rOff
+			if last {
+				dst, dOff = plan.Data, cOff
+			}
+			ops := []plan.Op{
+				{Kind: plan.Copy, Buf: dst, Off: dOff, Src: plan.Input, SrcOff: rOff, Len: cLen},
+				{Kind: plan.Send, Peer: right, Buf: sendBuf, Off: sOff, Len: cLen},
+				{Kind: plan.RecvReduce, Peer: left, Buf: dst, Off: dOff, Len: cLen},
+			}
+			ch.Steps = append(ch.Steps, plan.Step{Ops: ops})
+		}
+		if avg {
+			ch.Steps = append(ch.Steps, plan.Step{Ops: []plan.Op{{Kind: plan.Scale, Buf: plan.Data, Off: cOff, Len: cLen, Div: n}}})
+		}
+		p.Channels = append(p.Channels, ch)
+	}
+	return p, nil
+}
+
+// AllGather builds the ring allgather: Input holds count elements; on
+// return Data holds n blocks of count, block r from rank r.
+func AllGather(s Spec, count int) (*plan.Program, error) {
+	pos, err := s.validate()
+	if err != nil {
+		return nil, err
+	}
+	n := len(s.Order)
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: n * count, InputLen: count}
+	for c := 0; c < s.Channels; c++ {
+		cOff, cLen := plan.Segment(count, s.Channels, c)
+		var ch plan.Channel
+		first := plan.Step{Ops: []plan.Op{{Kind: plan.Copy, Buf: plan.Data, Off: s.Rank*count + cOff, Src: plan.Input, SrcOff: cOff, Len: cLen}}}
+		if n == 1 {
+			ch.Steps = append(ch.Steps, first)
+		}
+		right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
+		for st := 0; st < n-1; st++ {
+			sb, rb := s.Order[mod(pos-st, n)], s.Order[mod(pos-st-1, n)]
+			step := plan.Step{}
+			if st == 0 {
+				step.Ops = append(step.Ops, first.Ops...)
+			}
+			step.Ops = append(step.Ops,
+				plan.Op{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: sb*count + cOff, Len: cLen},
+				plan.Op{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: rb*count + cOff, Len: cLen})
+			ch.Steps = append(ch.Steps, step)
+		}
+		p.Channels = append(p.Channels, ch)
+	}
+	return p, nil
+}
+
+// Broadcast builds a pipelined chain broadcast from root along the ring:
+// the buffer travels in chunks of chunk elements, each hop forwarding chunk
+// i while receiving chunk i+1, so the time is about (chunks + n − 2) chunk
+// transfers instead of (n − 1) whole-buffer transfers.
+func Broadcast(s Spec, root, count, chunk int) (*plan.Program, error) {
+	pos, err := s.validate()
+	if err != nil {
+		return nil, err
+	}
+	n := len(s.Order)
+	if root < 0 || root >= n {
+		return nil, fmt.Errorf("ring: broadcast root %d outside world of %d", root, n)
+	}
+	if chunk < 1 {
+		return nil, fmt.Errorf("ring: chunk of %d elements", chunk)
+	}
+	p := &plan.Program{Algorithm: "chain", Rank: s.Rank, World: n, DataLen: count}
+	if n == 1 {
+		return p, nil
+	}
+	rootPos := 0
+	for i, r := range s.Order {
+		if r == root {
+			rootPos = i
+		}
+	}
+	q := mod(pos-rootPos, n) // distance from the root along the chain
+	next, prev := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
+	k := max(1, (count+chunk-1)/chunk)
+	chunkAt := func(i int) (int, int) { return plan.Segment(count, k, i) }
+	var ch plan.Channel
+	for t := 0; t < k+n-2; t++ {
+		var st plan.Step
+		if i := t - q + 1; q >= 1 && i >= 0 && i < k {
+			o, l := chunkAt(i)
+			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: prev, Buf: plan.Data, Off: o, Len: l})
+		}
+		if i := t - q; q <= n-2 && i >= 0 && i < k {
+			o, l := chunkAt(i)
+			st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: next, Buf: plan.Data, Off: o, Len: l})
+		}
+		if len(st.Ops) > 0 {
+			ch.Steps = append(ch.Steps, st)
+		}
+	}
+	p.Channels = []plan.Channel{ch}
+	return p, nil
+}

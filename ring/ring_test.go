@@ -1,0 +1,192 @@
+package ring
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/plan"
+)
+
+func orders(n int, rng *rand.Rand) [][]int {
+	id := make([]int, n)
+	for i := range id {
+		id[i] = i
+	}
+	return [][]int{id, rng.Perm(n)}
+}
+
+func inputs(n, count int, rng *rand.Rand) [][]float64 {
+	d := make([][]float64, n)
+	for r := range d {
+		d[r] = make([]float64, count)
+		for i := range d[r] {
+			d[r][i] = float64(rng.Intn(1000)) // integers: sums are exact in any order
+		}
+	}
+	return d
+}
+
+// Every ring program, simulated, equals the sequential reference.
+func TestAllReduceEqualsSequentialReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for n := 1; n <= 8; n++ {
+		for _, count := range []int{0, 1, 2, 7, 13, 64, 101} {
+			for _, chans := range []int{1, 3} {
+				for _, order := range orders(n, rng) {
+					for _, avg := range []bool{false, true} {
+						name := fmt.Sprintf("n%d/count%d/ch%d/order%v/avg%v", n, count, chans, order, avg)
+						data := inputs(n, count, rng)
+						want := make([]float64, count)
+						for r := range data {
+							for i, v := range data[r] {
+								want[i] += v
+							}
+						}
+						if avg {
+							for i := range want {
+								want[i] /= float64(n)
+							}
+						}
+						progs := make([]*plan.Program, n)
+						for r := range progs {
+							p, err := AllReduce(Spec{Order: order, Rank: r, Channels: chans}, count, avg)
+							if err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							progs[r] = p
+						}
+						if err := plan.Simulate(progs, data, nil, plan.SimSum); err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						for r := range data {
+							for i := range want {
+								if data[r][i] != want[i] {
+									t.Fatalf("%s: rank %d elem %d = %v, want %v", name, r, i, data[r][i], want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestReduceScatterAndAllGatherEqualReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for n := 1; n <= 7; n++ {
+		for _, count := range []int{0, 1, 5, 17} {
+			for _, order := range orders(n, rng) {
+				in := inputs(n, n*count, rng)
+				out := make([][]float64, n)
+				progs := make([]*plan.Program, n)
+				for r := range progs {
+					out[r] = make([]float64, count)
+					p, err := ReduceScatter(Spec{Order: order, Rank: r, Channels: 2}, count, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					progs[r] = p
+				}
+				orig := make([][]float64, n)
+				for r := range in {
+					orig[r] = append([]float64(nil), in[r]...)
+				}
+				if err := plan.Simulate(progs, out, in, plan.SimSum); err != nil {
+					t.Fatalf("rs n=%d count=%d: %v", n, count, err)
+				}
+				for r := 0; r < n; r++ {
+					for i := 0; i < count; i++ {
+						var want float64
+						for q := 0; q < n; q++ {
+							want += orig[q][r*count+i]
+						}
+						if out[r][i] != want {
+							t.Fatalf("rs n=%d order=%v rank %d elem %d = %v want %v", n, order, r, i, out[r][i], want)
+						}
+					}
+					for i := range in[r] {
+						if in[r][i] != orig[r][i] {
+							t.Fatalf("rs wrote its input")
+						}
+					}
+				}
+				// allgather
+				small := inputs(n, count, rng)
+				gathered := make([][]float64, n)
+				for r := range progs {
+					gathered[r] = make([]float64, n*count)
+					p, err := AllGather(Spec{Order: order, Rank: r, Channels: 2}, count)
+					if err != nil {
+						t.Fatal(err)
+					}
+					progs[r] = p
+				}
+				if err := plan.Simulate(progs, gathered, small, plan.SimSum); err != nil {
+					t.Fatalf("ag: %v", err)
+				}
+				for r := 0; r < n; r++ {
+					for q := 0; q < n; q++ {
+						for i := 0; i < count; i++ {
+							if gathered[r][q*count+i] != small[q][i] {
+								t.Fatalf("ag n=%d rank %d block %d elem %d", n, r, q, i)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestChainBroadcastDeliversEveryChunk(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for n := 1; n <= 6; n++ {
+		for _, count := range []int{0, 1, 10, 33} {
+			for root := 0; root < n; root++ {
+				data := inputs(n, count, rng)
+				want := append([]float64(nil), data[root]...)
+				progs := make([]*plan.Program, n)
+				for r := range progs {
+					p, err := Broadcast(Spec{Order: rng.Perm(n)[:0:0], Rank: r, Channels: 1}, root, count, 4)
+					_ = p
+					if err == nil {
+						t.Fatal("empty order accepted")
+					}
+					order := make([]int, n)
+					for i := range order {
+						order[i] = (i + 1) % n
+					}
+					progs[r], err = Broadcast(Spec{Order: order, Rank: r, Channels: 1}, root, count, 4)
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := plan.Simulate(progs, data, nil, plan.SimSum); err != nil {
+					t.Fatalf("n=%d count=%d root=%d: %v", n, count, root, err)
+				}
+				for r := range data {
+					for i := range want {
+						if data[r][i] != want[i] {
+							t.Fatalf("n=%d root=%d rank %d elem %d", n, root, r, i)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSpecRejectsBadOrders(t *testing.T) {
+	for _, s := range []Spec{
+		{Order: []int{0, 0}, Rank: 0, Channels: 1},
+		{Order: []int{0, 2}, Rank: 0, Channels: 1},
+		{Order: []int{0, 1}, Rank: 2, Channels: 1},
+		{Order: []int{0, 1}, Rank: 0, Channels: 0},
+	} {
+		if _, err := AllReduce(s, 10, false); err == nil {
+			t.Errorf("spec %+v accepted", s)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package tree
+
+import (
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/internal/plan"
+)
+
+func position(order []int, rank int) (int, error) {
+	n := len(order)
+	if n == 0 {
+		return 0, fmt.Errorf("tree: empty order")
+	}
+	seen := make([]bool, n)
+	pos := -1
+	for i, r := range order {
+		if r < 0 || r >= n || seen[r] {
+			return 0, fmt.Errorf("tree: order %v is not a permutation of 0..%d", order, n-1)
+		}
+		seen[r] = true
+		if r == rank {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		return 0, fmt.Errorf("tree: rank %d not in order %v", rank, order)
+	}
+	return pos, nil
+}
+
+// AllReduce builds recursive doubling over the ranks in order: with p the
+// largest power of two ≤ n, the n−p extra ranks first fold into a partner,
+// the p ranks exchange whole buffers log2(p) times (received into Scratch,
+// folded in at the next step), and the partners hand the result back.
+// log2(n)+2 latencies instead of the ring's 2(n−1): the algorithm for small
+// messages. With count 0 it is a barrier.
+func AllReduce(order []int, rank, count int, avg bool) (*plan.Program, error) {
+	pos, err := position(order, rank)
+	if err != nil {
+		return nil, err
+	}
+	n := len(order)
+	prog := &plan.Program{Algorithm: "recursive-doubling", Rank: rank, World: n, DataLen: count, ScratchLen: count}
+	if n == 1 {
+		return prog, nil
+	}
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	all := plan.Op{Buf: plan.Data, Len: count}
+	var steps []plan.Step
+	if pos >= p { // an extra rank: fold in, wait for the result
+		partner := order[pos-p]
+		send, recv := all, all
+		send.Kind, send.Peer = plan.Send, partner
+		recv.Kind, recv.Peer = plan.Recv, partner
+		steps = append(steps, plan.Step{Ops: []plan.Op{send}}, plan.Step{Ops: []plan.Op{recv}})
+	} else {
+		if pos+p < n {
+			fold := all
+			fold.Kind, fold.Peer = plan.RecvReduce, order[pos+p]
+			steps = append(steps, plan.Step{Ops: []plan.Op{fold}})
+		}
+		var pendingReduce bool
+		for m := 1; m < p; m *= 2 {
+			partner := order[pos^m]
+			var st plan.Step
+			if pendingReduce {
+				st.Ops = append(st.Ops, plan.Op{Kind: plan.Reduce, Buf: plan.Data, Src: plan.Scratch, Len: count})
+			}
+			st.Ops = append(st.Ops,
+				plan.Op{Kind: plan.Send, Peer: partner, Buf: plan.Data, Len: count},
+				plan.Op{Kind: plan.Recv, Peer: partner, Buf: plan.Scratch, Len: count})
+			steps = append(steps, st)
+			pendingReduce = true
+		}
+		final := plan.Step{}
+		if pendingReduce {
+			final.Ops = append(final.Ops, plan.Op{Kind: plan.Reduce, Buf: plan.Data, Src: plan.Scratch, Len: count})
+		}
+		if avg {
+			final.Ops = append(final.Ops, plan.Op{Kind: plan.Scale, Buf: plan.Data, Len: count, Div: n})
+		}
+		if pos+p < n {
+			final.Ops = append(final.Ops, plan.Op{Kind: plan.Send, Peer: order[pos+p], Buf: plan.Data, Len: count})
+		}
+		if len(final.Ops) > 0 {
+			steps = append(steps, final)
+		}
+	}
+	prog.Channels = []plan.Channel{{Steps: steps}}
+	return prog, nil
+}
+
+// Broadcast builds a binomial-tree broadcast from root: in round i every
+// rank that already has the data sends it to the rank 2^i further along
+// order. ⌈log2 n⌉ latencies: the algorithm for small messages.
+func Broadcast(order []int, rank, root, count int) (*plan.Program, error) {
+	pos, err := position(order, rank)
+	if err != nil {
+		return nil, err
+	}
+	n := len(order)
+	rootPos, err := position(order, root)
+	if err != nil {
+		return nil, fmt.Errorf("tree: broadcast root: %w", err)
+	}
+	prog := &plan.Program{Algorithm: "binomial", Rank: rank, World: n, DataLen: count}
+	q := ((pos-rootPos)%n + n) % n
+	var steps []plan.Step
+	for m := 1; m < n; m *= 2 {
+		var st plan.Step
+		if q < m && q+m < n {
+			st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[(rootPos+q+m)%n], Buf: plan.Data, Len: count})
+		} else if q >= m && q < 2*m {
+			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+q-m)%n], Buf: plan.Data, Len: count})
+		}
+		if len(st.Ops) > 0 {
+			steps = append(steps, st)
+		}
+	}
+	prog.Channels = []plan.Channel{{Steps: steps}}
+	return prog, nil
+}
