@@ -117,10 +117,13 @@ func (e *Executor) Run(ctx context.Context, p *plan.Program, call *Call) error {
 				var err error
 				switch o.Kind {
 				case plan.Send:
-					err = e.postSend(ctx, link, transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl})
+					err = link.Send(transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl}, ctx.Done())
 				case plan.Recv, plan.RecvReduce:
-					err = e.postRecv(ctx, link, transport.RecvReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Reduce: o.Kind == plan.RecvReduce,
-						DType: call.DType, Op: call.Op, Tag: tag, Done: e.compl})
+					err = link.Recv(transport.RecvReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Reduce: o.Kind == plan.RecvReduce,
+						DType: call.DType, Op: call.Op, Tag: tag, Done: e.compl}, ctx.Done())
+				}
+				if transport.IsCanceled(err) {
+					err = ctx.Err()
 				}
 				if err != nil {
 					return false, err
@@ -176,28 +179,6 @@ func (e *Executor) failed() <-chan struct{} {
 		return nil
 	}
 	return e.mesh.Failed()
-}
-
-func (e *Executor) postSend(ctx context.Context, l *transport.Link, req transport.SendReq) error {
-	select {
-	case l.Sends() <- req:
-		return nil
-	case <-e.mesh.Failed():
-		return e.mesh.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (e *Executor) postRecv(ctx context.Context, l *transport.Link, req transport.RecvReq) error {
-	select {
-	case l.Posts() <- req:
-		return nil
-	case <-e.mesh.Failed():
-		return e.mesh.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // fail turns err into a *transport.Error blaming the rank this rank was

@@ -112,6 +112,11 @@ type Link struct {
 	hdrW      [wire.HeaderSize]byte
 	bufs      net.Buffers
 	lastWrite time.Time
+
+	// postMu orders the executor's posts against a graceful close by the
+	// peer: once peerGone is set, nothing more is posted to this link.
+	postMu   sync.Mutex
+	peerGone *Error
 }
 
 func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
@@ -173,7 +178,11 @@ func (l *Link) readLoop() {
 				l.readFailed(err)
 				return
 			}
-			l.mesh.fail(&Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason})
+			e := &Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason}
+			if e.Kind == KindClosed && !have && l.markGone(e) {
+				return // a clean close between collectives: fail only if this link is used again
+			}
+			l.mesh.fail(e)
 			return
 		case wire.TypeData:
 		default:
@@ -339,9 +348,60 @@ func (l *Link) abort(a *wire.AbortError, grace time.Duration) {
 	closeWrite(l.conn)
 }
 
-// Sends is where the executor posts send requests, completed in order.
-func (l *Link) Sends() chan<- SendReq { return l.sends }
+// markGone records that the peer closed its communicator cleanly. It
+// returns false when a receive is already posted (the peer left in the
+// middle of a collective), in which case the caller fails the mesh.
+func (l *Link) markGone(e *Error) bool {
+	l.postMu.Lock()
+	defer l.postMu.Unlock()
+	if len(l.posts) > 0 {
+		return false
+	}
+	l.peerGone = e
+	return true
+}
 
-// Posts is where the executor posts receive requests, matched in order
-// with the peer's messages.
-func (l *Link) Posts() chan<- RecvReq { return l.posts }
+// Send posts a send request; it completes in order on the request's Done
+// channel. It fails if the peer has closed its communicator.
+func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
+	l.postMu.Lock()
+	defer l.postMu.Unlock()
+	if l.peerGone != nil {
+		l.mesh.fail(l.peerGone)
+		return l.mesh.Err()
+	}
+	select {
+	case l.sends <- req:
+		return nil
+	case <-l.mesh.failed:
+		return l.mesh.Err()
+	case <-cancel:
+		return errCanceled
+	}
+}
+
+// Recv posts a receive request, matched in order with the peer's messages.
+// It fails if the peer has closed its communicator.
+func (l *Link) Recv(req RecvReq, cancel <-chan struct{}) error {
+	l.postMu.Lock()
+	defer l.postMu.Unlock()
+	if l.peerGone != nil {
+		l.mesh.fail(l.peerGone)
+		return l.mesh.Err()
+	}
+	select {
+	case l.posts <- req:
+		return nil
+	case <-l.mesh.failed:
+		return l.mesh.Err()
+	case <-cancel:
+		return errCanceled
+	}
+}
+
+// errCanceled is returned by Send and Recv when the caller's cancel
+// channel closes first; the executor maps it to its context's error.
+var errCanceled = errors.New("post canceled")
+
+// IsCanceled reports whether err is a canceled post.
+func IsCanceled(err error) bool { return errors.Is(err, errCanceled) }

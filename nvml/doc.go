@@ -1,0 +1,31 @@
+// Package nvml owns ringtail's hardware telemetry: what a rank can say about
+// the device it trains on and the host it runs on.
+//
+// It owns:
+//
+//   - the Telemetry and Device interfaces the rest of ringtail reads GPUs
+//     through, and the plain-data Sample they return (name and model, memory
+//     total/used/free, SM clock, GPU and memory utilisation, PCIe rx/tx
+//     throughput, power), plus Fake, an in-memory twin for tests;
+//   - the real binding to NVIDIA's NVML through github.com/NVIDIA/go-nvml,
+//     compiled only with cgo and the build tag ringtail_nvml (see
+//     binding.go). Without the tag, or with CGO_ENABLED=0, Open returns a
+//     Telemetry whose every call fails with ErrNoNVML, so the package and
+//     everything importing it still build as pure Go;
+//   - the no-GPU fallback: HostReader differences /proc/stat and
+//     /proc/net/dev to give host CPU utilisation and network rx/tx rates. The
+//     parsers (ParseProcStat, ParseNetDev) and the differencing (CPUBusy,
+//     NetRates) are pure functions; the reader gets its clock and its /proc
+//     file system injected;
+//   - the throughput prior table (PriorThroughput, NormalizeModel) that
+//     ranks devices by model until measured step times exist.
+//
+// The binding remembers a failed NVML initialisation and never calls NVML
+// again afterwards (doing so can kill the process); it shuts NVML down at
+// most once.
+//
+// Samples reach the straggler controller only as observations built by the
+// caller. This package is a leaf: it must never import the decision packages
+// (straggler, balance, topology, ring, tree, gradcode), the transport, net,
+// or logging. Nothing here starts goroutines.
+package nvml
