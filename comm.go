@@ -154,6 +154,7 @@ func (c *Comm) connect(ctx context.Context) error {
 	settings := map[string]string{
 		"channels": strconv.Itoa(cfg.Channels), "chunk_bytes": strconv.Itoa(cfg.ChunkBytes),
 		"small_bytes": strconv.Itoa(cfg.SmallBytes), "generation": strconv.FormatUint(cfg.Generation, 10),
+		"shm": strconv.FormatBool(!cfg.DisableShm),
 	}
 	members, err := rendezvous.Register(ctx, rendezvous.Request{
 		Addr: coordAddr, JobID: cfg.JobID, Secret: cfg.Secret, World: cfg.WorldSize,
@@ -174,7 +175,7 @@ func (c *Comm) connect(ctx context.Context) error {
 	silence := cfg.PeerTimeout
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: cfg.JobID, Rank: cfg.Rank, World: cfg.WorldSize, Generation: cfg.Generation, Secret: cfg.Secret},
-		Channels: cfg.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log,
+		Channels: cfg.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !cfg.DisableShm,
 		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 4, Chunk: cfg.ChunkBytes, Describe: describe},
 	})
 	if err != nil {

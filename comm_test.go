@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -439,5 +440,45 @@ func TestWorldOfOne(t *testing.T) {
 	}
 	if err := c.Barrier(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestCloseReleasesEveryGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for i := 0; i < 2; i++ {
+		port := freePort(t)
+		comms := make([]*Comm, 3)
+		errs := make([]error, 3)
+		var wg sync.WaitGroup
+		for r := range comms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cfg := DefaultConfig(r, 3)
+				cfg.MasterPort, cfg.Secret = port, []byte("s")
+				comms[r], errs[r] = New(context.Background(), cfg)
+			}()
+		}
+		wg.Wait()
+		noErrors(t, errs)
+		noErrors(t, each(comms, func(r int, c *Comm) error {
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 1<<16)), Sum)
+		}))
+		for _, c := range comms {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := comms[0].AllReduce(context.Background(), Float32s(make([]float32, 4)), Sum); !errors.Is(err, ErrClosed) {
+			t.Fatalf("call after Close: %v", err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

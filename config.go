@@ -36,6 +36,7 @@ const (
 	EnvChunkBytes     = "RINGTAIL_CHUNK_BYTES"
 	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
 	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
+	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -75,6 +76,9 @@ type Config struct {
 	ListenIP string
 	// DisableUnix forces TCP between ranks of one host.
 	DisableUnix bool
+	// DisableShm keeps frames on the unix socket instead of moving them
+	// through shared-memory rings between ranks of one host.
+	DisableShm bool
 	// OpTimeout bounds every collective (and Barrier); PeerTimeout is how
 	// long a peer may be silent (not even heartbeats) before it is declared
 	// dead or frozen; ConnectTimeout bounds New.
@@ -162,6 +166,7 @@ func ConfigFromEnv() (Config, error) {
 	c.ExternalCoordinator = os.Getenv(EnvCoordinator) == "external"
 	c.ListenIP = os.Getenv(EnvListenIP)
 	c.DisableUnix = getb(EnvNoUnix)
+	c.DisableShm = getb(EnvNoShm)
 	getd(EnvTimeout, &c.OpTimeout)
 	getd(EnvPeerTimeout, &c.PeerTimeout)
 	getd(EnvConnectTimeout, &c.ConnectTimeout)

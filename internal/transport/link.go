@@ -105,7 +105,8 @@ type Link struct {
 	posts chan RecvReq
 	wsem  chan struct{}
 
-	br      *bufio.Reader
+	rd      io.Reader     // buffered socket, or the shared-memory conn itself
+	inPlace inPlaceReader // non-nil for shared memory: reduce without copying out
 	hdrR    [wire.HeaderSize]byte
 	scratch []byte
 
@@ -119,14 +120,28 @@ type Link struct {
 	peerGone *Error
 }
 
+// inPlaceReader is implemented by connections whose received bytes can be
+// read where they lie (shared memory).
+type inPlaceReader interface {
+	ReadFunc(n, unit int, f func(off int, p []byte)) error
+}
+
 func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
-	return &Link{
+	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), wsem: make(chan struct{}, 1),
-		br: bufio.NewReaderSize(conn, 64<<10), scratch: make([]byte, cfg.Chunk),
 		bufs: make(net.Buffers, 0, 2),
 	}
+	if ip, ok := conn.(inPlaceReader); ok {
+		l.rd, l.inPlace = conn, ip
+	} else {
+		l.rd, l.scratch = bufio.NewReaderSize(conn, 64<<10), make([]byte, cfg.Chunk)
+	}
+	return l
 }
+
+// Shared reports whether the link moves data through shared memory.
+func (l *Link) Shared() bool { return l.inPlace != nil }
 
 // Peer returns the rank at the other end.
 func (l *Link) Peer() int { return l.peer }
@@ -143,7 +158,7 @@ func (l *Link) readFull(p []byte) error {
 	for len(p) > 0 {
 		n := min(len(p), readPiece)
 		l.deadline()
-		if _, err := io.ReadFull(l.br, p[:n]); err != nil {
+		if _, err := io.ReadFull(l.rd, p[:n]); err != nil {
 			return err
 		}
 		p = p[n:]
@@ -159,7 +174,7 @@ func (l *Link) readLoop() {
 	)
 	for {
 		l.deadline()
-		h, err := wire.ReadHeader(l.br, &l.hdrR)
+		h, err := wire.ReadHeader(l.rd, &l.hdrR)
 		if err != nil {
 			l.readFailed(err)
 			return
@@ -203,7 +218,23 @@ func (l *Link) readLoop() {
 		}
 		n := int(h.Len)
 		dst := cur.Buf[got : got+n]
-		if cur.Reduce {
+		if cur.Reduce && l.inPlace != nil {
+			var rerr error
+			l.deadline()
+			err := l.inPlace.ReadFunc(n, cur.DType.Size(), func(off int, p []byte) {
+				if rerr == nil {
+					rerr = reduce.Apply(dst[off:off+len(p)], p, cur.DType, cur.Op)
+				}
+			})
+			if err != nil {
+				l.readFailed(err)
+				return
+			}
+			if rerr != nil {
+				l.mesh.fail(&Error{Kind: KindLocal, Rank: NoRank, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Err: rerr})
+				return
+			}
+		} else if cur.Reduce {
 			if n > len(l.scratch) {
 				l.scratch = make([]byte, n) // a peer with a larger chunk; grows once
 			}

@@ -18,14 +18,17 @@ import (
 // MeshConfig describes the full mesh of one communicator.
 type MeshConfig struct {
 	Identity  Identity
-	Channels  int          // links per peer pair (parallel rings)
-	Network   Network      // how to dial
-	Listener  Listener     // this rank's listener, already advertised
-	Endpoints []Endpoint   // every rank's endpoint, by rank
-	Link      LinkConfig   // liveness and chunking
+	Channels  int        // links per peer pair (parallel rings)
+	Network   Network    // how to dial
+	Listener  Listener   // this rank's listener, already advertised
+	Endpoints []Endpoint // every rank's endpoint, by rank
+	Link      LinkConfig // liveness and chunking
 	Logger    zerolog.Logger
 	// AbortGrace bounds how long an abort waits to reach each peer (0 = 1s).
 	AbortGrace time.Duration
+	// SharedMemory moves frames between ranks of one host through
+	// shared-memory rings (the unix socket then only rings doorbells).
+	SharedMemory bool
 }
 
 // Validate checks the configuration.
@@ -177,7 +180,12 @@ func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
 		c, err := m.cfg.Network.Dial(ctx, m.cfg.Endpoints[peer])
 		if err == nil {
 			if err = DialHandshake(ctx, c, m.id, peer, ch); err == nil {
-				return c, nil
+				sc, err := upgradeShm(c, true, m.cfg.SharedMemory)
+				if err != nil {
+					c.Close()
+					return nil, fmt.Errorf("rank %d: %w", peer, err)
+				}
+				return sc, nil
 			}
 			c.Close()
 			return nil, err // authentication problems do not heal by retrying
@@ -213,6 +221,13 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 				c.Close()
 				return
 			}
+			sc, err := upgradeShm(c, false, m.cfg.SharedMemory)
+			if err != nil {
+				m.log.Warn().Str("remote", c.RemoteAddr().String()).Err(err).Msg("shared-memory upgrade failed")
+				c.Close()
+				return
+			}
+			c = sc
 			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c) {
 				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint32("rank", hello.Rank).Msg("unexpected connection closed")
 				c.Close()

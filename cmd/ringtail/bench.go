@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+)
+
+const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter -np N [flags]
+       ringtail bench balance [--json]
+
+Launches N local ranks and prints nccl-tests columns: size, count, type,
+redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
+`
+
+type sweepFlags struct {
+	np                   int
+	minB, maxB, factor   string
+	dtype, op            string
+	root, iters, warmup  int
+	check, jsonOut       bool
+	channels, chunkBytes int
+	smallBytes           int
+	noUnix, noShm        bool
+}
+
+func (f *sweepFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.np, "np", 2, "number of ranks to launch")
+	fs.StringVar(&f.minB, "b", "8", "minimum size (bytes; K, M, G suffixes)")
+	fs.StringVar(&f.maxB, "e", "64M", "maximum size")
+	fs.StringVar(&f.factor, "f", "2", "size multiplication factor")
+	fs.StringVar(&f.dtype, "d", "float32", "element type: float32, float64, int32, int64, float16, bfloat16")
+	fs.StringVar(&f.op, "o", "sum", "reduction: sum, prod, min, max, avg")
+	fs.IntVar(&f.root, "r", 0, "root rank (broadcast)")
+	fs.IntVar(&f.iters, "iters", 20, "timed iterations per size")
+	fs.IntVar(&f.warmup, "warmup", 5, "untimed iterations per size")
+	fs.BoolVar(&f.check, "check", true, "verify results once per size (#wrong)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print one JSON object per size")
+	fs.IntVar(&f.channels, "channels", ringtail.DefaultChannels, "parallel rings")
+	fs.IntVar(&f.chunkBytes, "chunk", ringtail.DefaultChunkBytes, "pipelining chunk in bytes")
+	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
+	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
+	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
+}
+
+func (f *sweepFlags) spec(coll string) (bench.Spec, error) {
+	s := bench.Spec{Collective: coll, Root: f.root, Iters: f.iters, Warmup: f.warmup, Check: f.check}
+	var err error
+	if s.MinBytes, err = bench.ParseSize(f.minB); err != nil {
+		return s, err
+	}
+	if s.MaxBytes, err = bench.ParseSize(f.maxB); err != nil {
+		return s, err
+	}
+	if s.Factor, err = strconv.ParseInt(f.factor, 10, 64); err != nil {
+		return s, fmt.Errorf("bad factor %q", f.factor)
+	}
+	if s.DType, err = reduce.ParseDType(f.dtype); err != nil {
+		return s, err
+	}
+	if s.Op, err = reduce.ParseOp(f.op); err != nil {
+		return s, err
+	}
+	if f.np < 1 || f.np > 256 {
+		return s, fmt.Errorf("-np %d must be in 1..256", f.np)
+	}
+	if f.root < 0 || f.root >= f.np {
+		return s, fmt.Errorf("root %d outside 0..%d", f.root, f.np-1)
+	}
+	return s, s.Validate()
+}
+
+// workerArgs renders the flags for the bench-worker processes.
+func (f *sweepFlags) workerArgs(coll string) []string {
+	return []string{"bench-worker", coll, "-b", f.minB, "-e", f.maxB, "-f", f.factor, "-d", f.dtype, "-o", f.op,
+		"-r", strconv.Itoa(f.root), "-iters", strconv.Itoa(f.iters), "-warmup", strconv.Itoa(f.warmup),
+		"-check=" + strconv.FormatBool(f.check)}
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stderr, benchUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "balance":
+		return runBenchBalance(args[1:], stdout, stderr)
+	case bench.AllReduce, bench.AllGather, bench.Broadcast, bench.ReduceScatter:
+	default:
+		fmt.Fprintf(stderr, "ringtail bench: unknown benchmark %q\n", args[0])
+		return 2
+	}
+	coll := args[0]
+	fs := flag.NewFlagSet("ringtail bench "+coll, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f sweepFlags
+	f.register(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ringtail bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	spec, err := f.spec(coll)
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	results := make(chan bench.Result)
+	done := make(chan error, 1)
+	go func() { done <- launchBench(ctx, &f, coll, results, stderr) }()
+	progress := isatty.IsTerminal(os.Stderr.Fd()) && stderr == os.Stderr
+	if !f.jsonOut {
+		fmt.Fprintf(stdout, "# ringtail bench %s: %d ranks, %s, op %s, iters %d, warmup %d, channels %d, chunk %d\n",
+			coll, f.np, spec.DType, spec.Op, f.iters, f.warmup, f.channels, f.chunkBytes)
+		bench.WriteHeader(stdout)
+	}
+	for r := range results {
+		if progress {
+			fmt.Fprintf(stderr, "\r%d bytes done   ", r.SizeBytes)
+		}
+		if f.jsonOut {
+			_ = bench.WriteJSON(stdout, r)
+		} else {
+			bench.WriteRow(stdout, r)
+		}
+	}
+	if progress {
+		fmt.Fprint(stderr, "\r                           \r")
+	}
+	if err := <-done; err != nil {
+		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// launchBench starts np local bench-worker ranks of this executable with
+// an in-process coordinator and streams rank 0's results.
+func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<- bench.Result, stderr io.Writer) error {
+	defer close(results)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	secretB := make([]byte, 16)
+	_, _ = rand.Read(secretB)
+	secret := hex.EncodeToString(secretB)
+	jobID := "bench-" + secret[:8]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: jobID, Secret: []byte(secret), World: f.np, Logger: zerolog.Nop()})
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go srv.Serve(sctx, ln)
+	port := ln.Addr().(*net.TCPAddr).Port
+	var wg sync.WaitGroup
+	errs := make([]error, f.np)
+	cmds := make([]*exec.Cmd, f.np)
+	for r := 0; r < f.np; r++ {
+		cmd := exec.CommandContext(sctx, self, f.workerArgs(coll)...)
+		cmd.Env = append(os.Environ(),
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(f.np), "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(f.np),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_SECRET="+secret, "RINGTAIL_JOB_ID="+jobID,
+			"RINGTAIL_COORDINATOR=external", "RINGTAIL_CHANNELS="+strconv.Itoa(f.channels),
+			"RINGTAIL_CHUNK_BYTES="+strconv.Itoa(f.chunkBytes), "RINGTAIL_SMALL_BYTES="+strconv.Itoa(f.smallBytes),
+			"RINGTAIL_NO_UNIX="+strconv.FormatBool(f.noUnix), "RINGTAIL_NO_SHM="+strconv.FormatBool(f.noShm))
+		cmd.Stderr = &prefixWriter{w: stderr, prefix: fmt.Sprintf("[%d] ", r)}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.WaitDelay = 5 * time.Second
+		cmds[r] = cmd
+		var out io.ReadCloser
+		if r == 0 {
+			if out, err = cmd.StdoutPipe(); err != nil {
+				return err
+			}
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func(r int, out io.ReadCloser) {
+			defer wg.Done()
+			if out != nil {
+				sc := bufio.NewScanner(out)
+				for sc.Scan() {
+					var res bench.Result
+					if json.Unmarshal(sc.Bytes(), &res) == nil {
+						results <- res
+					}
+				}
+			}
+			if err := cmds[r].Wait(); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
+				cancel() // one rank failed: stop the others
+			}
+		}(r, out)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// prefixWriter prefixes each line written to w (writes are line-atomic
+// because each Write call emits whole lines under the mutex).
+type prefixWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	prefix  string
+	partial []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := indexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.partial[:i]); err != nil {
+			return len(b), err
+		}
+		p.partial = p.partial[i+1:]
+	}
+	return len(b), nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// runBenchWorker is one rank of `ringtail bench`: it joins the job from
+// the environment and prints rank 0's results as JSON lines.
+func runBenchWorker(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "ringtail bench-worker: missing collective")
+		return 2
+	}
+	coll := args[0]
+	fs := flag.NewFlagSet("ringtail bench-worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f sweepFlags
+	f.register(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	cfg, err := ringtail.ConfigFromEnv()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	f.np = cfg.WorldSize
+	spec, err := f.spec(coll)
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail bench-worker: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	comm, err := ringtail.New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer comm.Close()
+	res, err := bench.Run(ctx, comm, spec)
+	if comm.Rank() == 0 {
+		for _, r := range res {
+			_ = bench.WriteJSON(stdout, r)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}

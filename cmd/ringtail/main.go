@@ -1,0 +1,68 @@
+// Command ringtail is the launcher, coordinator, benchmark and inspection
+// tool of the ringtail collective-communication runtime. It only wires
+// flags to library calls; behaviour lives in packages that tests reach.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+const usage = `ringtail — collective communication that routes around stragglers
+
+Usage:
+  ringtail run -np N [-H host:slots,...] [--hostfile F] [--secret-file F] [--timeout D] -- CMD ARGS...
+  ringtail coordinator --listen ADDR --np N [--secret-file F]
+  ringtail bench allreduce|allgather|broadcast|reducescatter -np N [-b 8] [-e 256M] [-f 2] [-d float32] [--json]
+  ringtail bench balance [--json]
+  ringtail gradcode plan --n N --s S [--throughput c1,c2,...] [--json]
+  ringtail version
+
+Run 'ringtail COMMAND --help' for the flags of a command.
+`
+
+// subcommand is one top-level command: its arguments, stdout and stderr in,
+// exit status out.
+type subcommand func(args []string, stdout, stderr io.Writer) int
+
+func commands() map[string]subcommand {
+	return map[string]subcommand{
+		"run":          runLaunch,
+		"coordinator":  runCoordinator,
+		"bench":        runBench,
+		"bench-worker": runBenchWorker,
+		"gradcode":     runGradcode,
+		"version":      runVersion,
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "ringtail: unknown command %q (run 'ringtail --help')\n", args[0])
+		return 2
+	}
+	return cmd(args[1:], stdout, stderr)
+}
+
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintln(stderr, "ringtail version: takes no arguments")
+		return 2
+	}
+	fmt.Fprintf(stdout, "ringtail %s\n", version)
+	return 0
+}

@@ -1,0 +1,183 @@
+package launch
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// DefaultGrace is how long stopped ranks have between SIGTERM and SIGKILL
+// when Config.Grace is zero.
+const DefaultGrace = 5 * time.Second
+
+// DefaultName prefixes the launcher's notices when Config.Name is empty.
+const DefaultName = "ringtail run"
+
+// MaxRanks bounds Config.NP.
+const MaxRanks = 1 << 16
+
+// Config describes one job for Run. Only NP and Command are required: the
+// zero value of every other field starts NP local ranks with a random
+// secret and job id and discards their output.
+type Config struct {
+	// NP is the number of ranks.
+	NP int
+	// Hosts places the ranks, Slots consecutive ranks per host in list
+	// order; their slots must add up to NP. Empty: every rank runs on the
+	// launcher host. Hosts named localhost, 127.0.0.1, ::1 or the
+	// launcher's host name run as local processes, the others over SSH.
+	Hosts []HostSlots
+	// Command is the program and its arguments, the same for every rank.
+	Command []string
+	// Env holds extra K=V pairs for every rank. Local ranks inherit the
+	// launcher's environment as well; remote ranks get only these and the
+	// contract variables, so export what they need here (`-x NAME`). The
+	// contract variables (RANK, MASTER_ADDR, RINGTAIL_SECRET, ...) cannot
+	// be set here.
+	Env []string
+	// Dir is the ranks' working directory (remote ranks cd to it); empty:
+	// the launcher's.
+	Dir string
+	// Secret is the job secret, passed to the ranks as RINGTAIL_SECRET;
+	// empty: a random one (NewSecret). It must be one line of text.
+	Secret []byte
+	// JobID is passed as RINGTAIL_JOB_ID; empty: a random one (NewJobID).
+	JobID string
+	// Timeout is passed as RINGTAIL_TIMEOUT, the ranks' operation timeout;
+	// zero leaves the ranks' default.
+	Timeout time.Duration
+	// Grace is how long ranks being stopped have between SIGTERM and
+	// SIGKILL; zero means DefaultGrace.
+	Grace time.Duration
+	// MasterAddr is the launcher-host address the ranks dial for the
+	// rendezvous (MASTER_ADDR). Empty: 127.0.0.1 when every rank is
+	// local, else the local address that routes to the first remote host.
+	// The coordinator listens on loopback when MasterAddr is a loopback
+	// address, on every interface otherwise.
+	MasterAddr string
+	// MasterPort is the coordinator's port; zero picks a free one.
+	MasterPort int
+	// SSH is the ssh client command for remote hosts (DefaultSSH if
+	// empty); the host and the remote command are appended to it.
+	SSH []string
+	// Stdout and Stderr receive the ranks' output lines (nil: discarded),
+	// each line in exactly one Write call; Stderr also receives the
+	// launcher's notices ("<Name>: rank 2 exited with status 3; stopping
+	// the other ranks").
+	Stdout io.Writer
+	Stderr io.Writer
+	// PrefixOutput prefixes every output line with "[rank] ".
+	PrefixOutput bool
+	// Name starts the launcher's notices; empty means DefaultName.
+	Name string
+	// Logger receives structured logs (rank starts and exits at debug
+	// level); the zero value discards them.
+	Logger zerolog.Logger
+	// Coordinator serves the job's rendezvous on the listener Run opens;
+	// nil means an in-process internal/rendezvous server
+	// (ServeRendezvous). Tests replace it.
+	Coordinator CoordinatorFunc
+}
+
+// Validate reports every invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.NP < 1 || c.NP > MaxRanks {
+		bad("-np %d must be in 1..%d", c.NP, MaxRanks)
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		bad("no command to run")
+	}
+	if len(c.Hosts) > 0 {
+		seen := map[string]bool{}
+		for _, h := range c.Hosts {
+			if err := checkHostName(h.Host); err != nil {
+				bad("%w", err)
+			}
+			if h.Slots < 1 {
+				bad("host %s has %d slots; it needs at least 1", h.Host, h.Slots)
+			}
+			if seen[h.Host] {
+				bad("host %s is listed twice; give it more slots instead", h.Host)
+			}
+			seen[h.Host] = true
+		}
+		if total := TotalSlots(c.Hosts); c.NP >= 1 && total != c.NP {
+			bad("-np %d does not equal the %d slots of the host list", c.NP, total)
+		}
+	}
+	for _, kv := range c.Env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			bad("environment entry %q is not NAME=VALUE", kv)
+			continue
+		}
+		if err := checkEnvName(name); err != nil {
+			bad("environment entry %q: %w", kv, err)
+		} else if reservedEnv(name) {
+			bad("environment entry %q: %s is set by the launcher", kv, name)
+		} else if name == EnvTimeout && c.Timeout > 0 {
+			bad("environment entry %q conflicts with the timeout %v", kv, c.Timeout)
+		}
+	}
+	if len(c.Secret) > 0 {
+		if err := checkSecret(c.Secret); err != nil {
+			bad("%w", err)
+		}
+	}
+	if len(c.JobID) > 128 || strings.ContainsAny(c.JobID, "\x00\r\n") {
+		bad("job id must be at most 128 bytes of one line")
+	}
+	if c.Timeout < 0 {
+		bad("timeout %v must not be negative", c.Timeout)
+	}
+	if c.Grace < 0 {
+		bad("grace period %v must not be negative", c.Grace)
+	}
+	if c.MasterAddr != "" && (strings.ContainsAny(c.MasterAddr, " /[]") || strings.HasPrefix(c.MasterAddr, "-")) {
+		bad("master address %q is not a host name or IP", c.MasterAddr)
+	}
+	if c.MasterPort < 0 || c.MasterPort > 65535 {
+		bad("master port %d must be in 0..65535", c.MasterPort)
+	}
+	if len(c.SSH) > 0 && c.SSH[0] == "" {
+		bad("ssh command is empty")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("launch: invalid config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills the zero fields that have defaults (not Secret and
+// JobID, which need randomness and may fail).
+func (c Config) withDefaults() Config {
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if len(c.SSH) == 0 {
+		c.SSH = DefaultSSH()
+	}
+	if c.Coordinator == nil {
+		c.Coordinator = ServeRendezvous(c.Logger)
+	}
+	return c
+}
+
+// isLoopback reports whether host names the loopback interface.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,115 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+)
+
+// Job is what a coordinator needs to know of the job it serves.
+type Job struct {
+	ID     string
+	Secret []byte
+	World  int
+}
+
+// CoordinatorFunc serves the rendezvous of job on ln until ctx ends and
+// then returns nil; an earlier return is a failure of the job. It owns ln.
+type CoordinatorFunc func(ctx context.Context, ln net.Listener, job Job) error
+
+// ServeRendezvous returns the CoordinatorFunc that runs an
+// internal/rendezvous server, logging to log.
+func ServeRendezvous(log zerolog.Logger) CoordinatorFunc {
+	return func(ctx context.Context, ln net.Listener, job Job) error {
+		srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: job.ID, Secret: job.Secret, World: job.World, Logger: log})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("launch: coordinator: %w", err)
+		}
+		return srv.Serve(ctx, ln)
+	}
+}
+
+// DerivedJobID is the job id a rank uses when RINGTAIL_JOB_ID is unset:
+// "job@" and MASTER_ADDR:MASTER_PORT exactly as the rank sees them.
+func DerivedJobID(masterAddr string, masterPort int) string {
+	return "job@" + net.JoinHostPort(masterAddr, strconv.Itoa(masterPort))
+}
+
+// CoordinatorConfig configures ServeCoordinator, the rendezvous on its own
+// for jobs started by other launchers (torchrun, Slurm).
+type CoordinatorConfig struct {
+	// Listen is the TCP address to listen on, host:port.
+	Listen string
+	// World is the number of ranks of the job.
+	World int
+	// Secret is the job secret the ranks share.
+	Secret []byte
+	// JobID is the ranks' RINGTAIL_JOB_ID. Empty: DerivedJobID of the
+	// listening address, which matches ranks that leave RINGTAIL_JOB_ID
+	// unset and set MASTER_ADDR to exactly Listen's host; it needs Listen
+	// to name a host (not ":port" or 0.0.0.0).
+	JobID string
+	// Logger receives the coordinator's logs.
+	Logger zerolog.Logger
+	// Ready, if set, is called with the bound address and the job id once
+	// the coordinator listens.
+	Ready func(addr net.Addr, jobID string)
+}
+
+// Validate reports every invalid field.
+func (c *CoordinatorConfig) Validate() error {
+	var errs []error
+	host, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listen address %q: %w", c.Listen, err))
+	} else if p, err := strconv.Atoi(port); err != nil && port != "" || p < 0 || p > 65535 {
+		errs = append(errs, fmt.Errorf("listen address %q: bad port %q", c.Listen, port))
+	} else if c.JobID == "" && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+		errs = append(errs, fmt.Errorf("listen address %q names no host to derive the job id from: give a job id (and set %s on the ranks)", c.Listen, EnvJobID))
+	}
+	if c.World < 1 || c.World > MaxRanks {
+		errs = append(errs, fmt.Errorf("world size %d must be in 1..%d", c.World, MaxRanks))
+	}
+	if err := checkSecret(c.Secret); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.JobID) > 128 {
+		errs = append(errs, errors.New("job id must be at most 128 bytes"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("launch: invalid coordinator config: %w", err)
+	}
+	return nil
+}
+
+// ServeCoordinator listens on cfg.Listen and serves the rendezvous until
+// ctx ends (then it returns nil) or serving fails.
+func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("launch: coordinator: %w", err)
+	}
+	jobID := cfg.JobID
+	if jobID == "" {
+		host, _, _ := net.SplitHostPort(cfg.Listen)
+		jobID = DerivedJobID(host, ln.Addr().(*net.TCPAddr).Port)
+	}
+	cfg.Logger.Info().Str("addr", ln.Addr().String()).Str("job", jobID).Int("world", cfg.World).Msg("coordinator: serving")
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr(), jobID)
+	}
+	err = ServeRendezvous(cfg.Logger)(ctx, ln, Job{ID: jobID, Secret: cfg.Secret, World: cfg.World})
+	cfg.Logger.Info().Err(err).Msg("coordinator: stopped")
+	return err
+}

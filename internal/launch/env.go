@@ -1,0 +1,107 @@
+package launch
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The environment contract: the variables Run sets for every rank. They
+// are the names the root package's ConfigFromEnv reads (a test keeps them
+// equal); they are repeated here because this package must not import the
+// runtime.
+const (
+	EnvRank           = "RANK"
+	EnvWorldSize      = "WORLD_SIZE"
+	EnvLocalRank      = "LOCAL_RANK"
+	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
+	EnvMasterAddr     = "MASTER_ADDR"
+	EnvMasterPort     = "MASTER_PORT"
+	EnvSecret         = "RINGTAIL_SECRET"
+	EnvSecretFile     = "RINGTAIL_SECRET_FILE"
+	EnvJobID          = "RINGTAIL_JOB_ID"
+	EnvCoordinator    = "RINGTAIL_COORDINATOR"
+	EnvTimeout        = "RINGTAIL_TIMEOUT"
+)
+
+// CoordinatorExternal is the value of RINGTAIL_COORDINATOR that tells rank
+// 0 not to host the rendezvous.
+const CoordinatorExternal = "external"
+
+// reservedEnv reports whether Run always sets name, so that Config.Env may
+// not.
+func reservedEnv(name string) bool {
+	switch name {
+	case EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort,
+		EnvSecret, EnvSecretFile, EnvJobID, EnvCoordinator:
+		return true
+	}
+	return false
+}
+
+// placement is where one rank runs.
+type placement struct {
+	Rank       int
+	Host       string
+	LocalRank  int
+	LocalWorld int
+	Remote     bool
+}
+
+// place assigns ranks to hosts: slots give consecutive ranks per host. An
+// empty host list puts np ranks on the launcher host.
+func place(np int, hosts []HostSlots, isLocal func(string) bool) []placement {
+	if len(hosts) == 0 {
+		hosts = []HostSlots{{Host: "localhost", Slots: np}}
+	}
+	var ps []placement
+	for _, h := range hosts {
+		remote := !isLocal(h.Host)
+		for i := 0; i < h.Slots && len(ps) < np; i++ {
+			ps = append(ps, placement{Rank: len(ps), Host: h.Host, LocalRank: i, LocalWorld: h.Slots, Remote: remote})
+		}
+	}
+	return ps
+}
+
+// jobEnv is what every rank of one job shares.
+type jobEnv struct {
+	World      int
+	MasterAddr string
+	MasterPort int
+	JobID      string
+	Timeout    time.Duration
+}
+
+// rankEnv returns the contract variables of one rank as K=V pairs, the
+// secret excepted (it travels separately for remote ranks).
+func rankEnv(j jobEnv, p placement) []string {
+	env := []string{
+		EnvRank + "=" + strconv.Itoa(p.Rank),
+		EnvWorldSize + "=" + strconv.Itoa(j.World),
+		EnvLocalRank + "=" + strconv.Itoa(p.LocalRank),
+		EnvLocalWorldSize + "=" + strconv.Itoa(p.LocalWorld),
+		EnvMasterAddr + "=" + j.MasterAddr,
+		EnvMasterPort + "=" + strconv.Itoa(j.MasterPort),
+		EnvJobID + "=" + j.JobID,
+		EnvCoordinator + "=" + CoordinatorExternal,
+	}
+	if j.Timeout > 0 {
+		env = append(env, EnvTimeout+"="+j.Timeout.String())
+	}
+	return env
+}
+
+// checkEnvName reports whether name can be exported by a POSIX shell.
+func checkEnvName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty variable name")
+	}
+	for i, c := range name {
+		letter := c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return fmt.Errorf("variable name %q is not a shell identifier", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,101 @@
+package launch
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// maxLine bounds how much of one line a rank stream buffers; a longer line
+// is written in pieces of this size, each ended with a newline.
+const maxLine = 64 << 10
+
+// output serializes whole lines from every rank stream (and the
+// launcher's own notices) onto the job's stdout and stderr. One mutex
+// covers both writers, since they may be the same.
+type output struct {
+	mu     sync.Mutex
+	stdout io.Writer
+	stderr io.Writer
+	prefix bool
+}
+
+func newOutput(stdout, stderr io.Writer, prefix bool) *output {
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	return &output{stdout: stdout, stderr: stderr, prefix: prefix}
+}
+
+// write writes one line (with its newline) in one Write call. Errors of
+// the destination are dropped: a closed terminal must not block or kill
+// the ranks.
+func (o *output) write(w io.Writer, line []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = w.Write(line)
+}
+
+// stream returns the writer one rank's stdout (or stderr) is copied into.
+func (o *output) stream(rank int, stderr bool) *lineWriter {
+	lw := &lineWriter{out: o, dst: o.stdout}
+	if stderr {
+		lw.dst = o.stderr
+	}
+	if o.prefix {
+		lw.prefix = []byte("[" + strconv.Itoa(rank) + "] ")
+	}
+	return lw
+}
+
+// lineWriter cuts a byte stream into lines and writes each whole line,
+// prefixed, through the shared output. It is used by one goroutine.
+type lineWriter struct {
+	out    *output
+	dst    io.Writer
+	prefix []byte
+	buf    []byte // the incomplete last line
+}
+
+// Write consumes p; it never fails.
+func (lw *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := maxLine - len(lw.buf)
+			if len(p) < room {
+				lw.buf = append(lw.buf, p...)
+				break
+			}
+			lw.buf = append(lw.buf, p[:room]...)
+			p = p[room:]
+			lw.emit()
+			continue
+		}
+		lw.buf = append(lw.buf, p[:i]...)
+		p = p[i+1:]
+		lw.emit()
+	}
+	return n, nil
+}
+
+// Flush writes a final line that lacked its newline.
+func (lw *lineWriter) Flush() {
+	if len(lw.buf) > 0 {
+		lw.emit()
+	}
+}
+
+func (lw *lineWriter) emit() {
+	line := make([]byte, 0, len(lw.prefix)+len(lw.buf)+1)
+	line = append(line, lw.prefix...)
+	line = append(line, lw.buf...)
+	line = append(line, '\n')
+	lw.out.write(lw.dst, line)
+	lw.buf = lw.buf[:0]
+}

@@ -1,0 +1,112 @@
+package launch
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultSSH is the ssh client command Run uses for remote hosts when
+// Config.SSH is empty: batch mode, so a missing key fails at once instead
+// of prompting for a password.
+func DefaultSSH() []string { return []string{"ssh", "-o", "BatchMode=yes"} }
+
+// RemoteRank is what SSHCommand needs to start one rank on a remote host.
+type RemoteRank struct {
+	Host string
+	// Dir is the working directory on the remote host; empty: ssh's
+	// default (the login directory).
+	Dir string
+	// Env holds K=V pairs exported before Command runs. The job secret is
+	// not among them: it is read from ssh's standard input (see
+	// SSHCommand).
+	Env     []string
+	Command []string
+	// Grace is how long the remote rank has between SIGTERM and SIGKILL
+	// once the launcher lets go of it (rounded up to whole seconds).
+	Grace time.Duration
+}
+
+// SSHCommand returns the argv of the local process that runs one rank on
+// r.Host: ssh followed by the host and a single remote command,
+//
+//	sh -c '<script>'
+//
+// quoted for the remote login shell. The script
+//   - reads one line from standard input and exports it as
+//     RINGTAIL_SECRET, so the secret never appears on a command line
+//     (neither in the local ssh's argv nor in the remote ps);
+//   - cd's to r.Dir (exit 127 if it cannot), exports r.Env;
+//   - runs r.Command with standard input from /dev/null, and exits with
+//     its status (128+signo if a signal killed it);
+//   - watches standard input: when it reaches end of file — the launcher
+//     closed it to stop the rank, or the launcher or the ssh connection
+//     died — it sends the rank SIGTERM and, r.Grace later, SIGKILL.
+//
+// The launcher therefore writes the secret and a newline to ssh's
+// standard input and keeps it open while the rank should run. SSHCommand
+// is a pure function.
+func SSHCommand(ssh []string, r RemoteRank) []string {
+	argv := slices.Clone(ssh)
+	return append(argv, r.Host, "sh -c "+shellQuote(remoteScript(r)))
+}
+
+// remoteScript is the POSIX sh program SSHCommand runs on the remote host.
+func remoteScript(r RemoteRank) string {
+	grace := int((r.Grace + time.Second - 1) / time.Second)
+	grace = max(grace, 1)
+	var b strings.Builder
+	b.WriteString("IFS= read -r " + EnvSecret + " || exit 126\n")
+	b.WriteString("export " + EnvSecret + "\n")
+	if r.Dir != "" {
+		b.WriteString("cd " + shellQuote(r.Dir) + " || exit 127\n")
+	}
+	for _, kv := range r.Env {
+		b.WriteString("export " + shellQuote(kv) + "\n")
+	}
+	// fd 3 keeps the launcher's pipe for the watcher: an asynchronous
+	// command's standard input is /dev/null in a non-interactive shell.
+	b.WriteString("exec 3<&0\n")
+	b.WriteString(shellJoin(r.Command) + " 3<&- </dev/null &\n")
+	b.WriteString("p=$!\n")
+	b.WriteString("trap 'kill -TERM $p 2>/dev/null' HUP INT TERM\n")
+	b.WriteString("{ while IFS= read -r _ <&3; do :; done; kill -TERM $p; sleep " + strconv.Itoa(grace) + "; kill -KILL $p; } >/dev/null 2>&1 &\n")
+	b.WriteString("w=$!\n")
+	b.WriteString("exec 3<&-\n")
+	// wait returns early when a trapped signal arrives; wait again until
+	// the rank is really gone.
+	b.WriteString("while :; do wait $p; s=$?; kill -0 $p 2>/dev/null || break; done\n")
+	b.WriteString("kill $w 2>/dev/null\n")
+	b.WriteString("exit $s\n")
+	return b.String()
+}
+
+// shellJoin quotes each word for a POSIX shell and joins them with spaces.
+func shellJoin(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = shellQuote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// shellQuote returns s as one word for a POSIX shell: unchanged when it
+// holds only characters no shell treats specially, otherwise in single
+// quotes (a quote inside becomes '"'"').
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(c rune) bool { return !shellSafe(c) }) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func shellSafe(c rune) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	// Not '=' (a leading word with it is an assignment) nor '~' (tilde
+	// expansion).
+	return strings.ContainsRune("_-+.,/:@%", c)
+}

@@ -1,0 +1,426 @@
+//go:build linux
+
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shared-memory links. Two ranks on one host that already share an
+// authenticated unix socket can move their frames through a pair of
+// single-producer single-consumer rings in a memfd instead: the sender
+// copies once into the ring and the receiver folds a reduction straight
+// out of it (ReadFunc), where a socket costs two copies plus the fold.
+// The unix socket stays as the doorbell (one byte wakes a sleeping side)
+// and as the liveness signal: when the peer dies its end closes, and the
+// ring reports end of stream once drained. The memfd has no name, so
+// nothing can collide between jobs and nothing is left behind by kill -9.
+
+// ShmRingSize is the capacity of each direction's ring.
+const ShmRingSize = 4 << 20
+
+const (
+	shmCtrl    = 128 // control block: producer and consumer counters and flags, on separate cache lines
+	doorData   = 'D'
+	doorSpace  = 'S'
+	shmOffer   = 'M'
+	shmDecline = 'N'
+)
+
+// ring is a view of one direction's control block and data area.
+type ring struct {
+	head     *atomic.Uint64 // bytes produced (written by the producer)
+	tail     *atomic.Uint64 // bytes consumed (written by the consumer)
+	cWaiting *atomic.Uint32 // consumer asleep, wants a data doorbell
+	pWaiting *atomic.Uint32 // producer asleep, wants a space doorbell
+	data     []byte
+}
+
+func ringAt(mem []byte) ring {
+	base := unsafe.Pointer(unsafe.SliceData(mem))
+	return ring{
+		head:     (*atomic.Uint64)(base),
+		tail:     (*atomic.Uint64)(unsafe.Add(base, 64)),
+		cWaiting: (*atomic.Uint32)(unsafe.Add(base, 8)),
+		pWaiting: (*atomic.Uint32)(unsafe.Add(base, 72)),
+		data:     mem[shmCtrl : shmCtrl+ShmRingSize],
+	}
+}
+
+// shmConn is a net.Conn over two rings and a doorbell socket.
+type shmConn struct {
+	sock *net.UnixConn
+	mem  []byte
+	out  ring // we produce
+	in   ring // we consume
+
+	dataBell  chan struct{} // a data doorbell arrived
+	spaceBell chan struct{} // a space doorbell arrived
+	peerGone  chan struct{} // the doorbell socket reached EOF or failed
+	closed    chan struct{}
+	closeOnce sync.Once
+	life      sync.RWMutex // readers/writers hold R; Close takes W before unmapping
+
+	bellMu sync.Mutex // serialises doorbell writes
+	rdl    atomic.Int64
+	wdl    atomic.Int64
+}
+
+var _ net.Conn = (*shmConn)(nil)
+
+// upgradeShm turns an authenticated unix-socket connection into a shared-
+// memory one. The dialer creates the memfd and offers it with SCM_RIGHTS;
+// the acceptor maps it. Either side may decline (enabled=false), and then
+// the socket is used as it is.
+func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return c, nil
+	}
+	_ = uc.SetDeadline(time.Now().Add(HandshakeTimeout))
+	defer uc.SetDeadline(time.Time{})
+	size := 2 * (shmCtrl + ShmRingSize)
+	if dialer {
+		if !enabled {
+			if _, err := uc.Write([]byte{shmDecline}); err != nil {
+				return nil, err
+			}
+			return c, readShmAck(uc)
+		}
+		fd, err := unix.MemfdCreate("ringtail-link", unix.MFD_CLOEXEC)
+		if err != nil {
+			_, _ = uc.Write([]byte{shmDecline})
+			return c, readShmAck(uc)
+		}
+		defer unix.Close(fd)
+		if err := unix.Ftruncate(fd, int64(size)); err != nil {
+			return nil, fmt.Errorf("shm: size memfd: %w", err)
+		}
+		mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return nil, fmt.Errorf("shm: map memfd: %w", err)
+		}
+		if _, _, err := uc.WriteMsgUnix([]byte{shmOffer}, unix.UnixRights(fd), nil); err != nil {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("shm: offer memfd: %w", err)
+		}
+		var ack [1]byte
+		if _, err := io.ReadFull(uc, ack[:]); err != nil {
+			unix.Munmap(mem)
+			return nil, fmt.Errorf("shm: read answer: %w", err)
+		}
+		if ack[0] != shmOffer {
+			unix.Munmap(mem)
+			return c, nil
+		}
+		return newShmConn(uc, mem, true), nil
+	}
+	b := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(b, oob)
+	if err != nil || n != 1 {
+		return nil, fmt.Errorf("shm: read offer: %w", errors.Join(err, io.ErrUnexpectedEOF))
+	}
+	if b[0] != shmOffer {
+		if b[0] != shmDecline {
+			return nil, fmt.Errorf("shm: unexpected byte %q in offer", b[0])
+		}
+		_, err := uc.Write([]byte{shmDecline})
+		return c, err
+	}
+	fd := -1
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
+		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
+			fd = fds[0]
+		}
+	}
+	var mem []byte
+	if fd >= 0 {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Size == int64(size) {
+			mem, _ = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		}
+		unix.Close(fd)
+	}
+	if mem == nil || !enabled {
+		if mem != nil {
+			unix.Munmap(mem)
+		}
+		_, err := uc.Write([]byte{shmDecline})
+		return c, err
+	}
+	if _, err := uc.Write([]byte{shmOffer}); err != nil {
+		unix.Munmap(mem)
+		return nil, err
+	}
+	return newShmConn(uc, mem, false), nil
+}
+
+func readShmAck(uc *net.UnixConn) error {
+	var b [1]byte
+	_, err := io.ReadFull(uc, b[:])
+	return err
+}
+
+func newShmConn(uc *net.UnixConn, mem []byte, dialer bool) *shmConn {
+	a, b := ringAt(mem[:shmCtrl+ShmRingSize]), ringAt(mem[shmCtrl+ShmRingSize:])
+	c := &shmConn{sock: uc, mem: mem, dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
+		peerGone: make(chan struct{}), closed: make(chan struct{})}
+	if dialer {
+		c.out, c.in = a, b
+	} else {
+		c.out, c.in = b, a
+	}
+	go c.bells()
+	return c
+}
+
+// bells reads doorbell bytes from the socket and wakes the waiting side.
+func (c *shmConn) bells() {
+	defer close(c.peerGone)
+	buf := make([]byte, 64)
+	for {
+		n, err := c.sock.Read(buf)
+		for _, b := range buf[:n] {
+			ch := c.dataBell
+			if b == doorSpace {
+				ch = c.spaceBell
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *shmConn) ring(b byte) {
+	c.bellMu.Lock()
+	_, _ = c.sock.Write([]byte{b})
+	c.bellMu.Unlock()
+}
+
+var errShmTimeout = &timeoutError{}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string   { return "shm: i/o timeout" }
+func (*timeoutError) Timeout() bool   { return true }
+func (*timeoutError) Temporary() bool { return true }
+
+// wait blocks until bell rings, the deadline passes, the peer goes or the
+// conn closes. A spurious return is fine: callers re-check the ring.
+func (c *shmConn) wait(bell chan struct{}, deadline *atomic.Int64) error {
+	var timeout <-chan time.Time
+	if d := deadline.Load(); d != 0 {
+		left := time.Until(time.Unix(0, d))
+		if left <= 0 {
+			return errShmTimeout
+		}
+		t := time.NewTimer(left)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-bell:
+		return nil
+	case <-c.peerGone:
+		return io.EOF
+	case <-c.closed:
+		return net.ErrClosed
+	case <-timeout:
+		return errShmTimeout
+	}
+}
+
+// available blocks until at least need bytes can be read and returns how
+// many can.
+func (c *shmConn) available(need int) (int, error) {
+	r := &c.in
+	for {
+		if n := int(r.head.Load() - r.tail.Load()); n >= need {
+			return n, nil
+		}
+		r.cWaiting.Store(1)
+		if n := int(r.head.Load() - r.tail.Load()); n >= need {
+			r.cWaiting.Store(0)
+			return n, nil
+		}
+		if err := c.wait(c.dataBell, &c.rdl); err != nil {
+			r.cWaiting.Store(0)
+			if n := int(r.head.Load() - r.tail.Load()); n >= need && err == io.EOF {
+				return n, nil // drain what the peer wrote before it went
+			}
+			return 0, err
+		}
+	}
+}
+
+// consumed advances the tail and wakes a producer waiting for space.
+func (c *shmConn) consumed(n int) {
+	r := &c.in
+	r.tail.Add(uint64(n))
+	if r.pWaiting.Load() == 1 && r.pWaiting.CompareAndSwap(1, 0) {
+		c.ring(doorSpace)
+	}
+}
+
+func (c *shmConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return 0, net.ErrClosed
+	}
+	avail, err := c.available(1)
+	if err != nil {
+		return 0, err
+	}
+	n := min(avail, len(p))
+	start := int(c.in.tail.Load() % ShmRingSize)
+	k := copy(p[:n], c.in.data[start:])
+	copy(p[k:n], c.in.data)
+	c.consumed(n)
+	return n, nil
+}
+
+// ReadFunc hands the next n bytes to f in place, in pieces that are whole
+// multiples of unit bytes, without copying them out of shared memory (the
+// reducing receive). n must be a multiple of unit, and unit must divide
+// the ring size.
+func (c *shmConn) ReadFunc(n, unit int, f func(off int, p []byte)) error {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return net.ErrClosed
+	}
+	for off := 0; off < n; {
+		avail, err := c.available(unit)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		start := int(c.in.tail.Load() % ShmRingSize)
+		k := min(avail, n-off, ShmRingSize-start)
+		k -= k % unit
+		f(off, c.in.data[start:start+k])
+		off += k
+		c.consumed(k)
+	}
+	return nil
+}
+
+func (c *shmConn) Write(p []byte) (int, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return 0, net.ErrClosed
+	}
+	r := &c.out
+	written := 0
+	for written < len(p) {
+		free := ShmRingSize - int(r.head.Load()-r.tail.Load())
+		if free == 0 {
+			r.pWaiting.Store(1)
+			if ShmRingSize-int(r.head.Load()-r.tail.Load()) > 0 {
+				r.pWaiting.Store(0)
+				continue
+			}
+			if err := c.wait(c.spaceBell, &c.wdl); err != nil {
+				r.pWaiting.Store(0)
+				return written, err
+			}
+			continue
+		}
+		start := int(r.head.Load() % ShmRingSize)
+		k := min(free, len(p)-written, ShmRingSize-start)
+		copy(r.data[start:start+k], p[written:written+k])
+		written += k
+		r.head.Add(uint64(k))
+		if r.cWaiting.Load() == 1 && r.cWaiting.CompareAndSwap(1, 0) {
+			c.ring(doorData)
+		}
+	}
+	return written, nil
+}
+
+func (c *shmConn) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close wakes every waiter, closes the doorbell socket and, once no read
+// or write is using the mapping, unmaps it.
+func (c *shmConn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		c.sock.Close()
+		c.life.Lock()
+		unix.Munmap(c.mem)
+		c.life.Unlock()
+	})
+	return nil
+}
+
+// CloseWrite ends our direction: the peer drains what is in the ring,
+// then reads end of stream.
+func (c *shmConn) CloseWrite() error { return c.sock.CloseWrite() }
+
+func (c *shmConn) LocalAddr() net.Addr  { return c.sock.LocalAddr() }
+func (c *shmConn) RemoteAddr() net.Addr { return c.sock.RemoteAddr() }
+
+func (c *shmConn) SetDeadline(t time.Time) error {
+	c.SetReadDeadline(t)
+	return c.SetWriteDeadline(t)
+}
+
+func (c *shmConn) SetReadDeadline(t time.Time) error {
+	c.rdl.Store(unixNanoOrZero(t))
+	c.poke(c.dataBell, t)
+	return nil
+}
+
+func (c *shmConn) SetWriteDeadline(t time.Time) error {
+	c.wdl.Store(unixNanoOrZero(t))
+	c.poke(c.spaceBell, t)
+	return nil
+}
+
+// poke wakes a waiter so it re-reads a deadline that is (nearly) due; a
+// later deadline needs no wake-up, as waiters only ever extend their own.
+func (c *shmConn) poke(bell chan struct{}, t time.Time) {
+	if t.IsZero() || time.Until(t) > time.Millisecond {
+		return
+	}
+	select {
+	case bell <- struct{}{}:
+	default:
+	}
+}
+
+func unixNanoOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
