@@ -65,6 +65,9 @@ type Mesh struct {
 
 	wg       sync.WaitGroup // link goroutines
 	acceptWG sync.WaitGroup
+
+	refusedMu sync.Mutex
+	refused   []string // why connections were refused while forming
 }
 
 // Connect forms the mesh: rank i dials every rank j > i on every channel and
@@ -148,6 +151,13 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 		firstErr = fmt.Errorf("ranks %s never connected", m.missing())
 	}
 	if firstErr != nil {
+		m.refusedMu.Lock()
+		if len(m.refused) > 0 {
+			firstErr = fmt.Errorf("%w; refused meanwhile: %s", firstErr, strings.Join(m.refused, "; "))
+		}
+		m.refusedMu.Unlock()
+	}
+	if firstErr != nil {
 		cancel()
 		m.closeAll()
 		return nil, fmt.Errorf("transport: rank %d forming mesh: %w", me, firstErr)
@@ -218,6 +228,9 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 			hello, err := AcceptHandshake(ctx, c, m.id)
 			if err != nil {
 				m.log.Warn().Str("remote", c.RemoteAddr().String()).Err(err).Msg("refused data-plane connection")
+				m.refusedMu.Lock()
+				m.refused = append(m.refused, fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
+				m.refusedMu.Unlock()
 				c.Close()
 				return
 			}

@@ -1,0 +1,315 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
+)
+
+// Collective is the part of a ringtail communicator the trainer uses;
+// *ringtail.Comm implements it.
+type Collective interface {
+	// Rank returns this rank.
+	Rank() int
+	// Size returns the world size.
+	Size() int
+	// AllReduce reduces buf element-wise across all ranks, in place, leaving
+	// identical bits on every rank.
+	AllReduce(ctx context.Context, buf ringtail.Buffer, op ringtail.Op) error
+	// Broadcast copies root's buf to every rank's buf.
+	Broadcast(ctx context.Context, buf ringtail.Buffer, root int) error
+}
+
+var _ Collective = (*ringtail.Comm)(nil)
+
+// ErrReplicasDiverged is returned by Run when the ranks' parameters are not
+// bit-identical at the end of training: a bug in the job or the runtime.
+var ErrReplicasDiverged = errors.New("train: replicas' parameters differ across ranks")
+
+// Config configures a Trainer. Start from DefaultConfig and fill Comm,
+// Train and Test.
+type Config struct {
+	// Comm connects this rank to the job; required.
+	Comm Collective
+	// Train and Test are the training and held-out sets; every rank must
+	// hold the same ones (load with the same seed).
+	Train, Test *Dataset
+	// Hidden are the hidden layer widths; empty is softmax regression.
+	Hidden []int
+	// Epochs is the number of passes over the training set.
+	Epochs int
+	// Batch is the global batch size: each step, every rank takes a
+	// disjoint slice (Shard) of the same Batch rows.
+	Batch int
+	// LR and Momentum configure SGD.
+	LR, Momentum float64
+	// Seed seeds the initial weights and each epoch's shuffle.
+	Seed uint64
+	// StepCompute pads each step's compute to this duration with a timer
+	// sleep, standing for device work, and is the base the injector scales.
+	// Zero runs at the speed of the CPU model.
+	StepCompute time.Duration
+	// Runner executes injected stragglers and faults for this rank; nil
+	// pads to StepCompute and injects nothing.
+	Runner *inject.Runner
+	// Out receives rank 0's per-epoch lines; nil discards them.
+	Out io.Writer
+	// Logger receives structured logs; the zero value discards them.
+	Logger zerolog.Logger
+}
+
+// DefaultConfig returns a Config with the job's defaults: an MLP 64→64→10,
+// 10 epochs, global batch 64, SGD with learning rate 0.05 and momentum
+// 0.9, seed 1, and 100 ms of (padded) compute per step.
+func DefaultConfig() Config {
+	return Config{
+		Hidden: []int{64}, Epochs: 10, Batch: 64, LR: 0.05, Momentum: 0.9, Seed: 1,
+		StepCompute: 100 * time.Millisecond, Logger: zerolog.Nop(),
+	}
+}
+
+// Validate reports every invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Comm == nil {
+		bad("no communicator")
+	}
+	for _, set := range []struct {
+		name string
+		d    *Dataset
+	}{{"training", c.Train}, {"held-out", c.Test}} {
+		name, d := set.name, set.d
+		if d == nil {
+			bad("no %s set", name)
+		} else if err := d.Validate(); err != nil {
+			bad("%s set: %w", name, err)
+		} else if d.Len() == 0 {
+			bad("%s set is empty", name)
+		}
+	}
+	if c.Train != nil && c.Test != nil && (c.Train.Features != c.Test.Features || c.Train.Classes != c.Test.Classes) {
+		bad("training set has %d features and %d classes but held-out set %d and %d",
+			c.Train.Features, c.Train.Classes, c.Test.Features, c.Test.Classes)
+	}
+	for _, h := range c.Hidden {
+		if h < 1 {
+			bad("hidden layer width %d must be ≥ 1", h)
+		}
+	}
+	if c.Epochs < 1 {
+		bad("epochs %d must be ≥ 1", c.Epochs)
+	}
+	if c.Batch < 1 {
+		bad("batch %d must be ≥ 1", c.Batch)
+	}
+	if !(c.LR > 0) {
+		bad("learning rate %v must be positive", c.LR)
+	}
+	if !(c.Momentum >= 0 && c.Momentum < 1) {
+		bad("momentum %v must be in [0, 1)", c.Momentum)
+	}
+	if c.StepCompute < 0 {
+		bad("step compute %v must not be negative", c.StepCompute)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("train: invalid config: %w", err)
+	}
+	return nil
+}
+
+// Trainer runs synchronous data-parallel SGD for one rank. Every rank of
+// the job builds one with the same Config (but its own Comm and Runner)
+// and calls Run.
+type Trainer struct {
+	cfg    Config
+	rank   int
+	world  int
+	model  *MLP
+	opt    *SGD
+	runner *inject.Runner
+	log    zerolog.Logger
+	// grad holds the model's gradient followed by one slot for the loss
+	// sum, so a step is a single AllReduce.
+	grad []float32
+}
+
+// New validates cfg and builds the model (initialised from cfg.Seed; Run
+// broadcasts rank 0's weights, so every rank starts identical whatever it
+// holds before).
+func New(cfg Config) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sizes := append(append([]int{cfg.Train.Features}, cfg.Hidden...), cfg.Train.Classes)
+	model, err := NewMLP(sizes, cfg.Seed)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := NewSGD(model.NumParams(), cfg.LR, cfg.Momentum)
+	if err != nil {
+		return nil, err
+	}
+	rank, world := cfg.Comm.Rank(), cfg.Comm.Size()
+	runner := cfg.Runner
+	if runner == nil {
+		runner, err = inject.NewRunner(inject.RunnerConfig{Rank: rank, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+	}
+	return &Trainer{
+		cfg: cfg, rank: rank, world: world, model: model, opt: opt, runner: runner,
+		log:  cfg.Logger.With().Int("rank", rank).Logger(),
+		grad: make([]float32, model.NumParams()+1),
+	}, nil
+}
+
+// Model returns the model being trained (its Params are live).
+func (t *Trainer) Model() *MLP { return t.model }
+
+// Run broadcasts rank 0's parameters, trains cfg.Epochs epochs, evaluates
+// the held-out set after each, and checks at the end that every rank holds
+// bit-identical parameters. Rank 0 writes one line per epoch to cfg.Out.
+// On error the Report holds the epochs completed so far.
+func (t *Trainer) Run(ctx context.Context) (Report, error) {
+	start := time.Now()
+	rep := Report{
+		Rank: t.rank, World: t.world, Params: t.model.NumParams(),
+		TrainRows: t.cfg.Train.Len(), TestRows: t.cfg.Test.Len(), Batch: t.cfg.Batch,
+		StepCompute: t.cfg.StepCompute,
+	}
+	if err := t.cfg.Comm.Broadcast(ctx, ringtail.Float32s(t.model.Params), 0); err != nil {
+		return rep, fmt.Errorf("train: rank %d: broadcasting initial parameters: %w", t.rank, err)
+	}
+	t.opt.Reset()
+	step := 0
+	for epoch := 1; epoch <= t.cfg.Epochs; epoch++ {
+		es, err := t.epoch(ctx, epoch, &step)
+		if err != nil {
+			rep.finish(time.Since(start))
+			return rep, err
+		}
+		rep.Epochs = append(rep.Epochs, es)
+		t.log.Debug().Int("epoch", epoch).Float64("loss", es.Loss).Float64("test_acc", es.TestAccuracy).
+			Dur("step", es.StepMean).Msg("epoch done")
+		if t.rank == 0 && t.cfg.Out != nil {
+			if _, err := fmt.Fprintln(t.cfg.Out, es.String()); err != nil {
+				rep.finish(time.Since(start))
+				return rep, fmt.Errorf("train: writing epoch line: %w", err)
+			}
+		}
+	}
+	hash := paramsHash(t.model.Params)
+	rep.ParamsHash = fmt.Sprintf("%016x", hash)
+	identical, err := t.identical(ctx, hash)
+	rep.ParamsIdentical = identical
+	rep.finish(time.Since(start))
+	if err != nil {
+		return rep, fmt.Errorf("train: rank %d: comparing parameters: %w", t.rank, err)
+	}
+	if !identical {
+		return rep, fmt.Errorf("train: rank %d (hash %s): %w", t.rank, rep.ParamsHash, ErrReplicasDiverged)
+	}
+	return rep, nil
+}
+
+// epoch runs one pass over the training set in global batches of
+// cfg.Batch, in an order every rank draws from the same seeded stream.
+func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, error) {
+	es := EpochStats{Epoch: epoch}
+	n := t.cfg.Train.Len()
+	order := permutation(n, t.cfg.Seed, streamEpoch+uint64(epoch)<<8)
+	lossSum := 0.0
+	for b := 0; b < n; b += t.cfg.Batch {
+		batch := order[b:min(b+t.cfg.Batch, n)]
+		st, err := t.step(ctx, *step, batch)
+		if err != nil {
+			return es, err
+		}
+		*step++
+		lossSum += st.loss
+		es.Steps++
+		es.Samples += len(batch)
+		es.StepMean += st.total
+		es.ComputeMean += st.compute
+		es.PadMean += st.pad
+		es.CommMean += st.comm
+	}
+	train := es.StepMean
+	es.Loss = lossSum / float64(es.Samples)
+	es.SamplesPerSec = float64(es.Samples) / train.Seconds()
+	k := time.Duration(es.Steps)
+	es.StepMean, es.ComputeMean, es.PadMean, es.CommMean = train/k, es.ComputeMean/k, es.PadMean/k, es.CommMean/k
+	es.TestLoss, es.TestAccuracy = t.model.Evaluate(t.cfg.Test)
+	return es, nil
+}
+
+// stepStats are one step's global loss sum and timings.
+type stepStats struct {
+	loss                      float64
+	compute, pad, comm, total time.Duration
+}
+
+// step computes this rank's shard of batch, pads the compute to the
+// (injected) step duration, sums the shards' gradients and loss across
+// ranks, and applies the mean over the whole global batch. Summing the
+// per-row gradients and dividing by len(batch) — rather than averaging
+// per-rank means — is exact when shards have unequal sizes.
+func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, error) {
+	var st stepStats
+	begin := time.Now()
+	lo, hi := Shard(len(batch), t.rank, t.world)
+	np := t.model.NumParams()
+	clear(t.grad)
+	t.grad[np] = float32(t.model.AccumulateGradient(t.cfg.Train, batch[lo:hi], t.grad[:np]))
+	st.compute = time.Since(begin)
+	if _, err := t.runner.Pad(ctx, step, t.cfg.StepCompute, st.compute); err != nil {
+		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
+	}
+	padded := time.Since(begin)
+	st.pad = padded - st.compute
+	if err := t.cfg.Comm.AllReduce(ctx, ringtail.Float32s(t.grad), ringtail.Sum); err != nil {
+		return st, fmt.Errorf("train: rank %d step %d: gradient allreduce: %w", t.rank, step, err)
+	}
+	st.comm = time.Since(begin) - padded
+	st.loss = float64(t.grad[np])
+	inv := 1 / float32(len(batch))
+	g := t.grad[:np]
+	for i := range g {
+		g[i] *= inv
+	}
+	t.opt.Step(t.model.Params, g)
+	st.total = time.Since(begin)
+	return st, nil
+}
+
+// identical reports whether every rank's parameter hash equals this one's:
+// one Max-AllReduce of (h, ^h) yields max(h) and ^min(h).
+func (t *Trainer) identical(ctx context.Context, h uint64) (bool, error) {
+	buf := []int64{int64(h), ^int64(h)}
+	if err := t.cfg.Comm.AllReduce(ctx, ringtail.Int64s(buf), ringtail.Max); err != nil {
+		return false, err
+	}
+	return buf[0] == ^buf[1], nil
+}
+
+// Describe is a one-line description of the run, for the job's header.
+func (t *Trainer) Describe() string {
+	sizes := make([]string, len(t.model.Sizes))
+	for i, s := range t.model.Sizes {
+		sizes[i] = strconv.Itoa(s)
+	}
+	return fmt.Sprintf("world %d  MLP %s (%d params)  train %d  test %d  batch %d (%d per rank)  lr %g  momentum %g  step-compute %v",
+		t.world, strings.Join(sizes, "-"), t.model.NumParams(), t.cfg.Train.Len(), t.cfg.Test.Len(),
+		t.cfg.Batch, (t.cfg.Batch+t.world-1)/t.world, t.cfg.LR, t.cfg.Momentum, t.cfg.StepCompute)
+}
