@@ -1,31 +1,25 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
-	"sync"
 	"syscall"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
-	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 )
 
 const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter -np N [flags]
@@ -166,109 +160,41 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// launchBench starts np local bench-worker ranks of this executable with
-// an in-process coordinator and streams rank 0's results.
+// launchBench starts np local bench-worker ranks of this executable
+// through the launcher and streams rank 0's results (JSON lines).
 func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<- bench.Result, stderr io.Writer) error {
 	defer close(results)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	secretB := make([]byte, 16)
-	_, _ = rand.Read(secretB)
-	secret := hex.EncodeToString(secretB)
-	jobID := "bench-" + secret[:8]
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	out := &jsonLines{results: results}
+	code, err := launch.Run(ctx, launch.Config{
+		NP: f.np, Command: append([]string{self}, f.workerArgs(coll)...), Name: "ringtail bench",
+		Env: []string{"RINGTAIL_CHANNELS=" + strconv.Itoa(f.channels), "RINGTAIL_CHUNK_BYTES=" + strconv.Itoa(f.chunkBytes),
+			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
+			"RINGTAIL_NO_SHM=" + strconv.FormatBool(f.noShm)},
+		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(),
+	})
 	if err != nil {
 		return err
 	}
-	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: jobID, Secret: []byte(secret), World: f.np, Logger: zerolog.Nop()})
-	if err != nil {
-		return err
+	if code != 0 {
+		return fmt.Errorf("ranks failed (exit status %d)", code)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go srv.Serve(sctx, ln)
-	port := ln.Addr().(*net.TCPAddr).Port
-	var wg sync.WaitGroup
-	errs := make([]error, f.np)
-	cmds := make([]*exec.Cmd, f.np)
-	for r := 0; r < f.np; r++ {
-		cmd := exec.CommandContext(sctx, self, f.workerArgs(coll)...)
-		cmd.Env = append(os.Environ(),
-			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(f.np), "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(f.np),
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_SECRET="+secret, "RINGTAIL_JOB_ID="+jobID,
-			"RINGTAIL_COORDINATOR=external", "RINGTAIL_CHANNELS="+strconv.Itoa(f.channels),
-			"RINGTAIL_CHUNK_BYTES="+strconv.Itoa(f.chunkBytes), "RINGTAIL_SMALL_BYTES="+strconv.Itoa(f.smallBytes),
-			"RINGTAIL_NO_UNIX="+strconv.FormatBool(f.noUnix), "RINGTAIL_NO_SHM="+strconv.FormatBool(f.noShm))
-		cmd.Stderr = &prefixWriter{w: stderr, prefix: fmt.Sprintf("[%d] ", r)}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		cmd.WaitDelay = 5 * time.Second
-		cmds[r] = cmd
-		var out io.ReadCloser
-		if r == 0 {
-			if out, err = cmd.StdoutPipe(); err != nil {
-				return err
-			}
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func(r int, out io.ReadCloser) {
-			defer wg.Done()
-			if out != nil {
-				sc := bufio.NewScanner(out)
-				for sc.Scan() {
-					var res bench.Result
-					if json.Unmarshal(sc.Bytes(), &res) == nil {
-						results <- res
-					}
-				}
-			}
-			if err := cmds[r].Wait(); err != nil {
-				errs[r] = fmt.Errorf("rank %d: %w", r, err)
-				cancel() // one rank failed: stop the others
-			}
-		}(r, out)
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return nil
 }
 
-// prefixWriter prefixes each line written to w (writes are line-atomic
-// because each Write call emits whole lines under the mutex).
-type prefixWriter struct {
-	mu      sync.Mutex
-	w       io.Writer
-	prefix  string
-	partial []byte
-}
+// jsonLines turns the ranks' stdout (one line per Write, unprefixed) into
+// results; only rank 0 prints any.
+type jsonLines struct{ results chan<- bench.Result }
 
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partial = append(p.partial, b...)
-	for {
-		i := indexByte(p.partial, '\n')
-		if i < 0 {
-			break
-		}
-		if _, err := fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.partial[:i]); err != nil {
-			return len(b), err
-		}
-		p.partial = p.partial[i+1:]
+func (j *jsonLines) Write(b []byte) (int, error) {
+	var r bench.Result
+	if json.Unmarshal(bytes.TrimSpace(b), &r) == nil && r.Collective != "" {
+		j.results <- r
 	}
 	return len(b), nil
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // runBenchWorker is one rank of `ringtail bench`: it joins the job from

@@ -69,9 +69,9 @@ func (c *CoordinatorConfig) Validate() error {
 	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listen address %q: %w", c.Listen, err))
-	} else if p, err := strconv.Atoi(port); err != nil && port != "" || p < 0 || p > 65535 {
-		errs = append(errs, fmt.Errorf("listen address %q: bad port %q", c.Listen, port))
-	} else if c.JobID == "" && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+	} else if p, perr := strconv.Atoi(port); perr != nil || p < 0 || p > 65535 {
+		errs = append(errs, fmt.Errorf("listen address %q: port %q must be in 0..65535", c.Listen, port))
+	} else if ip := net.ParseIP(host); c.JobID == "" && (host == "" || ip != nil && ip.IsUnspecified()) {
 		errs = append(errs, fmt.Errorf("listen address %q names no host to derive the job id from: give a job id (and set %s on the ranks)", c.Listen, EnvJobID))
 	}
 	if c.World < 1 || c.World > MaxRanks {

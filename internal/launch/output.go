@@ -65,21 +65,20 @@ type lineWriter struct {
 func (lw *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 {
-			room := maxLine - len(lw.buf)
-			if len(p) < room {
-				lw.buf = append(lw.buf, p...)
-				break
-			}
-			lw.buf = append(lw.buf, p[:room]...)
-			p = p[room:]
-			lw.emit()
-			continue
+		end := bytes.IndexByte(p, '\n')
+		if end < 0 {
+			end = len(p)
 		}
-		lw.buf = append(lw.buf, p[:i]...)
-		p = p[i+1:]
-		lw.emit()
+		take := min(end, maxLine-len(lw.buf))
+		lw.buf = append(lw.buf, p[:take]...)
+		p = p[take:]
+		switch {
+		case take == end && len(p) > 0: // p[0] is the newline
+			p = p[1:]
+			lw.emit()
+		case len(lw.buf) == maxLine:
+			lw.emit()
+		}
 	}
 	return n, nil
 }

@@ -42,7 +42,8 @@ type RemoteRank struct {
 //     its status (128+signo if a signal killed it);
 //   - watches standard input: when it reaches end of file — the launcher
 //     closed it to stop the rank, or the launcher or the ssh connection
-//     died — it sends the rank SIGTERM and, r.Grace later, SIGKILL.
+//     died — it sends the rank SIGTERM and, if it still runs r.Grace
+//     later, SIGKILL.
 //
 // The launcher therefore writes the secret and a newline to ssh's
 // standard input and keeps it open while the rank should run. SSHCommand
@@ -71,7 +72,12 @@ func remoteScript(r RemoteRank) string {
 	b.WriteString(shellJoin(r.Command) + " 3<&- </dev/null &\n")
 	b.WriteString("p=$!\n")
 	b.WriteString("trap 'kill -TERM $p 2>/dev/null' HUP INT TERM\n")
-	b.WriteString("{ while IFS= read -r _ <&3; do :; done; kill -TERM $p; sleep " + strconv.Itoa(grace) + "; kill -KILL $p; } >/dev/null 2>&1 &\n")
+	// The watcher: on end of input, SIGTERM; then up to grace seconds
+	// (one-second naps, so that it lingers at most a second after the
+	// rank is gone); then SIGKILL.
+	b.WriteString("{ while IFS= read -r _ <&3; do :; done; kill -TERM $p; i=0\n")
+	b.WriteString("  while [ $i -lt " + strconv.Itoa(grace) + " ] && kill -0 $p; do sleep 1; i=$((i+1)); done\n")
+	b.WriteString("  kill -KILL $p; } >/dev/null 2>&1 &\n")
 	b.WriteString("w=$!\n")
 	b.WriteString("exec 3<&-\n")
 	// wait returns early when a trapped signal arrives; wait again until

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/launch"
+)
+
+const coordinatorUsage = `Usage: ringtail coordinator --listen ADDR --np N [--secret-file F] [--job-id ID]
+
+Serves the rendezvous of one job on its own, for ranks started by another
+launcher (torchrun, Slurm): set MASTER_ADDR and MASTER_PORT to this
+address, RINGTAIL_COORDINATOR=external, and the same secret and job id on
+every rank. Runs until SIGINT or SIGTERM; logs to stderr.
+
+The secret comes from --secret-file, else $RINGTAIL_SECRET, else the file
+$RINGTAIL_SECRET_FILE. The job id comes from --job-id, else
+$RINGTAIL_JOB_ID, else is derived from --listen as the ranks derive it
+from MASTER_ADDR:MASTER_PORT when they have no RINGTAIL_JOB_ID (this
+needs --listen to name the host exactly as MASTER_ADDR does).
+
+Flags:
+`
+
+// runCoordinator is `ringtail coordinator`.
+func runCoordinator(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := interruptContext()
+	defer stop()
+	return coordinatorMain(ctx, args, stdout, stderr)
+}
+
+// coordinatorMain parses the flags of `ringtail coordinator` and serves
+// until ctx ends.
+func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtail coordinator", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		listen     = fs.String("listen", "", "`host:port` to listen on (port 0: a free one, logged)")
+		np         = fs.Int("np", 0, "number of ranks in the job")
+		secretFile = fs.String("secret-file", "", "read the job secret from `file`")
+		jobID      = fs.String("job-id", "", "the ranks' RINGTAIL_JOB_ID")
+	)
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ringtail coordinator: "+format+"\n", a...)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, coordinatorUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return usageErr("%v (run 'ringtail coordinator --help')", err)
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	if *listen == "" {
+		return usageErr("--listen is required (host:port)")
+	}
+	if *np == 0 {
+		return usageErr("--np is required (the number of ranks)")
+	}
+
+	var secret []byte
+	switch {
+	case *secretFile != "":
+		s, err := launch.ReadSecretFile(*secretFile)
+		if err != nil {
+			return usageErr("--secret-file: %v", err)
+		}
+		secret = s
+	case os.Getenv(launch.EnvSecret) != "":
+		secret = []byte(os.Getenv(launch.EnvSecret))
+	case os.Getenv(launch.EnvSecretFile) != "":
+		s, err := launch.ReadSecretFile(os.Getenv(launch.EnvSecretFile))
+		if err != nil {
+			return usageErr("%s: %v", launch.EnvSecretFile, err)
+		}
+		secret = s
+	default:
+		return usageErr("no job secret: give --secret-file or set %s", launch.EnvSecret)
+	}
+	if *jobID == "" {
+		*jobID = os.Getenv(launch.EnvJobID)
+	}
+
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true, TimeFormat: time.TimeOnly}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	cfg := launch.CoordinatorConfig{
+		Listen: *listen, World: *np, Secret: secret, JobID: *jobID, Logger: logger,
+		Ready: func(addr net.Addr, id string) {
+			logger.Info().Msgf("ringtail coordinator: serving job %q for %d ranks on %s", id, *np, addr)
+		},
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageErr("%s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "launch: "), "\n", "; "))
+	}
+	if err := launch.ServeCoordinator(ctx, cfg); err != nil {
+		fmt.Fprintf(stderr, "ringtail coordinator: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/launch"
+)
+
+const runUsage = `Usage: ringtail run -np N [-H host:slots,... | --hostfile F] [flags] [--] CMD ARGS...
+
+Starts N ranks of CMD with the rendezvous coordinator in this process and
+waits for them. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, RINGTAIL_SECRET,
+RINGTAIL_JOB_ID and RINGTAIL_COORDINATOR=external; its output lines are
+prefixed with "[rank] ". Ranks on hosts other than this one start over
+ssh. When a rank fails, the others are stopped (SIGTERM, SIGKILL after
+--grace) and ringtail run exits with its status. See docs/launcher.md.
+
+Flags:
+`
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// runLaunch is `ringtail run`.
+func runLaunch(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := interruptContext()
+	code := launchMain(ctx, args, stdout, stderr)
+	if sig := stop(); sig != nil && code == launch.ExitInterrupted {
+		code = 128 + int(sig.(syscall.Signal))
+	}
+	return code
+}
+
+// launchMain parses the flags of `ringtail run` into a launch.Config and
+// runs it until ctx ends.
+func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtail run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		np            = fs.Int("np", 0, "number of ranks (default: the total slots of -H or --hostfile)")
+		hostList      = fs.String("H", "", "comma-separated `host:slots` list, e.g. gpu1:4,gpu2:4 (default: all ranks on this host)")
+		hostfile      = fs.String("hostfile", "", "a `file` of lines \"host slots=N\"")
+		secretFile    = fs.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE, else random)")
+		timeout       = fs.Duration("timeout", 0, "the ranks' operation timeout, RINGTAIL_TIMEOUT (default: the runtime's)")
+		grace         = fs.Duration("grace", launch.DefaultGrace, "time stopped ranks have between SIGTERM and SIGKILL")
+		masterAddr    = fs.String("master-addr", "", "this host's `address` as the ranks reach it (default: 127.0.0.1 for local jobs, else the address routing to the first remote host)")
+		masterPort    = fs.Int("master-port", 0, "the coordinator's `port` (default: a free one)")
+		sshCmd        = fs.String("ssh", strings.Join(launch.DefaultSSH(), " "), "the ssh `command` for remote hosts, split on spaces")
+		verbose       = fs.Bool("verbose", false, "log rank starts and exits to stderr")
+		envs, exports listFlag
+	)
+	fs.Var(&envs, "env", "set `K=V` for every rank (repeatable)")
+	fs.Var(&exports, "x", "export `NAME` (or NAME=VALUE) from this environment to every rank, remote ones included (repeatable)")
+	usageErr := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ringtail run: "+format+"\n", a...)
+		return launch.ExitUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, runUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return usageErr("%v (run 'ringtail run --help')", err)
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		return usageErr("no command given: ringtail run -np N [flags] -- CMD ARGS...")
+	}
+
+	var hosts []launch.HostSlots
+	switch {
+	case *hostList != "" && *hostfile != "":
+		return usageErr("give -H or --hostfile, not both")
+	case *hostList != "":
+		h, err := launch.ParseHosts(*hostList)
+		if err != nil {
+			return usageErr("-H: %v", err)
+		}
+		hosts = h
+	case *hostfile != "":
+		f, err := os.Open(*hostfile)
+		if err != nil {
+			return usageErr("--hostfile: %v", err)
+		}
+		h, err := launch.ParseHostfile(f)
+		f.Close()
+		if err != nil {
+			return usageErr("--hostfile %s: %v", *hostfile, err)
+		}
+		hosts = h
+	}
+	if len(strings.Fields(*sshCmd)) == 0 {
+		return usageErr("--ssh is empty")
+	}
+	if *grace <= 0 {
+		return usageErr("--grace %v must be positive", *grace)
+	}
+	if *np == 0 {
+		if hosts == nil {
+			return usageErr("-np is required (the number of ranks)")
+		}
+		*np = launch.TotalSlots(hosts)
+	}
+
+	var secret []byte
+	switch {
+	case *secretFile != "":
+		s, err := launch.ReadSecretFile(*secretFile)
+		if err != nil {
+			return usageErr("--secret-file: %v", err)
+		}
+		secret = s
+	case os.Getenv(launch.EnvSecret) != "":
+		secret = []byte(os.Getenv(launch.EnvSecret))
+	case os.Getenv(launch.EnvSecretFile) != "":
+		s, err := launch.ReadSecretFile(os.Getenv(launch.EnvSecretFile))
+		if err != nil {
+			return usageErr("%s: %v", launch.EnvSecretFile, err)
+		}
+		secret = s
+	}
+
+	env := append([]string{}, envs...)
+	for _, x := range exports {
+		if strings.Contains(x, "=") {
+			env = append(env, x)
+			continue
+		}
+		v, ok := os.LookupEnv(x)
+		if !ok {
+			return usageErr("-x %s: not set in this environment", x)
+		}
+		env = append(env, x+"="+v)
+	}
+
+	// The launcher's log and the ranks' stderr lines share stderr: one
+	// lock keeps every line whole.
+	errw := zerolog.SyncWriter(stderr)
+	level := zerolog.WarnLevel
+	if *verbose {
+		level = zerolog.DebugLevel
+	}
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: errw, NoColor: true, TimeFormat: time.TimeOnly}).Level(level).With().Timestamp().Logger()
+	cfg := launch.Config{
+		NP: *np, Hosts: hosts, Command: command, Env: env, Secret: secret,
+		Timeout: *timeout, Grace: *grace, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
+		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
+	}
+	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr
+	return code
+}
+
+// interruptContext returns a context that ends on the first SIGINT or
+// SIGTERM, and a function that stops listening and returns the signal
+// that arrived (nil if none).
+func interruptContext() (context.Context, func() os.Signal) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	quit, got := make(chan struct{}), make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(fmt.Errorf("received %v", s))
+			got <- s
+		case <-quit:
+			got <- nil
+		}
+	}()
+	return ctx, func() os.Signal {
+		signal.Stop(ch)
+		close(quit)
+		s := <-got
+		cancel(nil)
+		return s
+	}
+}

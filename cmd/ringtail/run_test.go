@@ -1,0 +1,153 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// launchCLI runs `ringtail run args...` until ctx ends.
+func launchCLI(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb runTestBuffer
+	code = launchMain(ctx, args, &out, &errb)
+	t.Logf("ringtail run %q = %d\nstdout:\n%sstderr:\n%s", args, code, out.String(), errb.String())
+	return code, out.String(), errb.String()
+}
+
+func TestRunCLIStartsPrefixedRanks(t *testing.T) {
+	code, stdout, stderr := launchCLI(t, context.Background(), "-np", "2", "--",
+		"sh", "-c", `echo "rank=$RANK of $WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE coord=$RINGTAIL_COORDINATOR"; echo oops >&2`)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"[0] rank=0 of 2 local=0/2 coord=external\n", "[1] rank=1 of 2 local=1/2 coord=external\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if !strings.Contains(stderr, "[0] oops\n") || !strings.Contains(stderr, "[1] oops\n") {
+		t.Error("stderr lacks the ranks' prefixed lines")
+	}
+}
+
+func TestRunCLIFailingRankStopsTheOthers(t *testing.T) {
+	start := time.Now()
+	code, _, stderr := launchCLI(t, context.Background(), "-np", "3", "--grace", "20s", "--",
+		"sh", "-c", `if [ "$RANK" = 2 ]; then sleep 0.2; exit 3; fi; exec sleep 30`)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3", code)
+	}
+	if want := "ringtail run: rank 2 exited with status 3; stopping the other ranks\n"; !strings.Contains(stderr, want) {
+		t.Fatalf("stderr lacks %q", want)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("took %v: the other ranks were not stopped", d)
+	}
+}
+
+func TestRunCLIEnvironmentFlags(t *testing.T) {
+	t.Setenv("RT_CLI_EXPORTED", "from launcher")
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("  topsecret\n"), 0o600)
+	code, stdout, _ := launchCLI(t, context.Background(), "-np", "1", "--env", "A=1", "--env", "B=two words",
+		"-x", "RT_CLI_EXPORTED", "-x", "C=3", "--timeout", "2m", "--secret-file", secret, "--",
+		"sh", "-c", `echo "$A|$B|$RT_CLI_EXPORTED|$C|$RINGTAIL_TIMEOUT|$RINGTAIL_SECRET"`)
+	if want := "[0] 1|two words|from launcher|3|2m0s|topsecret\n"; code != 0 || stdout != want {
+		t.Fatalf("exit %d, stdout %q, want %q", code, stdout, want)
+	}
+}
+
+func TestRunCLIHostfileGivesNP(t *testing.T) {
+	hostfile := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hostfile, []byte("# local\nlocalhost slots=2\n"), 0o644)
+	code, stdout, _ := launchCLI(t, context.Background(), "--hostfile", hostfile, "--", "sh", "-c", `echo "$RANK/$WORLD_SIZE/$LOCAL_WORLD_SIZE"`)
+	if code != 0 || !strings.Contains(stdout, "[0] 0/2/2\n") || !strings.Contains(stdout, "[1] 1/2/2\n") {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestRunCLIRejectsBadUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "x", "--", "true"}, `invalid value "x"`},
+		{[]string{"--bogus", "-np", "1", "--", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"-np", "2"}, "no command given"},
+		{[]string{"--", "true"}, "-np is required"},
+		{[]string{"-np", "3", "-H", "a:2", "--", "true"}, "invalid config: -np 3 does not equal the 2 slots"},
+		{[]string{"-H", "a:2", "--hostfile", "f", "--", "true"}, "not both"},
+		{[]string{"-H", "a:0", "--", "true"}, "-H: bad host list"},
+		{[]string{"--hostfile", "/nonexistent/hosts", "--", "true"}, "--hostfile"},
+		{[]string{"-np", "1", "-x", "RT_CLI_SURELY_UNSET", "--", "true"}, "-x RT_CLI_SURELY_UNSET: not set"},
+		{[]string{"-np", "1", "--env", "RANK=1", "--", "true"}, "RANK is set by the launcher"},
+		{[]string{"-np", "1", "--env", "NOEQUALS", "--", "true"}, "not NAME=VALUE"},
+		{[]string{"-np", "1", "--grace", "0s", "--", "true"}, "--grace 0s must be positive"},
+		{[]string{"-np", "1", "--secret-file", "/nonexistent/secret", "--", "true"}, "--secret-file"},
+		{[]string{"-np", "0", "--", "true"}, "-np is required"},
+		{[]string{"-np", "1", "--ssh", " ", "--", "true"}, "--ssh is empty"},
+		{[]string{"-np", "-1", "--", "true"}, "-np -1 must be in"},
+	} {
+		code, _, stderr := launchCLI(t, context.Background(), tc.args...)
+		if code != 2 || !strings.HasPrefix(stderr, "ringtail run: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("ringtail run %q: exit %d, stderr %q; want 2 and one line mentioning %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
+
+func TestRunCLIHelp(t *testing.T) {
+	code, stdout, _ := launchCLI(t, context.Background(), "--help")
+	if code != 0 || !strings.Contains(stdout, "Usage: ringtail run") || !strings.Contains(stdout, "-hostfile") {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestRunCLISignalStopsEveryRank(t *testing.T) {
+	// SIGTERM to the launcher (this process) once every rank runs: the
+	// ranks are stopped and the exit status is 128+SIGTERM.
+	dir := t.TempDir()
+	go func() {
+		for {
+			if m, _ := filepath.Glob(filepath.Join(dir, "r*")); len(m) == 2 {
+				syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var out, errb runTestBuffer
+	code := runLaunch([]string{"-np", "2", "--env", "DIR=" + dir, "--", "sh", "-c", `touch "$DIR/r$RANK"; exec sleep 30`}, &out, &errb)
+	if code != 128+int(syscall.SIGTERM) || !strings.Contains(errb.String(), "ringtail run: interrupted; stopping the ranks") {
+		t.Fatalf("exit %d, stderr %q; want %d", code, errb.String(), 128+int(syscall.SIGTERM))
+	}
+}
+
+func TestRunCLIRemoteHostsOverSSH(t *testing.T) {
+	// A stand-in for ssh that runs the remote command with sh: the
+	// launcher's quoting, secret passing and environment reach the rank.
+	fake := filepath.Join(t.TempDir(), "fakessh")
+	os.WriteFile(fake, []byte("#!/bin/sh\n# fakessh [-o opt] host command\n[ \"$1\" = -o ] && shift 2\nshift\nexec env -i PATH=\"$PATH\" sh -c \"$1\"\n"), 0o755)
+	t.Setenv("RT_CLI_EXPORTED", "it's exported")
+	code, stdout, _ := launchCLI(t, context.Background(), "-H", "localhost:1,node-a:2", "--ssh", fake+" -o BatchMode=yes",
+		"--master-addr", "127.0.0.1", "-x", "RT_CLI_EXPORTED", "--",
+		"sh", "-c", `echo "$RANK $LOCAL_RANK/$LOCAL_WORLD_SIZE $MASTER_ADDR $RINGTAIL_COORDINATOR ${#RINGTAIL_SECRET} $RT_CLI_EXPORTED"`)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		"[0] 0 0/1 127.0.0.1 external 64 it's exported\n",
+		"[1] 1 0/2 127.0.0.1 external 64 it's exported\n",
+		"[2] 2 1/2 127.0.0.1 external 64 it's exported\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+//go:build linux
+
+package launch_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringtail-ml/ringtail"
+)
+
+// helperArg as the first argument makes the test binary a rank (see
+// helper) instead of running the tests: the tests launch it as
+// []string{os.Args[0], helperArg, mode, ...}.
+const helperArg = "launch-test-helper"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == helperArg {
+		os.Exit(helper(os.Args[2], os.Args[3:]))
+	}
+	os.Exit(m.Run())
+}
+
+// helper is one rank. Modes:
+//
+//	env                print the contract variables on one stdout line, one line on stderr
+//	fail R CODE        rank R exits CODE once the others are ready; they block
+//	ignoreterm R CODE  as fail, but the others ignore SIGTERM
+//	killself R         rank R kills itself with SIGKILL once the others are ready
+//	block              every rank blocks (after saying it is ready)
+//	spawn              start a blocking grandchild that shares stdout, then exit 0
+//	lines N            write N long lines to stdout and stderr in small pieces
+//	allreduce          join the job with ringtail.New and all-reduce rank+1
+//
+// "Ready" is a file ready-RANK in $LAUNCH_READY_DIR.
+func helper(mode string, args []string) int {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+	argInt := func(i int) int { n, _ := strconv.Atoi(args[i]); return n }
+	switch mode {
+	case "env":
+		wd, _ := os.Getwd()
+		fmt.Printf("rank=%s world=%s local=%s/%s master=%s:%s job=%s coord=%s timeout=%s secret=%s extra=%s localonly=%s dir=%s\n",
+			os.Getenv("RANK"), os.Getenv("WORLD_SIZE"), os.Getenv("LOCAL_RANK"), os.Getenv("LOCAL_WORLD_SIZE"),
+			os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("RINGTAIL_JOB_ID"), os.Getenv("RINGTAIL_COORDINATOR"),
+			os.Getenv("RINGTAIL_TIMEOUT"), os.Getenv("RINGTAIL_SECRET"), os.Getenv("LAUNCH_EXTRA"), os.Getenv("LAUNCH_LOCAL_ONLY"), wd)
+		fmt.Fprintf(os.Stderr, "stderr of %d\n", rank)
+		return 0
+	case "fail", "ignoreterm", "killself":
+		if rank == argInt(0) {
+			waitReady(world - 1)
+			if mode == "killself" {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+			return argInt(1)
+		}
+		if mode == "ignoreterm" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		markReady(rank)
+		select {}
+	case "block":
+		markReady(rank)
+		select {}
+	case "spawn":
+		c := exec.Command(os.Args[0], helperArg, "block")
+		c.Env = append(os.Environ(), "RANK=1000"+strconv.Itoa(rank))
+		c.Stdout = os.Stdout
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		waitReadyName("ready-1000" + strconv.Itoa(rank))
+		fmt.Println("spawned")
+		return 0
+	case "lines":
+		n := argInt(0)
+		for i := range n {
+			line := fmt.Appendf(nil, "%d:%d:%0*d\n", rank, i, 1000+i, 0)
+			for len(line) > 0 {
+				k := min(len(line), 333)
+				os.Stdout.Write(line[:k])
+				os.Stderr.Write(line[:k])
+				line = line[k:]
+			}
+		}
+		return 0
+	case "allreduce":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cfg, err := ringtail.ConfigFromEnv()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		comm, err := ringtail.New(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer comm.Close()
+		buf := []float32{float32(rank + 1)}
+		if err := comm.AllReduce(ctx, ringtail.Float32s(buf), ringtail.Sum); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("sum=%g\n", buf[0])
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	return 99
+}
+
+func markReady(rank int) {
+	os.WriteFile(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-"+strconv.Itoa(rank)), nil, 0o644)
+}
+
+func waitReadyName(name string) {
+	for range 2000 {
+		if _, err := os.Stat(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), name)); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitReady waits (at most 20s) until n ranks are ready.
+func waitReady(n int) {
+	for range 2000 {
+		m, _ := filepath.Glob(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-*"))
+		if len(m) >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

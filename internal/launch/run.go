@@ -1,0 +1,286 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Run starts cfg.NP ranks of cfg.Command with the rendezvous coordinator
+// in process, waits for them and returns the job's exit status:
+//   - 0 and a nil error when every rank exits 0;
+//   - the status of the first rank to fail (128+signo if a signal killed
+//     it) and a *RankError, once the other ranks are stopped;
+//   - ExitInterrupted when ctx ends first, once every rank is stopped;
+//   - ExitUsage for an invalid cfg, ExitNotFound or ExitCannotExecute when
+//     a rank's command cannot start, ExitFailure when the launcher fails.
+//
+// Each failure is also written to cfg.Stderr as one notice line, "<Name>:
+// rank 2 exited with status 3; stopping the other ranks", when it
+// happens. Stopping means SIGTERM to every running rank's process group,
+// then SIGKILL to those still running after cfg.Grace. When Run returns, no
+// process it started is left running (except what escaped its process
+// group with setsid, and remote ranks, which their ssh-side script stops
+// within their grace period).
+func Run(ctx context.Context, cfg Config) (int, error) {
+	j := &job{cfg: cfg.withDefaults(), out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrefixOutput)}
+	code, err := j.prepare(ctx)
+	if err == nil {
+		code, err = j.run(ctx)
+	}
+	if err != nil && !j.noticed {
+		j.notice(err.Error())
+	}
+	return code, err
+}
+
+// job is one Run: owned by the goroutine that called Run.
+type job struct {
+	cfg   Config
+	out   *output
+	procs []*proc
+
+	code     int
+	err      error
+	decided  bool // code and err are final
+	noticed  bool // err was written to Stderr
+	stopping bool
+}
+
+// prepare validates the configuration and fills in the secret and job id.
+func (j *job) prepare(ctx context.Context) (int, error) {
+	if err := j.cfg.Validate(); err != nil {
+		return ExitUsage, err
+	}
+	if len(j.cfg.Secret) == 0 {
+		s, err := NewSecret()
+		if err != nil {
+			return ExitFailure, err
+		}
+		j.cfg.Secret = s
+	}
+	if j.cfg.JobID == "" {
+		id, err := NewJobID()
+		if err != nil {
+			return ExitFailure, err
+		}
+		j.cfg.JobID = id
+	}
+	if err := ctx.Err(); err != nil {
+		return ExitInterrupted, fmt.Errorf("launch: interrupted: %w", context.Cause(ctx))
+	}
+	return 0, nil
+}
+
+func (j *job) run(ctx context.Context) (int, error) {
+	cfg := j.cfg
+	log := cfg.Logger
+	places := place(cfg.NP, cfg.Hosts, isLocalHost)
+	var firstRemote string
+	for _, p := range places {
+		if p.Remote {
+			firstRemote = p.Host
+			break
+		}
+	}
+	dir := cfg.Dir
+	if firstRemote != "" && dir == "" {
+		if wd, err := os.Getwd(); err == nil {
+			dir = wd
+		}
+	}
+	masterAddr := cfg.MasterAddr
+	if masterAddr == "" {
+		masterAddr = "127.0.0.1"
+		if firstRemote != "" {
+			masterAddr = addrToward(firstRemote)
+		}
+	}
+	bind := net.JoinHostPort("", strconv.Itoa(cfg.MasterPort))
+	if isLoopback(masterAddr) {
+		bind = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MasterPort))
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", bind)
+	if err != nil {
+		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
+	}
+	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: ln.Addr().(*net.TCPAddr).Port, JobID: cfg.JobID, Timeout: cfg.Timeout}
+	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
+
+	// The coordinator outlives ctx: it is stopped once the ranks are.
+	coordCtx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
+	coordDone := make(chan error, 1)
+	go func() {
+		coordDone <- cfg.Coordinator(coordCtx, ln, Job{ID: cfg.JobID, Secret: cfg.Secret, World: cfg.NP})
+	}()
+	coordFinished := false
+	defer func() {
+		stopCoord()
+		if !coordFinished {
+			<-coordDone
+		}
+	}()
+
+	exits := make(chan rankExit, len(places))
+	for _, p := range places {
+		if ctx.Err() != nil {
+			break
+		}
+		pr, err := spawn(j.spec(p, je, dir, exits))
+		if err != nil {
+			err = fmt.Errorf("launch: cannot start rank %d on %s: %w", p.Rank, p.Host, err)
+			j.failNoticed(startStatus(err), err, err.Error()+j.stoppingOthers(len(j.procs)))
+			j.stop()
+			break
+		}
+		log.Debug().Int("rank", p.Rank).Str("host", p.Host).Int("pid", pr.cmd.Process.Pid).Bool("remote", p.Remote).Msg("launch: rank started")
+		j.procs = append(j.procs, pr)
+	}
+
+	running := len(j.procs)
+	done := ctx.Done()
+	var killTimer <-chan time.Time
+	armed := false
+	for running > 0 {
+		if j.stopping && !armed {
+			armed, killTimer = true, time.After(cfg.Grace)
+		}
+		select {
+		case e := <-exits:
+			running--
+			log.Debug().Int("rank", e.place.Rank).Int("status", e.status).Int("signal", int(e.signal)).Err(e.err).Msg("launch: rank exited")
+			if e.failed() && !j.decided {
+				var err error = &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status, Signal: e.signal}
+				if e.err != nil {
+					err = fmt.Errorf("launch: %s: %w", describeExit(e), e.err)
+				}
+				j.failNoticed(e.status, err, describeExit(e)+j.stoppingOthers(running))
+				j.stop()
+			}
+		case <-done:
+			done = nil
+			j.failNoticed(ExitInterrupted, fmt.Errorf("launch: interrupted: %w", context.Cause(ctx)), "interrupted; stopping the ranks")
+			j.stop()
+		case err := <-coordDone:
+			coordFinished = true
+			coordDone = nil
+			if err == nil {
+				err = errors.New("stopped serving")
+			}
+			err = fmt.Errorf("launch: rendezvous coordinator: %w", err)
+			j.failNoticed(ExitFailure, err, err.Error()+"; stopping the ranks")
+			j.stop()
+		case <-killTimer:
+			killTimer = nil
+			for _, p := range j.procs {
+				if p.running() {
+					j.notice(fmt.Sprintf("rank %d did not stop within %v; killing it", p.place.Rank, cfg.Grace))
+					p.kill()
+				}
+			}
+		}
+	}
+	if !j.decided && ctx.Err() != nil && len(j.procs) < len(places) {
+		// ctx ended while the ranks were being started.
+		j.fail(ExitInterrupted, fmt.Errorf("launch: interrupted: %w", context.Cause(ctx)))
+	}
+	return j.code, j.err
+}
+
+// spec builds the start specification of the rank at p.
+func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) spec {
+	cfg := j.cfg
+	s := spec{
+		place: p, grace: cfg.Grace, exits: exits,
+		stdout: j.out.stream(p.Rank, false), stderr: j.out.stream(p.Rank, true),
+	}
+	env := rankEnv(je, p)
+	if p.Remote {
+		s.argv = SSHCommand(cfg.SSH, RemoteRank{
+			Host: p.Host, Dir: dir, Env: append(append([]string{}, cfg.Env...), env...),
+			Command: cfg.Command, Grace: cfg.Grace,
+		})
+		s.secret = cfg.Secret
+		return s
+	}
+	s.argv = cfg.Command
+	s.dir = dir
+	s.env = append(append(append(os.Environ(), cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
+	return s
+}
+
+// fail records the job's outcome, unless one is recorded already.
+func (j *job) fail(code int, err error) {
+	if !j.decided {
+		j.code, j.err, j.decided = code, err, true
+	}
+}
+
+// failNoticed records the outcome and writes notice, once.
+func (j *job) failNoticed(code int, err error, notice string) {
+	if !j.decided {
+		j.fail(code, err)
+		j.notice(notice)
+		j.noticed = true
+	}
+}
+
+// stop asks every running rank to stop (once).
+func (j *job) stop() {
+	if j.stopping {
+		return
+	}
+	j.stopping = true
+	for _, p := range j.procs {
+		p.terminate()
+	}
+}
+
+// stoppingOthers is the tail of a failure notice.
+func (j *job) stoppingOthers(running int) string {
+	if running > 0 {
+		return "; stopping the other ranks"
+	}
+	return ""
+}
+
+// notice writes one line of the launcher's own to Stderr (without the
+// "launch: " of error messages).
+func (j *job) notice(msg string) {
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "launch: "), "\n", "; ")
+	j.out.write(j.out.stderr, []byte(j.cfg.Name+": "+msg+"\n"))
+}
+
+// isLocalHost reports whether host is the launcher host.
+func isLocalHost(host string) bool {
+	if isLoopback(host) {
+		return true
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return false
+	}
+	short, _, _ := strings.Cut(name, ".")
+	return strings.EqualFold(host, name) || strings.EqualFold(host, short)
+}
+
+// addrToward returns the launcher's address that routes to host (no
+// packet is sent), or the host name when that cannot be determined.
+func addrToward(host string) string {
+	if c, err := net.Dial("udp", net.JoinHostPort(host, "9")); err == nil {
+		defer c.Close()
+		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsLoopback() {
+			return a.IP.String()
+		}
+	}
+	if name, err := os.Hostname(); err == nil {
+		return name
+	}
+	return "127.0.0.1"
+}
