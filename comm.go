@@ -51,12 +51,13 @@ const (
 	kindAllGather
 	kindReduceScatter
 	kindBarrier
+	kindP2P
 )
 
-var kindNames = map[uint8]string{kindAllReduce: "AllReduce", kindBroadcast: "Broadcast", kindAllGather: "AllGather", kindReduceScatter: "ReduceScatter", kindBarrier: "Barrier"}
+var kindNames = map[uint8]string{kindAllReduce: "AllReduce", kindBroadcast: "Broadcast", kindAllGather: "AllGather", kindReduceScatter: "ReduceScatter", kindBarrier: "Barrier", kindP2P: "Send/Recv"}
 
 func describe(d transport.Desc) string {
-	s := fmt.Sprintf("%s #%d (count=%d, %v", kindNames[d.Kind], d.Seq, d.Count, DType(d.DType))
+	s := fmt.Sprintf("%s (count=%d, %v", kindNames[d.Kind], d.Count, DType(d.DType))
 	if d.RedOp != 0 {
 		s += ", " + Op(d.RedOp).String()
 	}
@@ -75,7 +76,6 @@ type Comm struct {
 	order []int
 
 	mu     sync.Mutex // serialises collectives; guards the fields below
-	seq    uint32
 	closed bool
 	progs  map[progKey]*plan.Program
 
@@ -84,6 +84,9 @@ type Comm struct {
 
 	coordStop context.CancelFunc
 	coordDone chan struct{}
+
+	stashMu sync.Mutex
+	stash   []transport.Contribution // contributions received but not yet asked for
 }
 
 type progKey struct {
@@ -93,6 +96,7 @@ type progKey struct {
 	avg   bool
 	small bool // latency-optimal algorithm
 	esize int
+	group string // members of a subgroup call, or the peer of a point-to-point one
 }
 
 // New joins the job: it starts the rendezvous coordinator if this is rank
@@ -292,8 +296,7 @@ func (c *Comm) run(ctx context.Context, cl call, build func() (*plan.Program, er
 			return err
 		}
 	}
-	c.seq++
-	desc := transport.Desc{Kind: cl.kind, DType: uint8(cl.data.DType), RedOp: uint8(cl.op), Root: uint32(cl.root), Count: uint64(cl.count), Seq: c.seq}
+	desc := transport.Desc{Kind: cl.kind, DType: uint8(cl.data.DType), RedOp: uint8(cl.op), Root: uint32(cl.root), Count: uint64(cl.count)}
 	p, err := c.program(key, build)
 	if err != nil {
 		return c.invalid(desc, err)
@@ -336,7 +339,7 @@ func (c *Comm) precheck(cl call, errs ...error) error {
 			if c.closed {
 				return ErrClosed
 			}
-			return c.invalid(transport.Desc{Kind: cl.kind, DType: uint8(cl.data.DType), RedOp: uint8(cl.op), Count: uint64(cl.count), Seq: c.seq + 1}, err)
+			return c.invalid(transport.Desc{Kind: cl.kind, DType: uint8(cl.data.DType), RedOp: uint8(cl.op), Count: uint64(cl.count)}, err)
 		}
 	}
 	return nil
@@ -359,7 +362,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op Op) error {
 	key := progKey{kind: kindAllReduce, count: n, avg: avg, small: small}
 	return c.run(ctx, cl, func() (*plan.Program, error) {
 		if small {
-			return tree.AllReduce(c.order, c.cfg.Rank, n, avg)
+			return tree.AllReduce(c.order, c.cfg.WorldSize, c.cfg.Rank, n, avg)
 		}
 		return ring.AllReduce(ring.Spec{Order: c.order, Rank: c.cfg.Rank, Channels: c.cfg.Channels}, n, avg)
 	}, key)
@@ -381,7 +384,7 @@ func (c *Comm) Broadcast(ctx context.Context, buf Buffer, root int) error {
 	key := progKey{kind: kindBroadcast, count: n, root: root, esize: buf.DType.Size(), small: small}
 	return c.run(ctx, cl, func() (*plan.Program, error) {
 		if small {
-			return tree.Broadcast(c.order, c.cfg.Rank, root, n)
+			return tree.Broadcast(c.order, c.cfg.WorldSize, c.cfg.Rank, root, n)
 		}
 		return ring.Broadcast(ring.Spec{Order: c.order, Rank: c.cfg.Rank, Channels: 1}, root, n, chunk)
 	}, key)
@@ -433,7 +436,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv Buffer, op Op) erro
 func (c *Comm) Barrier(ctx context.Context) error {
 	buf := Buffer{Bytes: []byte{}, DType: Uint8}
 	return c.run(ctx, call{kind: kindBarrier, data: buf, op: Sum}, func() (*plan.Program, error) {
-		return tree.AllReduce(c.order, c.cfg.Rank, 0, false)
+		return tree.AllReduce(c.order, c.cfg.WorldSize, c.cfg.Rank, 0, false)
 	}, progKey{kind: kindBarrier})
 }
 
@@ -444,7 +447,7 @@ func (c *Comm) DumpPlan(count int, dt DType, op Op) (string, error) {
 	var p *plan.Program
 	var err error
 	if small {
-		p, err = tree.AllReduce(c.order, c.cfg.Rank, count, op == Avg)
+		p, err = tree.AllReduce(c.order, c.cfg.WorldSize, c.cfg.Rank, count, op == Avg)
 	} else {
 		p, err = ring.AllReduce(ring.Spec{Order: c.order, Rank: c.cfg.Rank, Channels: c.cfg.Channels}, count, op == Avg)
 	}

@@ -8,12 +8,23 @@ import (
 
 // Spec says which rank to build for and how to split the work.
 type Spec struct {
-	// Order is the ring: every rank exactly once, in ring order.
+	// Order is the ring: each participating rank once, in ring order. With
+	// World zero it must be a permutation of 0..len(Order)−1; otherwise any
+	// subset of 0..World−1 (a ring among some ranks of the communicator).
 	Order []int
+	// World is the communicator size when the ring is a subset of it.
+	World int
 	// Rank is the rank to build the program for.
 	Rank int
 	// Channels splits the buffer into that many independent rings (>= 1).
 	Channels int
+}
+
+func (s Spec) world() int {
+	if s.World > 0 {
+		return s.World
+	}
+	return len(s.Order)
 }
 
 func (s Spec) validate() (pos int, err error) {
@@ -24,11 +35,12 @@ func (s Spec) validate() (pos int, err error) {
 	if s.Channels < 1 {
 		return 0, fmt.Errorf("ring: %d channels", s.Channels)
 	}
-	seen := make([]bool, n)
+	w := s.world()
+	seen := make([]bool, w)
 	pos = -1
 	for i, r := range s.Order {
-		if r < 0 || r >= n || seen[r] {
-			return 0, fmt.Errorf("ring: order %v is not a permutation of 0..%d", s.Order, n-1)
+		if r < 0 || r >= w || seen[r] {
+			return 0, fmt.Errorf("ring: order %v is not a set of distinct ranks in 0..%d", s.Order, w-1)
 		}
 		seen[r] = true
 		if r == s.Rank {
@@ -51,7 +63,7 @@ func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
 		return nil, err
 	}
 	n := len(s.Order)
-	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: count}
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: s.world(), DataLen: count}
 	if n == 1 {
 		return p, nil
 	}
@@ -98,8 +110,11 @@ func ReduceScatter(s Spec, count int, avg bool) (*plan.Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.world() != len(s.Order) {
+		return nil, fmt.Errorf("ring: reduce-scatter needs every rank of the world in the ring")
+	}
 	n := len(s.Order)
-	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: count, InputLen: n * count, ScratchLen: n * count}
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: s.world(), DataLen: count, InputLen: n * count, ScratchLen: n * count}
 	if n == 1 {
 		p.Channels = []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: plan.Copy, Buf: plan.Data, Src: plan.Input, Len: count}}}}}}
 		return p, nil
@@ -146,8 +161,11 @@ func AllGather(s Spec, count int) (*plan.Program, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.world() != len(s.Order) {
+		return nil, fmt.Errorf("ring: allgather needs every rank of the world in the ring")
+	}
 	n := len(s.Order)
-	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: n, DataLen: n * count, InputLen: count}
+	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: s.world(), DataLen: n * count, InputLen: count}
 	for c := 0; c < s.Channels; c++ {
 		cOff, cLen := plan.Segment(count, s.Channels, c)
 		var ch plan.Channel
@@ -182,21 +200,21 @@ func Broadcast(s Spec, root, count, chunk int) (*plan.Program, error) {
 		return nil, err
 	}
 	n := len(s.Order)
-	if root < 0 || root >= n {
-		return nil, fmt.Errorf("ring: broadcast root %d outside world of %d", root, n)
-	}
-	if chunk < 1 {
-		return nil, fmt.Errorf("ring: chunk of %d elements", chunk)
-	}
-	p := &plan.Program{Algorithm: "chain", Rank: s.Rank, World: n, DataLen: count}
-	if n == 1 {
-		return p, nil
-	}
-	rootPos := 0
+	rootPos := -1
 	for i, r := range s.Order {
 		if r == root {
 			rootPos = i
 		}
+	}
+	if rootPos < 0 {
+		return nil, fmt.Errorf("ring: broadcast root %d is not in the ring %v", root, s.Order)
+	}
+	if chunk < 1 {
+		return nil, fmt.Errorf("ring: chunk of %d elements", chunk)
+	}
+	p := &plan.Program{Algorithm: "chain", Rank: s.Rank, World: s.world(), DataLen: count}
+	if n == 1 {
+		return p, nil
 	}
 	q := mod(pos-rootPos, n) // distance from the root along the chain
 	next, prev := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]

@@ -190,3 +190,44 @@ func TestSpecRejectsBadOrders(t *testing.T) {
 		}
 	}
 }
+
+// A ring among some ranks of a larger world leaves the others untouched.
+func TestAllReduceAmongASubsetOfTheWorld(t *testing.T) {
+	const world, count = 7, 23
+	members := []int{5, 1, 3, 6}
+	rng := rand.New(rand.NewSource(2))
+	data := inputs(world, count, rng)
+	orig := make([][]float64, world)
+	for r := range data {
+		orig[r] = append([]float64(nil), data[r]...)
+	}
+	progs := make([]*plan.Program, world)
+	for r := range progs {
+		progs[r] = &plan.Program{Rank: r, World: world, DataLen: count}
+	}
+	for _, r := range members {
+		p, err := AllReduce(Spec{Order: members, World: world, Rank: r, Channels: 2}, count, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		progs[r] = p
+	}
+	if err := plan.Simulate(progs, data, nil, plan.SimSum); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < world; r++ {
+		isMember := r == 5 || r == 1 || r == 3 || r == 6
+		for i := 0; i < count; i++ {
+			want := orig[r][i]
+			if isMember {
+				want = orig[5][i] + orig[1][i] + orig[3][i] + orig[6][i]
+			}
+			if data[r][i] != want {
+				t.Fatalf("rank %d elem %d = %v want %v", r, i, data[r][i], want)
+			}
+		}
+	}
+	if _, err := AllReduce(Spec{Order: []int{1, 9}, World: 7, Rank: 1, Channels: 1}, 4, false); err == nil {
+		t.Fatal("rank 9 accepted in a world of 7")
+	}
+}

@@ -6,16 +6,21 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/plan"
 )
 
-func position(order []int, rank int) (int, error) {
+// position finds rank in order, which must hold distinct ranks of a
+// world of the given size.
+func position(order []int, world, rank int) (int, error) {
 	n := len(order)
 	if n == 0 {
 		return 0, fmt.Errorf("tree: empty order")
 	}
-	seen := make([]bool, n)
+	if world < n {
+		return 0, fmt.Errorf("tree: %d ranks in a world of %d", n, world)
+	}
+	seen := make([]bool, world)
 	pos := -1
 	for i, r := range order {
-		if r < 0 || r >= n || seen[r] {
-			return 0, fmt.Errorf("tree: order %v is not a permutation of 0..%d", order, n-1)
+		if r < 0 || r >= world || seen[r] {
+			return 0, fmt.Errorf("tree: order %v is not a set of distinct ranks in 0..%d", order, world-1)
 		}
 		seen[r] = true
 		if r == rank {
@@ -28,19 +33,20 @@ func position(order []int, rank int) (int, error) {
 	return pos, nil
 }
 
-// AllReduce builds recursive doubling over the ranks in order: with p the
+// AllReduce builds recursive doubling over the ranks in order (some or all
+// of a world of the given size): with p the
 // largest power of two ≤ n, the n−p extra ranks first fold into a partner,
 // the p ranks exchange whole buffers log2(p) times (received into Scratch,
 // folded in at the next step), and the partners hand the result back.
 // log2(n)+2 latencies instead of the ring's 2(n−1): the algorithm for small
 // messages. With count 0 it is a barrier.
-func AllReduce(order []int, rank, count int, avg bool) (*plan.Program, error) {
-	pos, err := position(order, rank)
+func AllReduce(order []int, world, rank, count int, avg bool) (*plan.Program, error) {
+	pos, err := position(order, world, rank)
 	if err != nil {
 		return nil, err
 	}
 	n := len(order)
-	prog := &plan.Program{Algorithm: "recursive-doubling", Rank: rank, World: n, DataLen: count, ScratchLen: count}
+	prog := &plan.Program{Algorithm: "recursive-doubling", Rank: rank, World: world, DataLen: count, ScratchLen: count}
 	if n == 1 {
 		return prog, nil
 	}
@@ -96,17 +102,17 @@ func AllReduce(order []int, rank, count int, avg bool) (*plan.Program, error) {
 // Broadcast builds a binomial-tree broadcast from root: in round i every
 // rank that already has the data sends it to the rank 2^i further along
 // order. ⌈log2 n⌉ latencies: the algorithm for small messages.
-func Broadcast(order []int, rank, root, count int) (*plan.Program, error) {
-	pos, err := position(order, rank)
+func Broadcast(order []int, world, rank, root, count int) (*plan.Program, error) {
+	pos, err := position(order, world, rank)
 	if err != nil {
 		return nil, err
 	}
 	n := len(order)
-	rootPos, err := position(order, root)
+	rootPos, err := position(order, world, root)
 	if err != nil {
 		return nil, fmt.Errorf("tree: broadcast root: %w", err)
 	}
-	prog := &plan.Program{Algorithm: "binomial", Rank: rank, World: n, DataLen: count}
+	prog := &plan.Program{Algorithm: "binomial", Rank: rank, World: world, DataLen: count}
 	q := ((pos-rootPos)%n + n) % n
 	var steps []plan.Step
 	for m := 1; m < n; m *= 2 {

@@ -30,7 +30,7 @@ func TestRecursiveDoublingEqualsReferenceAnyWorldSize(t *testing.T) {
 				}
 				progs := make([]*plan.Program, n)
 				for r := range progs {
-					p, err := AllReduce(order, r, count, avg)
+					p, err := AllReduce(order, n, r, count, avg)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -65,7 +65,7 @@ func TestBinomialBroadcastReachesEveryRank(t *testing.T) {
 			}
 			progs := make([]*plan.Program, n)
 			for r := range progs {
-				p, err := Broadcast(order, r, root, 2)
+				p, err := Broadcast(order, n, r, root, 2)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -15,6 +15,9 @@ import (
 
 // Desc describes the collective call a data frame belongs to. Every Data
 // frame carries it, so a receiver detects a peer making a different call.
+// Seq is not set by callers: each link numbers its messages itself (per
+// direction), which catches a skipped or extra message even when only some
+// ranks take part in a call.
 type Desc struct {
 	Kind  uint8
 	DType uint8
@@ -24,9 +27,26 @@ type Desc struct {
 	Seq   uint32
 }
 
-func (d *Desc) header(channel, n int) wire.Header {
+func (d *Desc) header(channel, n int, seq uint32) wire.Header {
 	return wire.Header{Type: wire.TypeData, Kind: d.Kind, DType: d.DType, RedOp: d.RedOp, Channel: uint16(channel),
-		Seq: d.Seq, Root: d.Root, Count: d.Count, Len: uint32(n)}
+		Seq: seq, Root: d.Root, Count: d.Count, Len: uint32(n)}
+}
+
+// KindContribution marks an eager message: the receiver does not match it
+// with a posted receive but buffers it whole in the mesh's inbox (see
+// Mesh.Inbox). Root carries the sender's tag (e.g. a training step).
+const KindContribution uint8 = 0xC0
+
+// MaxContribution bounds one contribution (the receiver allocates it).
+const MaxContribution = 1 << 30
+
+// Contribution is an eagerly received message.
+type Contribution struct {
+	From    int
+	Tag     uint32
+	DType   reduce.DType
+	Data    []byte
+	Arrived time.Time
 }
 
 // DescribeFunc renders a collective descriptor for error messages (the root
@@ -113,6 +133,8 @@ type Link struct {
 	hdrW      [wire.HeaderSize]byte
 	bufs      net.Buffers
 	lastWrite time.Time
+	sendSeq   uint32 // owned by the writer
+	recvSeq   uint32 // owned by the reader
 
 	// postMu orders the executor's posts against a graceful close by the
 	// peer: once peerGone is set, nothing more is posted to this link.
@@ -204,6 +226,12 @@ func (l *Link) readLoop() {
 			l.readFailed(fmt.Errorf("%w: unexpected %v frame", wire.ErrMalformed, h.Type))
 			return
 		}
+		if h.Kind == KindContribution && !have {
+			if !l.readContribution(&h) {
+				return
+			}
+			continue
+		}
 		if !have {
 			select {
 			case cur = <-l.posts:
@@ -255,7 +283,55 @@ func (l *Link) readLoop() {
 		if got == len(cur.Buf) {
 			cur.Done <- Result{Tag: cur.Tag}
 			have = false
+			l.recvSeq++
 		}
+	}
+}
+
+// readContribution assembles an eager message that starts with header h
+// and hands it to the mesh inbox. It returns false when the link failed.
+func (l *Link) readContribution(h *wire.Header) bool {
+	me := l.mesh.id.Rank
+	dt := reduce.DType(h.DType)
+	size := uint64(dt.Size()) * h.Count
+	if h.Seq != l.recvSeq || !dt.Valid() || size > MaxContribution || uint64(h.Len) > size {
+		l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me,
+			Detail: fmt.Sprintf("bad contribution header from rank %d (seq %d, want %d; %d × %v)", l.peer, h.Seq, l.recvSeq, h.Count, dt)})
+		return false
+	}
+	buf := l.mesh.takeBuffer(int(size))
+	for got, n := 0, int(h.Len); ; {
+		if err := l.readFull(buf[got : got+n]); err != nil {
+			l.readFailed(err)
+			return false
+		}
+		got += n
+		if got == len(buf) {
+			break
+		}
+		l.deadline()
+		next, err := wire.ReadHeader(l.rd, &l.hdrR)
+		for err == nil && next.Type == wire.TypeHeartbeat {
+			l.deadline()
+			next, err = wire.ReadHeader(l.rd, &l.hdrR)
+		}
+		if err != nil {
+			l.readFailed(err)
+			return false
+		}
+		if next.Type != wire.TypeData || next.Kind != KindContribution || next.Seq != h.Seq || uint64(next.Len) > uint64(len(buf)-got) {
+			l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me, Detail: "contribution interrupted by another frame"})
+			return false
+		}
+		n = int(next.Len)
+	}
+	l.recvSeq++
+	c := Contribution{From: l.peer, Tag: h.Root, DType: dt, Data: buf, Arrived: time.Now()}
+	select {
+	case l.mesh.inbox <- c:
+		return true
+	case <-l.mesh.failed:
+		return false
 	}
 }
 
@@ -264,9 +340,15 @@ func (l *Link) readLoop() {
 // than expected.
 func (l *Link) check(cur *RecvReq, h *wire.Header, got int) *Error {
 	d := cur.Desc
-	theirs := Desc{Kind: h.Kind, DType: h.DType, RedOp: h.RedOp, Root: h.Root, Count: h.Count, Seq: h.Seq}
+	d.Seq = 0
+	theirs := Desc{Kind: h.Kind, DType: h.DType, RedOp: h.RedOp, Root: h.Root, Count: h.Count}
 	if theirs != d {
 		detail := fmt.Sprintf("rank %d called %s, rank %d called %s", l.peer, l.describe(theirs), l.mesh.id.Rank, l.describe(d))
+		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+	}
+	if h.Seq != l.recvSeq {
+		detail := fmt.Sprintf("rank %d sent its message %d on this link during %s, rank %d expected message %d: one of them skipped or added a call",
+			l.peer, h.Seq, l.describe(d), l.mesh.id.Rank, l.recvSeq)
 		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
 	}
 	if int(h.Len) > len(cur.Buf)-got {
@@ -342,7 +424,7 @@ func (l *Link) writeData(req *SendReq) error {
 	buf := req.Buf
 	for off := 0; ; {
 		n := min(req.Chunk, len(buf)-off)
-		h := req.Desc.header(l.channel, n)
+		h := req.Desc.header(l.channel, n, l.sendSeq)
 		l.lock()
 		h.Put(l.hdrW[:])
 		l.bufs = append(l.bufs[:0], l.hdrW[:], buf[off:off+n])
@@ -361,6 +443,7 @@ func (l *Link) writeData(req *SendReq) error {
 		}
 	}
 	l.lastWrite = time.Now()
+	l.sendSeq++
 	return nil
 }
 

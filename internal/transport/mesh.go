@@ -68,7 +68,37 @@ type Mesh struct {
 
 	refusedMu sync.Mutex
 	refused   []string // why connections were refused while forming
+
+	inbox  chan Contribution // eager messages from every peer, in arrival order
+	poolMu sync.Mutex
+	pool   map[int][][]byte // released contribution buffers by size
 }
+
+// poolDepth bounds how many released buffers of one size are kept.
+const poolDepth = 8
+
+func (m *Mesh) takeBuffer(n int) []byte {
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	if free := m.pool[n]; len(free) > 0 {
+		b := free[len(free)-1]
+		m.pool[n] = free[:len(free)-1]
+		return b
+	}
+	return make([]byte, n)
+}
+
+// Release returns a contribution's buffer for reuse.
+func (m *Mesh) Release(c Contribution) {
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	if len(m.pool[len(c.Data)]) < poolDepth {
+		m.pool[len(c.Data)] = append(m.pool[len(c.Data)], c.Data)
+	}
+}
+
+// Inbox delivers eager messages (contributions) from every peer.
+func (m *Mesh) Inbox() <-chan Contribution { return m.inbox }
 
 // Connect forms the mesh: rank i dials every rank j > i on every channel and
 // accepts from every rank below it. It returns once all links are
@@ -80,7 +110,8 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	if cfg.AbortGrace <= 0 {
 		cfg.AbortGrace = time.Second
 	}
-	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{})}
+	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{}),
+		inbox: make(chan Contribution, 4*cfg.Identity.World), pool: map[int][][]byte{}}
 	n, me := cfg.Identity.World, cfg.Identity.Rank
 	m.links = make([][]*Link, n)
 	for p := range m.links {
