@@ -301,10 +301,8 @@ func (c *Comm) run(ctx context.Context, cl call, build func() (*plan.Program, er
 	if err != nil {
 		return c.invalid(desc, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-	defer cancel()
 	ec := exec.Call{Desc: desc, DType: cl.data.DType, Op: cl.op, Data: cl.data.Bytes, Input: cl.input.Bytes}
-	if err := c.executor.Run(ctx, p, &ec); err != nil {
+	if err := c.executor.Run(ctx, time.Now().Add(c.cfg.OpTimeout), p, &ec); err != nil {
 		return err
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
@@ -23,6 +24,8 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
+	fast    map[*plan.Program]bool // whether a program may run on fastboxes
+	check   *time.Timer            // paces checkFastboxes
 	mesh    *transport.Mesh
 	chunk   int
 	compl   chan transport.Result
@@ -37,14 +40,23 @@ func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
 	if chunk <= 0 {
 		return nil, fmt.Errorf("exec: chunk %d", chunk)
 	}
-	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256)}, nil
+	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[*plan.Program]bool{}}, nil
 }
 
 const tagBits = 16 // a result's tag is channel<<tagBits | op index
 
-// Run executes p for call. The program must have been validated and built
-// for this rank and these buffer lengths (in elements of call.DType).
-func (e *Executor) Run(ctx context.Context, p *plan.Program, call *Call) error {
+// Run executes p for call by deadline (zero: none beyond ctx). The program
+// must have been validated and built for this rank and these buffer lengths
+// (in elements of call.DType).
+func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program, call *Call) error {
+	if e.fastEligible(p, call) {
+		return e.runFast(ctx, deadline, p, call)
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 	es := call.DType.Size()
 	if len(call.Data) != p.DataLen*es || len(call.Input) != p.InputLen*es {
 		return fmt.Errorf("exec: buffers of %d/%d bytes for a program of %d/%d %v elements", len(call.Data), len(call.Input), p.DataLen, p.InputLen, call.DType)
@@ -136,6 +148,12 @@ func (e *Executor) Run(ctx context.Context, p *plan.Program, call *Call) error {
 		}
 		return false, nil
 	}
+	if e.check == nil {
+		e.check = time.NewTimer(fastboxCheck)
+	} else {
+		e.check.Reset(fastboxCheck)
+	}
+	defer e.check.Stop()
 	running := 0
 	for c := 0; c < nch; c++ {
 		e.step[c] = 0
@@ -149,6 +167,11 @@ func (e *Executor) Run(ctx context.Context, p *plan.Program, call *Call) error {
 	}
 	for running > 0 {
 		select {
+		case <-e.check.C:
+			if err := e.checkFastboxes(p, call); err != nil {
+				return err
+			}
+			e.check.Reset(fastboxCheck)
 		case r := <-e.compl:
 			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
 			e.done[c][i] = true

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/reduce"
@@ -136,6 +137,11 @@ type Link struct {
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
 
+	// waiting describes a data frame the reader holds while no receive is
+	// posted (kind | dtype<<8 | redop<<16 | 1<<24, and the count), or 0.
+	waiting      atomic.Uint64
+	waitingCount atomic.Uint64
+
 	// postMu orders the executor's posts against a graceful close by the
 	// peer: once peerGone is set, nothing more is posted to this link.
 	postMu   sync.Mutex
@@ -235,10 +241,20 @@ func (l *Link) readLoop() {
 		if !have {
 			select {
 			case cur = <-l.posts:
-				have, got = true, 0
-			case <-l.mesh.failed:
-				return
+			default:
+				// No receive posted yet: publish what is waiting, so an
+				// executor spinning on this peer's fastbox for a smaller
+				// message of "the same" call can report the mismatch.
+				l.waiting.Store(uint64(h.Kind) | uint64(h.DType)<<8 | uint64(h.RedOp)<<16 | 1<<24)
+				l.waitingCount.Store(h.Count)
+				select {
+				case cur = <-l.posts:
+				case <-l.mesh.failed:
+					return
+				}
+				l.waiting.Store(0)
 			}
+			have, got = true, 0
 		}
 		if err := l.check(&cur, &h, got); err != nil {
 			l.mesh.fail(err)

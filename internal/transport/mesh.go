@@ -327,6 +327,13 @@ func (m *Mesh) fail(e *Error) {
 		if e.Detail == "" && e.Err != nil {
 			a.Reason = e.Err.Error()
 		}
+		for _, row := range m.links {
+			for _, l := range row {
+				if l != nil {
+					l.markDead()
+				}
+			}
+		}
 		var wg sync.WaitGroup
 		for p, row := range m.links {
 			for _, l := range row {

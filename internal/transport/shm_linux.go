@@ -58,10 +58,12 @@ func ringAt(mem []byte) ring {
 
 // shmConn is a net.Conn over two rings and a doorbell socket.
 type shmConn struct {
-	sock *net.UnixConn
-	mem  []byte
-	out  ring // we produce
-	in   ring // we consume
+	sock    *net.UnixConn
+	mem     []byte
+	out     ring    // we produce
+	in      ring    // we consume
+	fastOut fastbox // small messages we send, driven by the executor
+	fastIn  fastbox // small messages we receive
 
 	dataBell  chan struct{} // a data doorbell arrived
 	spaceBell chan struct{} // a space doorbell arrived
@@ -88,7 +90,7 @@ func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
 	}
 	_ = uc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer uc.SetDeadline(time.Time{})
-	size := 2 * (shmCtrl + ShmRingSize)
+	size := shmSize
 	if dialer {
 		if !enabled {
 			if _, err := uc.Write([]byte{shmDecline}); err != nil {
@@ -172,13 +174,15 @@ func readShmAck(uc *net.UnixConn) error {
 }
 
 func newShmConn(uc *net.UnixConn, mem []byte, dialer bool) *shmConn {
-	a, b := ringAt(mem[:shmCtrl+ShmRingSize]), ringAt(mem[shmCtrl+ShmRingSize:])
+	half := shmCtrl + ShmRingSize
+	a, b := ringAt(mem[:half]), ringAt(mem[half:2*half])
+	fa, fb := fastboxAt(mem[2*half:2*half+fastboxSpan]), fastboxAt(mem[2*half+fastboxSpan:])
 	c := &shmConn{sock: uc, mem: mem, dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
 		peerGone: make(chan struct{}), closed: make(chan struct{})}
 	if dialer {
-		c.out, c.in = a, b
+		c.out, c.in, c.fastOut, c.fastIn = a, b, fa, fb
 	} else {
-		c.out, c.in = b, a
+		c.out, c.in, c.fastOut, c.fastIn = b, a, fb, fa
 	}
 	go c.bells()
 	return c
