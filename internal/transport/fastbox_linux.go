@@ -73,14 +73,14 @@ type waiter struct {
 }
 
 const (
-	fastSpin  = 50 * time.Microsecond
-	fastYield = 2 * time.Millisecond
-	fastNap   = 50 * time.Microsecond
+	fastSpin  = 5 * time.Microsecond
+	fastYield = time.Millisecond
+	fastNap   = 20 * time.Microsecond
 )
 
 func (w *waiter) pause() error {
 	w.i++
-	if w.i&31 != 0 {
+	if w.i&7 != 0 {
 		return nil
 	}
 	now := time.Now()
