@@ -438,16 +438,22 @@ func (c *Comm) Barrier(ctx context.Context) error {
 	}, progKey{kind: kindBarrier})
 }
 
-// DumpPlan returns the program this rank would run for an AllReduce of
-// count elements of dt, as text (ringtail bench --dump-plan).
-func (c *Comm) DumpPlan(count int, dt DType, op Op) (string, error) {
-	small := count*dt.Size() <= c.cfg.SmallBytes
+// DumpPlan returns, as text, the program cfg.Rank would run for an
+// AllReduce of count elements of dt with op (ringtail bench --dump-plan).
+func DumpPlan(cfg Config, count int, dt DType, op Op) (string, error) {
+	if err := cfg.Validate(); err != nil {
+		return "", err
+	}
+	order := make([]int, cfg.WorldSize)
+	for i := range order {
+		order[i] = i
+	}
 	var p *plan.Program
 	var err error
-	if small {
-		p, err = tree.AllReduce(c.order, c.cfg.WorldSize, c.cfg.Rank, count, op == Avg)
+	if count*dt.Size() <= cfg.SmallBytes {
+		p, err = tree.AllReduce(order, cfg.WorldSize, cfg.Rank, count, op == Avg)
 	} else {
-		p, err = ring.AllReduce(ring.Spec{Order: c.order, Rank: c.cfg.Rank, Channels: c.cfg.Channels}, count, op == Avg)
+		p, err = ring.AllReduce(ring.Spec{Order: order, Rank: cfg.Rank, Channels: cfg.Channels}, count, op == Avg)
 	}
 	if err != nil {
 		return "", err

@@ -38,6 +38,7 @@ type sweepFlags struct {
 	channels, chunkBytes int
 	smallBytes           int
 	noUnix, noShm        bool
+	dumpPlan             int
 }
 
 func (f *sweepFlags) register(fs *flag.FlagSet) {
@@ -57,6 +58,7 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
+	fs.IntVar(&f.dumpPlan, "dump-plan", -1, "print the allreduce program of this rank for the largest size and exit")
 }
 
 func (f *sweepFlags) spec(coll string) (bench.Spec, error) {
@@ -128,6 +130,18 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
 		return 2
+	}
+	if f.dumpPlan >= 0 {
+		cfg := ringtail.DefaultConfig(f.dumpPlan, f.np)
+		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes = f.channels, f.chunkBytes, f.smallBytes
+		cfg.MasterPort, cfg.Insecure = 1, true
+		text, err := ringtail.DumpPlan(cfg, int(spec.MaxBytes)/spec.DType.Size(), spec.DType, spec.Op)
+		if err != nil {
+			fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
+			return 2
+		}
+		fmt.Fprint(stdout, text)
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
