@@ -24,15 +24,16 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
-	fast    map[*plan.Program]bool // whether a program may run on fastboxes
-	check   *time.Timer            // paces checkFastboxes
-	mesh    *transport.Mesh
-	chunk   int
-	compl   chan transport.Result
-	scratch []byte
-	step    []int    // per channel: current step
-	left    []int    // per channel: network ops of the current step not yet done
-	done    [][]bool // per channel: which ops of the current step are done
+	fast     map[*plan.Program]bool // whether a program may run on fastboxes
+	check    *time.Timer            // paces checkFastboxes
+	deadline *time.Timer            // the running call's operation timeout
+	mesh     *transport.Mesh
+	chunk    int
+	compl    chan transport.Result
+	scratch  []byte
+	step     []int    // per channel: current step
+	left     []int    // per channel: network ops of the current step not yet done
+	done     [][]bool // per channel: which ops of the current step are done
 }
 
 // New returns an executor that sends in frames of at most chunk bytes.
@@ -52,10 +53,15 @@ func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program,
 	if e.fastEligible(p, call) {
 		return e.runFast(ctx, deadline, p, call)
 	}
+	var expired <-chan time.Time
 	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+		if e.deadline == nil {
+			e.deadline = time.NewTimer(time.Until(deadline))
+		} else {
+			e.deadline.Reset(time.Until(deadline))
+		}
+		defer e.deadline.Stop()
+		expired = e.deadline.C
 	}
 	es := call.DType.Size()
 	if len(call.Data) != p.DataLen*es || len(call.Input) != p.InputLen*es {
@@ -190,6 +196,8 @@ func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program,
 			return e.mesh.Err()
 		case <-ctx.Done():
 			return e.fail(p, ctx.Err())
+		case <-expired:
+			return e.fail(p, context.DeadlineExceeded)
 		}
 	}
 	return nil

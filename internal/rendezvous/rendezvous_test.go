@@ -46,7 +46,10 @@ func TestEveryRankGetsTheWholeTable(t *testing.T) {
 	errs := make([]error, 4)
 	for r := 0; r < 4; r++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); tables[r], errs[r] = join(addr, 4, r, "s3cret", map[string]string{"chunk": "1"}) }()
+		go func() {
+			defer wg.Done()
+			tables[r], errs[r] = join(addr, 4, r, "s3cret", map[string]string{"chunk": "1"})
+		}()
 	}
 	wg.Wait()
 	for r := 0; r < 4; r++ {

@@ -4,6 +4,7 @@ package transport
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -100,6 +101,9 @@ func (w *waiter) pause() error {
 	switch since := now.Sub(w.start); {
 	case since < fastSpin:
 	case since < fastYield:
+		// Let other goroutines (in-process peers) and other processes
+		// (more ranks than cores) run before polling again.
+		runtime.Gosched()
 		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 	default:
 		time.Sleep(fastNap)

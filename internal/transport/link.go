@@ -126,13 +126,16 @@ type Link struct {
 	posts chan RecvReq
 	wsem  chan struct{}
 
-	rd      io.Reader     // buffered socket, or the shared-memory conn itself
-	inPlace inPlaceReader // non-nil for shared memory: reduce without copying out
+	fold    inPlaceFold             // the in-place reduction in progress (reader-owned)
+	foldFn  func(off int, p []byte) // l.applyFold, bound once
+	rd      io.Reader               // buffered socket, or the shared-memory conn itself
+	inPlace inPlaceReader           // non-nil for shared memory: reduce without copying out
 	hdrR    [wire.HeaderSize]byte
 	scratch []byte
 
 	hdrW      [wire.HeaderSize]byte
 	bufs      net.Buffers
+	bufArr    [2][]byte
 	lastWrite time.Time
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
@@ -160,12 +163,27 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), wsem: make(chan struct{}, 1),
 		bufs: make(net.Buffers, 0, 2),
 	}
+	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
 		l.rd, l.inPlace = conn, ip
 	} else {
 		l.rd, l.scratch = bufio.NewReaderSize(conn, 64<<10), make([]byte, cfg.Chunk)
 	}
 	return l
+}
+
+// inPlaceFold is a reduction applied piece by piece to bytes read in place.
+type inPlaceFold struct {
+	dst []byte
+	dt  reduce.DType
+	op  reduce.Op
+	err error
+}
+
+func (l *Link) applyFold(off int, p []byte) {
+	if l.fold.err == nil {
+		l.fold.err = reduce.Apply(l.fold.dst[off:off+len(p)], p, l.fold.dt, l.fold.op)
+	}
 }
 
 // Shared reports whether the link moves data through shared memory.
@@ -263,13 +281,11 @@ func (l *Link) readLoop() {
 		n := int(h.Len)
 		dst := cur.Buf[got : got+n]
 		if cur.Reduce && l.inPlace != nil {
-			var rerr error
 			l.deadline()
-			err := l.inPlace.ReadFunc(n, cur.DType.Size(), func(off int, p []byte) {
-				if rerr == nil {
-					rerr = reduce.Apply(dst[off:off+len(p)], p, cur.DType, cur.Op)
-				}
-			})
+			l.fold = inPlaceFold{dst: dst, dt: cur.DType, op: cur.Op}
+			err := l.inPlace.ReadFunc(n, cur.DType.Size(), l.foldFn)
+			rerr := l.fold.err
+			l.fold = inPlaceFold{}
 			if err != nil {
 				l.readFailed(err)
 				return
@@ -443,9 +459,10 @@ func (l *Link) writeData(req *SendReq) error {
 		h := req.Desc.header(l.channel, n, l.sendSeq)
 		l.lock()
 		h.Put(l.hdrW[:])
-		l.bufs = append(l.bufs[:0], l.hdrW[:], buf[off:off+n])
-		v := l.bufs
-		_, err := v.WriteTo(l.conn)
+		l.bufArr = [2][]byte{l.hdrW[:], buf[off : off+n]}
+		l.bufs = l.bufArr[:]
+		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
+		l.bufArr = [2][]byte{}
 		l.unlock()
 		if err != nil {
 			return err

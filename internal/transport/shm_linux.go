@@ -72,7 +72,10 @@ type shmConn struct {
 	closeOnce sync.Once
 	life      sync.RWMutex // readers/writers hold R; Close takes W before unmapping
 
-	bellMu sync.Mutex // serialises doorbell writes
+	bellMu sync.Mutex  // serialises doorbell writes
+	bell   [1]byte     // doorbell byte, under bellMu
+	rTimer *time.Timer // owned by the reading goroutine
+	wTimer *time.Timer // owned by the writing goroutine
 	rdl    atomic.Int64
 	wdl    atomic.Int64
 }
@@ -178,7 +181,7 @@ func newShmConn(uc *net.UnixConn, mem []byte, dialer bool) *shmConn {
 	a, b := ringAt(mem[:half]), ringAt(mem[half:2*half])
 	fa, fb := fastboxAt(mem[2*half:2*half+fastboxSpan]), fastboxAt(mem[2*half+fastboxSpan:])
 	c := &shmConn{sock: uc, mem: mem, dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
-		peerGone: make(chan struct{}), closed: make(chan struct{})}
+		peerGone: make(chan struct{}), closed: make(chan struct{}), rTimer: stoppedTimer(), wTimer: stoppedTimer()}
 	if dialer {
 		c.out, c.in, c.fastOut, c.fastIn = a, b, fa, fb
 	} else {
@@ -210,9 +213,16 @@ func (c *shmConn) bells() {
 	}
 }
 
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
 func (c *shmConn) ring(b byte) {
 	c.bellMu.Lock()
-	_, _ = c.sock.Write([]byte{b})
+	c.bell[0] = b
+	_, _ = c.sock.Write(c.bell[:])
 	c.bellMu.Unlock()
 }
 
@@ -225,15 +235,16 @@ func (*timeoutError) Timeout() bool   { return true }
 func (*timeoutError) Temporary() bool { return true }
 
 // wait blocks until bell rings, the deadline passes, the peer goes or the
-// conn closes. A spurious return is fine: callers re-check the ring.
-func (c *shmConn) wait(bell chan struct{}, deadline *atomic.Int64) error {
+// conn closes. A spurious return is fine: callers re-check the ring. t is
+// the calling side's reusable timer (the reader and the writer each own one).
+func (c *shmConn) wait(bell chan struct{}, deadline *atomic.Int64, t *time.Timer) error {
 	var timeout <-chan time.Time
 	if d := deadline.Load(); d != 0 {
 		left := time.Until(time.Unix(0, d))
 		if left <= 0 {
 			return errShmTimeout
 		}
-		t := time.NewTimer(left)
+		t.Reset(left)
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -262,7 +273,7 @@ func (c *shmConn) available(need int) (int, error) {
 			r.cWaiting.Store(0)
 			return n, nil
 		}
-		if err := c.wait(c.dataBell, &c.rdl); err != nil {
+		if err := c.wait(c.dataBell, &c.rdl, c.rTimer); err != nil {
 			r.cWaiting.Store(0)
 			if n := int(r.head.Load() - r.tail.Load()); n >= need && err == io.EOF {
 				return n, nil // drain what the peer wrote before it went
@@ -346,7 +357,7 @@ func (c *shmConn) Write(p []byte) (int, error) {
 				r.pWaiting.Store(0)
 				continue
 			}
-			if err := c.wait(c.spaceBell, &c.wdl); err != nil {
+			if err := c.wait(c.spaceBell, &c.wdl, c.wTimer); err != nil {
 				r.pWaiting.Store(0)
 				return written, err
 			}
