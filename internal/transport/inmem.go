@@ -56,7 +56,7 @@ func (m *Inmem) Dial(ctx context.Context, to Endpoint) (net.Conn, error) {
 		return nil, fmt.Errorf("inmem: dial %s: connection refused", to.Unix)
 	}
 	a, b := net.Pipe()
-	l.track(a, b)
+	l.track(b)
 	select {
 	case l.conns <- b:
 		return a, nil
@@ -67,8 +67,10 @@ func (m *Inmem) Dial(ctx context.Context, to Endpoint) (net.Conn, error) {
 	}
 }
 
-// Sever closes every connection accepted or dialed through the endpoint's
-// listener and refuses new dials to it: the in-memory form of kill -9.
+// Sever closes the listener's own ends of every connection it accepted and
+// refuses new dials to it: the in-memory form of kill -9 for a rank that
+// accepts all its links (the highest rank of a mesh). Its peers read end of
+// stream; what the severed side tries to send goes nowhere.
 func (m *Inmem) Sever(ep Endpoint) {
 	m.mu.Lock()
 	m.cut[ep.Unix] = true
