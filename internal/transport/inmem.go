@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Inmem is the in-memory twin of Sockets: listeners live in a registry and
@@ -33,6 +34,22 @@ type inmemListener struct {
 	once  sync.Once
 	mu    sync.Mutex
 	live  []net.Conn
+	cut   atomic.Bool // severed: this side can no longer write
+}
+
+// severable is the listener's end of an in-memory connection: once its
+// listener is severed it writes nothing more, so a "dead" rank cannot
+// speak while its connections are being closed one by one.
+type severable struct {
+	net.Conn
+	cut *atomic.Bool
+}
+
+func (c *severable) Write(p []byte) (int, error) {
+	if c.cut.Load() {
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(p)
 }
 
 // Listen registers a new in-memory listener.
@@ -55,7 +72,8 @@ func (m *Inmem) Dial(ctx context.Context, to Endpoint) (net.Conn, error) {
 	if !ok || cut {
 		return nil, fmt.Errorf("inmem: dial %s: connection refused", to.Unix)
 	}
-	a, b := net.Pipe()
+	a, pb := net.Pipe()
+	b := &severable{Conn: pb, cut: &l.cut}
 	l.track(b)
 	select {
 	case l.conns <- b:
@@ -79,6 +97,7 @@ func (m *Inmem) Sever(ep Endpoint) {
 	if l == nil {
 		return
 	}
+	l.cut.Store(true)
 	l.mu.Lock()
 	for _, c := range l.live {
 		c.Close()
