@@ -24,16 +24,18 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
-	fast     map[*plan.Program]bool // whether a program may run on fastboxes
-	check    *time.Timer            // paces checkFastboxes
-	deadline *time.Timer            // the running call's operation timeout
-	mesh     *transport.Mesh
-	chunk    int
-	compl    chan transport.Result
-	scratch  []byte
-	step     []int    // per channel: current step
-	left     []int    // per channel: network ops of the current step not yet done
-	done     [][]bool // per channel: which ops of the current step are done
+	fast       map[*plan.Program]bool // whether a program may run on fastboxes
+	check      *time.Timer            // paces checkFastboxes
+	deadline   *time.Timer            // the running call's operation timeout
+	strikes    int                    // consecutive checks that saw a stray fastbox message
+	lastFrames uint64                 // the link's frame count at the first strike
+	mesh       *transport.Mesh
+	chunk      int
+	compl      chan transport.Result
+	scratch    []byte
+	step       []int    // per channel: current step
+	left       []int    // per channel: network ops of the current step not yet done
+	done       [][]bool // per channel: which ops of the current step are done
 }
 
 // New returns an executor that sends in frames of at most chunk bytes.
@@ -154,6 +156,7 @@ func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program,
 		}
 		return false, nil
 	}
+	e.strikes = 0
 	if e.check == nil {
 		e.check = time.NewTimer(fastboxCheck)
 	} else {

@@ -136,13 +136,23 @@ func (e *Executor) failFast(ctx context.Context, peer int, err error, waited boo
 }
 
 // fastboxCheck is how often a ring-path wait looks for a peer that took the
-// fastbox path for what should be the same call.
-const fastboxCheck = 20 * time.Millisecond
+// fastbox path for what should be the same call; fastboxStrikes is how many
+// consecutive checks must see it, with no progress on the link, before it
+// is called a mismatch.
+const (
+	fastboxCheck   = 20 * time.Millisecond
+	fastboxStrikes = 5
+)
 
 // checkFastboxes fails the mesh with a mismatch if a peer this rank is
-// waiting on has left a small-message call in its fastbox: the peer made a
-// smaller call (so it will never send what this rank waits for).
+// waiting on has left a small-message call in its fastbox, nothing of the
+// awaited message is left in the ring from it, and nothing arrived for
+// fastboxStrikes checks: the peer made a smaller call, so it will never
+// send what this rank waits for.
 func (e *Executor) checkFastboxes(p *plan.Program, call *Call) error {
+	if len(e.compl) > 0 {
+		return nil // completions not yet processed: progress
+	}
 	for c := range p.Channels {
 		if e.step[c] >= len(p.Channels[c].Steps) {
 			continue
@@ -151,13 +161,24 @@ func (e *Executor) checkFastboxes(p *plan.Program, call *Call) error {
 			if o.Kind != plan.Recv && o.Kind != plan.RecvReduce || e.done[c][i] {
 				continue
 			}
-			if theirs, ok := e.mesh.Link(o.Peer, c).FastPending(); ok {
-				me := e.mesh.Rank()
-				err := &transport.Error{Kind: transport.KindMismatch, Rank: o.Peer, Reporter: me, Local: me,
-					Detail: fmt.Sprintf("rank %d made a small call (%d elements, kind %d) where rank %d called one of %d elements", o.Peer, theirs.Count, theirs.Kind, me, call.Desc.Count)}
-				e.mesh.Fail(err)
-				return err
+			theirs, frames, ok := e.mesh.Link(o.Peer, c).FastPending()
+			if !ok {
+				e.strikes = 0
+				return nil
 			}
+			if e.strikes == 0 || frames != e.lastFrames {
+				e.strikes, e.lastFrames = 1, frames
+				return nil
+			}
+			if e.strikes++; e.strikes < fastboxStrikes {
+				return nil
+			}
+			e.strikes = 0
+			me := e.mesh.Rank()
+			err := &transport.Error{Kind: transport.KindMismatch, Rank: o.Peer, Reporter: me, Local: me,
+				Detail: fmt.Sprintf("rank %d made a small call (%d elements, kind %d) where rank %d called one of %d elements", o.Peer, theirs.Count, theirs.Kind, me, call.Desc.Count)}
+			e.mesh.Fail(err)
+			return err
 		}
 	}
 	return nil

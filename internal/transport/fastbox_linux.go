@@ -223,14 +223,24 @@ var (
 )
 
 // FastPending reports the descriptor of a fastbox message from the peer
-// that nobody has taken: seen by an executor waiting on the ring, it means
-// the peer made a smaller call than this rank.
-func (l *Link) FastPending() (Desc, bool) {
+// that nobody has taken while the ring from that peer holds nothing unread,
+// and how many frames this link has received so far. Seen by an executor
+// whose ring receive from the peer makes no progress over several checks,
+// it means the peer made a smaller call than this rank. (A peer that has
+// finished its part of a large call may legitimately post its next, small
+// call while its last ring chunk is still unread here; the ring-empty and
+// no-progress conditions tell the two apart.)
+func (l *Link) FastPending() (Desc, uint64, bool) {
 	c, ok := l.conn.(*shmConn)
-	if !ok || c.fastIn.seq == nil || c.fastIn.seq.Load() == c.fastIn.ack.Load() {
-		return Desc{}, false
+	if !ok || c.fastIn.seq == nil {
+		return Desc{}, 0, false
 	}
-	return getDesc(c.fastIn.desc), true
+	frames := l.rxFrames.Load()
+	pending := c.fastIn.seq.Load() != c.fastIn.ack.Load() // load the fastbox first: the peer wrote its ring before it
+	if !pending || c.in.head.Load() != c.in.tail.Load() {
+		return Desc{}, frames, false
+	}
+	return getDesc(c.fastIn.desc), frames, true
 }
 
 // IsDeadline reports whether a fastbox wait ended at its deadline.

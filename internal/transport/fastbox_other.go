@@ -29,6 +29,6 @@ func (FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.
 func IsDeadline(err error) bool { return false }
 
 // FastPending reports a fastbox message nobody took; there are none here.
-func (l *Link) FastPending() (Desc, bool) { return Desc{}, false }
+func (l *Link) FastPending() (Desc, uint64, bool) { return Desc{}, 0, false }
 
 func (l *Link) markDead() {}

@@ -144,6 +144,7 @@ type Link struct {
 	// posted (kind | dtype<<8 | redop<<16 | 1<<24, and the count), or 0.
 	waiting      atomic.Uint64
 	waitingCount atomic.Uint64
+	rxFrames     atomic.Uint64 // data frames received, for progress checks
 
 	// postMu orders the executor's posts against a graceful close by the
 	// peer: once peerGone is set, nothing more is posted to this link.
@@ -312,6 +313,7 @@ func (l *Link) readLoop() {
 			return
 		}
 		got += n
+		l.rxFrames.Add(1)
 		if got == len(cur.Buf) {
 			cur.Done <- Result{Tag: cur.Tag}
 			have = false

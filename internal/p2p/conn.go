@@ -1,0 +1,61 @@
+package p2p
+
+import (
+	"net"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Addr is one end of a libp2p stream: the transport address and the peer
+// ID that Noise authenticated there.
+type Addr struct {
+	Multiaddr ma.Multiaddr
+	Peer      peer.ID
+}
+
+// Network returns "libp2p".
+func (a Addr) Network() string { return "libp2p" }
+
+// String returns the multiaddr ending in /p2p/<peer ID>.
+func (a Addr) String() string { return a.Multiaddr.String() + "/p2p/" + a.Peer.String() }
+
+// conn presents a libp2p stream as a net.Conn. Deadline expiries are
+// net.Errors with Timeout() true; Close closes both directions gracefully;
+// CloseWrite half-closes, so queued bytes (an Abort) reach the peer before
+// it reads end of stream.
+type conn struct {
+	network.Stream
+	local, remote Addr
+}
+
+var _ net.Conn = (*conn)(nil)
+
+func newConn(s network.Stream) *conn {
+	c := s.Conn()
+	return &conn{
+		Stream: s,
+		local:  Addr{Multiaddr: c.LocalMultiaddr(), Peer: c.LocalPeer()},
+		remote: Addr{Multiaddr: c.RemoteMultiaddr(), Peer: c.RemotePeer()},
+	}
+}
+
+// LocalAddr returns this end's address and peer ID.
+func (c *conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the peer's address and its authenticated peer ID.
+func (c *conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetDeadline sets the read and write deadlines.
+func (c *conn) SetDeadline(t time.Time) error { return c.Stream.SetDeadline(t) }
+
+// SetReadDeadline sets the read deadline.
+func (c *conn) SetReadDeadline(t time.Time) error { return c.Stream.SetReadDeadline(t) }
+
+// SetWriteDeadline sets the write deadline.
+func (c *conn) SetWriteDeadline(t time.Time) error { return c.Stream.SetWriteDeadline(t) }
+
+// CloseWrite half-closes the stream.
+func (c *conn) CloseWrite() error { return c.Stream.CloseWrite() }

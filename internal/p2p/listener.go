@@ -1,0 +1,81 @@
+package p2p
+
+import (
+	"net"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/ringtail-ml/ringtail/internal/transport"
+)
+
+// Listener accepts the streams peers open with one protocol on one Host,
+// as net.Conns. It is a net.Listener (so rendezvous.Server.Serve can run on
+// it) and a transport.Listener (so transport.Connect can).
+type Listener struct {
+	host  *Host
+	proto protocol.ID
+	ep    transport.Endpoint
+	conns chan *conn
+	done  chan struct{}
+	once  sync.Once
+	owned bool // Close also closes host
+}
+
+var (
+	_ net.Listener       = (*Listener)(nil)
+	_ transport.Listener = (*Listener)(nil)
+)
+
+func newListener(h *Host, proto protocol.ID) *Listener {
+	return &Listener{host: h, proto: proto, conns: make(chan *conn), done: make(chan struct{})}
+}
+
+// handle runs on the stream's own goroutine; it waits until Accept takes
+// the stream or the listener closes (then the stream is reset).
+func (l *Listener) handle(s network.Stream) {
+	select {
+	case l.conns <- newConn(s):
+	case <-l.done:
+		_ = s.Reset()
+	}
+}
+
+// Accept waits for the next stream; after Close it returns net.ErrClosed.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting (streams already accepted stay open). For the
+// listener of ListenCoordinator it also closes the coordinator's host.
+func (l *Listener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.done)
+		l.host.unlisten(l.proto)
+		if l.owned {
+			err = l.host.Close()
+		}
+	})
+	return err
+}
+
+// Addr returns the host's address (ending in /p2p/<ID>) and peer ID.
+func (l *Listener) Addr() net.Addr {
+	a := Addr{Peer: l.host.ID()}
+	if addr := l.host.Addr(); addr != nil {
+		a.Multiaddr, _ = peer.SplitAddr(addr)
+	}
+	return a
+}
+
+// Endpoint returns the endpoint to advertise through the rendezvous; it is
+// set for listeners made by Network.Listen.
+func (l *Listener) Endpoint() transport.Endpoint { return l.ep }

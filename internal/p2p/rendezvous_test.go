@@ -1,0 +1,208 @@
+package p2p
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+)
+
+const (
+	jobID     = "job-p2p"
+	jobSecret = "a-long-random-job-secret"
+)
+
+// coordinator serves the unchanged rendezvous.Server over libp2p with the
+// identity derived from secret; it returns the coordinator's port.
+func coordinator(t *testing.T, secret string, port, world int, logs *syncBuffer) int {
+	t.Helper()
+	ln, err := ListenCoordinator(CoordinatorConfig{JobID: jobID, Secret: []byte(secret), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.Nop()
+	if logs != nil {
+		log = zerolog.New(logs)
+	}
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: jobID, Secret: []byte(secret), World: world, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	p, err := ln.Addr().(Addr).Multiaddr.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func dialOnlyHost(t *testing.T) *Host {
+	t.Helper()
+	h, err := NewHost(HostConfig{DialOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// join registers rank with the coordinator at 127.0.0.1:port, computing the
+// coordinator's address from coordSecret and proving secret.
+func join(ctx context.Context, h *Host, port, world, rank int, coordSecret, secret string) ([]rendezvous.Member, error) {
+	addr, err := CoordinatorAddr("127.0.0.1", port, []byte(coordSecret), jobID)
+	if err != nil {
+		return nil, err
+	}
+	ep, _ := json.Marshal(fmt.Sprintf("endpoint-%d", rank))
+	return Register(ctx, h, rendezvous.Request{Addr: addr.String(), JobID: jobID, Secret: []byte(secret), World: world,
+		Group: "g0", Member: rendezvous.Member{Rank: rank, Endpoint: ep}})
+}
+
+func TestRendezvousOverLibp2p(t *testing.T) {
+	logs := &syncBuffer{}
+	port := coordinator(t, jobSecret, 0, 3, logs)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A rank that reaches the right coordinator but cannot prove the secret
+	// is refused by the rendezvous's own HMAC, and logged with its peer ID.
+	h := dialOnlyHost(t)
+	addr, _ := CoordinatorAddr("127.0.0.1", port, []byte(jobSecret), jobID)
+	ep, _ := json.Marshal("x")
+	_, err := Register(ctx, h, rendezvous.Request{Addr: addr.String(), JobID: jobID, Secret: []byte("guess"), World: 3,
+		Group: "g0", Member: rendezvous.Member{Rank: 1, Endpoint: ep}})
+	if !errors.Is(err, rendezvous.ErrRefused) || !strings.Contains(err.Error(), "secret") {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if !strings.Contains(logs.String(), "/p2p/"+h.ID().String()) {
+		t.Fatalf("refusal not logged with the rank's peer id: %s", logs.String())
+	}
+
+	// The right secret: every rank gets the whole table. Rank 0 uses the
+	// host of its data-plane Network, as a p2p rank would.
+	nw, err := NewNetwork(NetworkConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	hosts := []*Host{nw.Host(), dialOnlyHost(t), dialOnlyHost(t)}
+	tables := make([][]rendezvous.Member, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tables[r], errs[r] = join(ctx, hosts[r], port, 3, r, jobSecret, jobSecret)
+		}()
+	}
+	wg.Wait()
+	for r := range 3 {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		for i, m := range tables[r] {
+			var ep string
+			_ = json.Unmarshal(m.Endpoint, &ep)
+			if m.Rank != i || ep != fmt.Sprintf("endpoint-%d", i) {
+				t.Fatalf("rank %d's table row %d: %+v", r, i, m)
+			}
+		}
+	}
+}
+
+// A coordinator started with another secret has another derived identity:
+// Noise refuses it before any rendezvous byte is sent, and Register stops
+// at once instead of retrying until its deadline.
+func TestImpostorCoordinatorIsRefusedByNoise(t *testing.T) {
+	port := coordinator(t, "not-the-job-secret", 0, 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := join(ctx, dialOnlyHost(t), port, 2, 0, jobSecret, jobSecret)
+	if !errors.Is(err, rendezvous.ErrRefused) || !strings.Contains(err.Error(), "coordinator key") {
+		t.Fatalf("impostor: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("impostor refused only after %v", d)
+	}
+	// The dial hook on its own says the same.
+	addr, _ := CoordinatorAddr("127.0.0.1", port, []byte(jobSecret), jobID)
+	if _, err := dialOnlyHost(t).DialRendezvous(ctx, addr.String()); !errors.Is(err, rendezvous.ErrRefused) {
+		t.Fatalf("DialRendezvous to an impostor: %v", err)
+	}
+}
+
+// Ranks may start before the coordinator listens: Register retries.
+func TestRegisterWaitsForTheCoordinator(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, 1)
+	go func() {
+		_, err := join(ctx, dialOnlyHost(t), port, 1, 0, jobSecret, jobSecret)
+		errs <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	coordinator(t, jobSecret, port, 1, nil)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegisterHonoursItsDeadline(t *testing.T) {
+	port := coordinator(t, jobSecret, 0, 2, nil) // rank 1 never comes
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := join(ctx, dialOnlyHost(t), port, 2, 0, jobSecret, jobSecret)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 3*time.Second {
+		t.Fatalf("waited %v: %v", time.Since(start), err)
+	}
+}
+
+func TestCoordinatorAddr(t *testing.T) {
+	id, _ := CoordinatorID([]byte(jobSecret), jobID)
+	for in, want := range map[string]string{
+		"10.1.2.3":  "/ip4/10.1.2.3/tcp/29500/p2p/" + id.String(),
+		"fd00::7":   "/ip6/fd00::7/tcp/29500/p2p/" + id.String(),
+		"master-0":  "/dns/master-0/tcp/29500/p2p/" + id.String(),
+		"localhost": "/dns/localhost/tcp/29500/p2p/" + id.String(),
+	} {
+		a, err := CoordinatorAddr(in, 29500, []byte(jobSecret), jobID)
+		if err != nil || a.String() != want {
+			t.Fatalf("%s: %v, %v; want %s", in, a, err, want)
+		}
+	}
+	if _, err := CoordinatorAddr("10.1.2.3", 0, []byte(jobSecret), jobID); err == nil {
+		t.Fatal("port 0 accepted")
+	}
+}
