@@ -1,0 +1,161 @@
+// Command rawstream measures one-directional raw socket stream bandwidth
+// on this host, the ceiling that bench/compare relates ringtail to.
+//
+// A sender goroutine writes SIZE bytes in one Write call over a loopback
+// TCP or unix stream socket; a receiver goroutine reads them with
+// io.ReadFull into its own SIZE buffer and answers with a 1-byte ack.
+// Time per transfer = Write start to ack, mean over -iters back-to-back
+// transfers after -warmup untimed ones. GB/s is decimal (1e9 bytes).
+// Kernel socket buffers are left at their defaults.
+//
+//	go run ./bench/rawstream -net unix -size 64M -iters 10 -json
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type result struct {
+	Stream    string  `json:"stream"`
+	SizeBytes int64   `json:"size_bytes"`
+	Iters     int     `json:"iters"`
+	TimeUS    float64 `json:"time_us"`
+	GBps      float64 `json:"gbps"`
+}
+
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "K"):
+		mult, t = 1<<10, t[:len(t)-1]
+	case strings.HasSuffix(t, "M"):
+		mult, t = 1<<20, t[:len(t)-1]
+	case strings.HasSuffix(t, "G"):
+		mult, t = 1<<30, t[:len(t)-1]
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n * mult, nil
+}
+
+// listen opens a loopback listener of the given kind.
+func listen(kind string) (net.Listener, func(), error) {
+	switch kind {
+	case "tcp":
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		return ln, func() {}, err
+	case "unix":
+		dir, err := os.MkdirTemp("", "rawstream")
+		if err != nil {
+			return nil, nil, err
+		}
+		ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+		return ln, func() { os.RemoveAll(dir) }, err
+	}
+	return nil, nil, fmt.Errorf("-net must be tcp or unix, not %q", kind)
+}
+
+func run(kind string, size int64, iters, warmup int) (result, error) {
+	ln, cleanup, err := listen(kind)
+	if err != nil {
+		return result{}, err
+	}
+	defer cleanup()
+	defer ln.Close()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			recvErr <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, size)
+		ack := []byte{1}
+		for i := 0; i < warmup+iters; i++ {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				recvErr <- err
+				return
+			}
+			if _, err := c.Write(ack); err != nil {
+				recvErr <- err
+				return
+			}
+		}
+		recvErr <- nil
+	}()
+
+	c, err := net.Dial(ln.Addr().Network(), ln.Addr().String())
+	if err != nil {
+		return result{}, err
+	}
+	defer c.Close()
+	buf := make([]byte, size)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	ack := make([]byte, 1)
+	transfer := func() error {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, ack)
+		return err
+	}
+	for i := 0; i < warmup; i++ {
+		if err := transfer(); err != nil {
+			return result{}, err
+		}
+	}
+	start := time.Now()
+	for i := 0; i < iters; i++ {
+		if err := transfer(); err != nil {
+			return result{}, err
+		}
+	}
+	avg := time.Since(start).Seconds() / float64(iters)
+	if err := <-recvErr; err != nil {
+		return result{}, err
+	}
+	return result{Stream: kind, SizeBytes: size, Iters: iters, TimeUS: avg * 1e6, GBps: float64(size) / avg / 1e9}, nil
+}
+
+func main() {
+	kinds := flag.String("net", "unix", "socket kinds to measure, comma-separated: tcp, unix")
+	sizeS := flag.String("size", "64M", "bytes per transfer (K, M, G suffixes are binary)")
+	iters := flag.Int("iters", 10, "timed transfers")
+	warmup := flag.Int("warmup", 2, "untimed transfers")
+	asJSON := flag.Bool("json", false, "print one JSON object per socket kind")
+	flag.Parse()
+	size, err := parseSize(*sizeS)
+	if err != nil || *iters < 1 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "rawstream: need a positive -size and -iters")
+		os.Exit(2)
+	}
+	for _, kind := range strings.Split(*kinds, ",") {
+		r, err := run(strings.TrimSpace(kind), size, *iters, *warmup)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rawstream %s: %v\n", kind, err)
+			os.Exit(1)
+		}
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		} else {
+			fmt.Printf("%-5s %12d bytes  %10.1f us  %7.3f GB/s\n", r.Stream, r.SizeBytes, r.TimeUS, r.GBps)
+		}
+	}
+}
