@@ -180,7 +180,8 @@ func (c *Comm) connect(ctx context.Context) error {
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: cfg.JobID, Rank: cfg.Rank, World: cfg.WorldSize, Generation: cfg.Generation, Secret: cfg.Secret},
 		Channels: cfg.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !cfg.DisableShm,
-		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 4, Chunk: cfg.ChunkBytes, Describe: describe},
+		TolerateDeaths: cfg.TolerateDeaths,
+		Link:           transport.LinkConfig{Silence: silence, Heartbeat: silence / 4, Chunk: cfg.ChunkBytes, Describe: describe},
 	})
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
@@ -228,6 +229,15 @@ func routeIP(host string) string {
 
 // Rank returns this rank.
 func (c *Comm) Rank() int { return c.cfg.Rank }
+
+// Dead lists the ranks known to have died or closed (only a communicator
+// with TolerateDeaths keeps running after a death).
+func (c *Comm) Dead() []int {
+	if c.mesh == nil {
+		return nil
+	}
+	return c.mesh.Dead()
+}
 
 // Size returns the world size.
 func (c *Comm) Size() int { return c.cfg.WorldSize }

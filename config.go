@@ -37,6 +37,7 @@ const (
 	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
 	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
+	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -79,6 +80,11 @@ type Config struct {
 	// DisableShm keeps frames on the unix socket instead of moving them
 	// through shared-memory rings between ranks of one host.
 	DisableShm bool
+	// TolerateDeaths keeps the communicator usable when a peer dies or goes
+	// silent: only a call that involves the dead peer fails (and then
+	// fails the communicator); contributions and subgroup calls among the
+	// living go on. For coded allreduce and eviction; Dead lists the dead.
+	TolerateDeaths bool
 	// OpTimeout bounds every collective (and Barrier); PeerTimeout is how
 	// long a peer may be silent (not even heartbeats) before it is declared
 	// dead or frozen; ConnectTimeout bounds New.
@@ -167,6 +173,7 @@ func ConfigFromEnv() (Config, error) {
 	c.ListenIP = os.Getenv(EnvListenIP)
 	c.DisableUnix = getb(EnvNoUnix)
 	c.DisableShm = getb(EnvNoShm)
+	c.TolerateDeaths = getb(EnvTolerate)
 	getd(EnvTimeout, &c.OpTimeout)
 	getd(EnvPeerTimeout, &c.PeerTimeout)
 	getd(EnvConnectTimeout, &c.ConnectTimeout)

@@ -3,6 +3,7 @@ package ringtail
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -130,4 +131,43 @@ func TestContributionsArriveEagerlyAndDeadlinesAreNotFailures(t *testing.T) {
 	noErrors(t, each(comms, func(r int, c *Comm) error {
 		return c.AllReduce(ctx, Float32s(make([]float32, 5000)), Sum)
 	}))
+}
+
+func TestToleratedDeathLeavesTheLivingWorking(t *testing.T) {
+	comms := startComms(t, 4, func(c *Config) { c.TolerateDeaths = true; c.PeerTimeout = time.Second })
+	ctx := context.Background()
+	comms[3].Close() // rank 3 leaves between steps
+	deadline := time.Now().Add(3 * time.Second)
+	for len(comms[0].Dead()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The living still contribute and reduce among themselves.
+	noErrors(t, each(comms[:3], func(r int, c *Comm) error {
+		if r > 0 {
+			if err := c.Contribute(ctx, 0, Float32s([]float32{float32(r)}), 1); err != nil {
+				return err
+			}
+		} else {
+			for i := 0; i < 2; i++ {
+				ct, err := c.NextContribution(ctx, []int{1, 2, 3})
+				if err != nil {
+					return err
+				}
+				ct.Release()
+			}
+		}
+		buf := []float32{float32(r)}
+		if err := c.AllReduceAmong(ctx, Float32s(buf), Sum, []int{0, 1, 2}); err != nil {
+			return err
+		}
+		if buf[0] != 3 {
+			return fmt.Errorf("rank %d: sum %v", r, buf[0])
+		}
+		return nil
+	}))
+	// A call that needs rank 3 fails, naming it.
+	err := comms[0].Send(ctx, 3, Float32s([]float32{1}))
+	if rank, ok := RankOf(err); !ok || rank != 3 {
+		t.Fatalf("send to the dead: %v", err)
+	}
 }

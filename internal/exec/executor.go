@@ -163,6 +163,7 @@ func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program,
 		e.check.Reset(fastboxCheck)
 	}
 	defer e.check.Stop()
+	deaths := e.deaths()
 	running := 0
 	for c := 0; c < nch; c++ {
 		e.step[c] = 0
@@ -197,10 +198,42 @@ func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program,
 			}
 		case <-e.failed():
 			return e.mesh.Err()
+		case <-deaths:
+			if err := e.involvesDead(p); err != nil {
+				return err
+			}
+			deaths = e.deaths()
 		case <-ctx.Done():
 			return e.fail(p, ctx.Err())
 		case <-expired:
 			return e.fail(p, context.DeadlineExceeded)
+		}
+	}
+	return nil
+}
+
+// deaths signals the next peer death (tolerant meshes); nil without a mesh.
+func (e *Executor) deaths() <-chan struct{} {
+	if e.mesh == nil {
+		return nil
+	}
+	return e.mesh.Deaths()
+}
+
+// involvesDead fails the mesh if p exchanges data with a dead peer: the
+// collective cannot finish, and its links may no longer agree.
+func (e *Executor) involvesDead(p *plan.Program) error {
+	for _, ch := range p.Channels {
+		for _, st := range ch.Steps {
+			for _, o := range st.Ops {
+				if o.Kind.Local() {
+					continue
+				}
+				if de := e.mesh.DeadErr(o.Peer); de != nil {
+					e.mesh.Fail(de)
+					return e.mesh.Err()
+				}
+			}
 		}
 	}
 	return nil
@@ -219,12 +252,13 @@ func (e *Executor) failed() <-chan struct{} {
 // waiting on (the first unfinished receive, else send), fails the mesh so
 // every peer hears of it, and returns the error.
 func (e *Executor) fail(p *plan.Program, err error) error {
-	var te *transport.Error
-	if errors.As(err, &te) {
-		return err
-	}
 	if e.mesh == nil {
 		return err
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		e.mesh.Fail(te) // a collective broke half-way: its links may no longer agree
+		return e.mesh.Err()
 	}
 	if me := e.mesh.Err(); me != nil {
 		return me

@@ -12,8 +12,8 @@ import (
 // Addr is one end of a libp2p stream: the transport address and the peer
 // ID that Noise authenticated there.
 type Addr struct {
-	Multiaddr ma.Multiaddr
-	Peer      peer.ID
+	Multiaddr ma.Multiaddr // transport address, e.g. /ip4/10.0.0.7/tcp/40123
+	Peer      peer.ID      // the key's peer ID
 }
 
 // Network returns "libp2p".

@@ -79,6 +79,7 @@ type Host struct {
 
 	mu        sync.Mutex
 	protocols map[protocol.ID]bool // protocols with an open Listener
+	closed    bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -198,6 +199,9 @@ func (h *Host) Addr() ma.Multiaddr { return slices.Clone(h.addr) }
 // Close stops listening and closes every connection and stream.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
 		h.closeErr = h.swarm.Close()
 		if err := h.ps.Close(); h.closeErr == nil {
 			h.closeErr = err
@@ -211,6 +215,9 @@ func (h *Host) Close() error {
 func (h *Host) Listen(proto protocol.ID) (*Listener, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("p2p: host %s is closed", h.id)
+	}
 	if h.protocols[proto] {
 		return nil, fmt.Errorf("p2p: a listener for %s is already open on %s", proto, h.ID())
 	}

@@ -16,6 +16,8 @@ import (
 
 // CoordinatorConfig configures the coordinator's libp2p listener.
 type CoordinatorConfig struct {
+	// JobID and Secret are the job's; together they determine the
+	// coordinator's identity (CoordinatorKey).
 	JobID  string
 	Secret []byte
 	// ListenIP is the IP to listen on ("" = 127.0.0.1; 0.0.0.0 or :: bind
@@ -25,11 +27,27 @@ type CoordinatorConfig struct {
 	Port int
 }
 
+// Validate checks the configuration.
+func (c *CoordinatorConfig) Validate() error {
+	switch {
+	case c.JobID == "":
+		return errors.New("p2p: coordinator needs a job id")
+	case len(c.Secret) == 0:
+		return errors.New("p2p: coordinator needs a job secret")
+	case c.Port < 0 || c.Port > 65535:
+		return fmt.Errorf("p2p: coordinator port %d outside 0..65535", c.Port)
+	}
+	return nil
+}
+
 // ListenCoordinator starts a host with the identity derived from the job
 // secret and id (CoordinatorKey) and returns a listener for
 // RendezvousProtocol streams to pass to rendezvous.Server.Serve. Closing the
 // listener, as Serve does when its context ends, closes the host.
 func ListenCoordinator(cfg CoordinatorConfig) (*Listener, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	key, err := CoordinatorKey(cfg.Secret, cfg.JobID)
 	if err != nil {
 		return nil, err

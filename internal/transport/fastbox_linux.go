@@ -71,6 +71,7 @@ type waiter struct {
 	deadline time.Time
 	failed   <-chan struct{}
 	cancel   <-chan struct{}
+	link     *Link
 }
 
 const (
@@ -97,6 +98,12 @@ func (w *waiter) pause() error {
 	}
 	if !w.deadline.IsZero() && now.After(w.deadline) {
 		return errFastDeadline
+	}
+	if w.i&1023 == 0 {
+		if de := w.link.mesh.DeadErr(w.link.peer); de != nil {
+			w.link.mesh.Fail(de)
+			return errMeshFailed
+		}
 	}
 	switch since := now.Sub(w.start); {
 	case since < fastSpin:
@@ -132,7 +139,7 @@ func (f FastLink) Send(d *Desc, p []byte, deadline time.Time, cancel <-chan stru
 		return err
 	}
 	box := &c.fastOut
-	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel}
+	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
 	for box.seq.Load() != box.ack.Load() {
 		if err := w.pause(); err != nil {
 			return f.err(err)
@@ -150,7 +157,7 @@ func (f FastLink) Send(d *Desc, p []byte, deadline time.Time, cancel <-chan stru
 func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, deadline time.Time, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
-	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel}
+	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
 	me := f.l.mesh.id.Rank
 	if err := f.peerFailed(c); err != nil {
 		return err
@@ -190,24 +197,33 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	return err
 }
 
-// peerFailed returns the mesh's error if the peer has marked its fastbox
-// dead (its communicator failed and its Abort frame is on the way): a
-// message it published before failing must not complete a call here.
+// peerFailed returns an error if the peer is known dead or has marked its
+// fastbox dead (its communicator failed and its Abort frame, or its death,
+// is on the way here): a message it published before failing must not
+// complete a call. The collective then fails the mesh.
 func (f FastLink) peerFailed(c *shmConn) error {
+	l := f.l
+	if de := l.mesh.DeadErr(l.peer); de != nil {
+		l.mesh.Fail(de)
+		return l.mesh.Err()
+	}
 	if c.fastIn.dead.Load() == 0 {
 		return nil
 	}
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
 	select {
-	case <-f.l.mesh.failed:
-		return f.l.mesh.Err()
+	case <-l.mesh.failed:
+	case <-l.mesh.Deaths():
 	case <-t.C:
-		me := f.l.mesh.id.Rank
-		e := &Error{Kind: KindPeerDied, Rank: f.l.peer, Reporter: me, Local: me, Detail: "peer's communicator failed"}
-		f.l.mesh.fail(e)
-		return f.l.mesh.Err()
 	}
+	e := l.mesh.DeadErr(l.peer)
+	if e == nil {
+		me := l.mesh.id.Rank
+		e = &Error{Kind: KindPeerDied, Rank: l.peer, Reporter: me, Local: me, Detail: "peer's communicator failed"}
+	}
+	l.mesh.Fail(e)
+	return l.mesh.Err()
 }
 
 // markDead tells the peer's fastbox reader this side failed.

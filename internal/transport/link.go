@@ -515,8 +515,14 @@ func (l *Link) markGone(e *Error) bool {
 func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
 	l.postMu.Lock()
 	defer l.postMu.Unlock()
+	if e := l.mesh.DeadErr(l.peer); e != nil {
+		return e
+	}
 	if l.peerGone != nil {
 		l.mesh.fail(l.peerGone)
+		if e := l.mesh.DeadErr(l.peer); e != nil {
+			return e
+		}
 		return l.mesh.Err()
 	}
 	select {
@@ -534,8 +540,14 @@ func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
 func (l *Link) Recv(req RecvReq, cancel <-chan struct{}) error {
 	l.postMu.Lock()
 	defer l.postMu.Unlock()
+	if e := l.mesh.DeadErr(l.peer); e != nil {
+		return e
+	}
 	if l.peerGone != nil {
 		l.mesh.fail(l.peerGone)
+		if e := l.mesh.DeadErr(l.peer); e != nil {
+			return e
+		}
 		return l.mesh.Err()
 	}
 	select {

@@ -29,6 +29,12 @@ type MeshConfig struct {
 	// SharedMemory moves frames between ranks of one host through
 	// shared-memory rings (the unix socket then only rings doorbells).
 	SharedMemory bool
+	// TolerateDeaths keeps the mesh alive when a peer dies or goes silent:
+	// the peer is marked dead, its links are closed, and only a collective
+	// that involves it fails (and then fails the mesh, whose links may no
+	// longer agree). Eager contributions from the living keep flowing, so a
+	// coded allreduce can finish a step without the dead.
+	TolerateDeaths bool
 }
 
 // Validate checks the configuration.
@@ -68,6 +74,10 @@ type Mesh struct {
 
 	refusedMu sync.Mutex
 	refused   []string // why connections were refused while forming
+
+	deadMu     sync.Mutex
+	dead       []*Error      // by rank: why the peer is dead, or nil
+	deathNotes chan struct{} // closed (and replaced) at each death
 
 	inbox  chan Contribution // eager messages from every peer, in arrival order
 	poolMu sync.Mutex
@@ -111,7 +121,8 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 		cfg.AbortGrace = time.Second
 	}
 	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{}),
-		inbox: make(chan Contribution, 4*cfg.Identity.World), pool: map[int][][]byte{}}
+		inbox: make(chan Contribution, 4*cfg.Identity.World), pool: map[int][][]byte{},
+		dead: make([]*Error, cfg.Identity.World), deathNotes: make(chan struct{})}
 	n, me := cfg.Identity.World, cfg.Identity.Rank
 	m.links = make([][]*Link, n)
 	for p := range m.links {
@@ -298,8 +309,16 @@ func (m *Mesh) isFailed() bool {
 	}
 }
 
-// Err returns the failure that ended the mesh, or nil.
-func (m *Mesh) Err() *Error {
+// Err returns the failure that ended the mesh (an *Error), or nil.
+func (m *Mesh) Err() error {
+	if e := m.Failure(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// Failure returns the failure that ended the mesh, or nil.
+func (m *Mesh) Failure() *Error {
 	if !m.isFailed() {
 		return nil
 	}
@@ -308,10 +327,21 @@ func (m *Mesh) Err() *Error {
 	return &e
 }
 
-// Fail ends the mesh with e (the first failure wins) and tells every peer.
-func (m *Mesh) Fail(e *Error) { m.fail(e) }
+// Fail ends the mesh with e (the first failure wins) and tells every peer,
+// even on a mesh that tolerates deaths: callers fail it when a collective
+// broke half-way and its links may no longer agree.
+func (m *Mesh) Fail(e *Error) { m.failAll(e) }
 
 func (m *Mesh) fail(e *Error) {
+	if m.cfg.TolerateDeaths && e.Rank >= 0 && e.Rank != m.id.Rank && e.Rank < len(m.dead) && !m.closingNow() &&
+		(e.Kind == KindPeerDied || e.Kind == KindSilent || e.Kind == KindClosed) {
+		m.markDead(e)
+		return
+	}
+	m.failAll(e)
+}
+
+func (m *Mesh) failAll(e *Error) {
 	m.failOnce.Do(func() {
 		m.err = e
 		close(m.failed)
@@ -348,12 +378,73 @@ func (m *Mesh) fail(e *Error) {
 	})
 }
 
+func (m *Mesh) closingNow() bool {
+	select {
+	case <-m.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// markDead records a peer's death (first cause wins), closes its links and
+// wakes anyone watching Deaths.
+func (m *Mesh) markDead(e *Error) {
+	m.deadMu.Lock()
+	if m.dead[e.Rank] != nil {
+		m.deadMu.Unlock()
+		return
+	}
+	m.dead[e.Rank] = e
+	close(m.deathNotes)
+	m.deathNotes = make(chan struct{})
+	m.deadMu.Unlock()
+	m.log.Warn().Err(e).Int("peer", e.Rank).Msg("peer dead; continuing without it")
+	for _, l := range m.links[e.Rank] {
+		if l != nil {
+			l.sever()
+		}
+	}
+}
+
+// DeadErr returns why rank r is dead, or nil if it is not known dead.
+func (m *Mesh) DeadErr(r int) *Error {
+	m.deadMu.Lock()
+	defer m.deadMu.Unlock()
+	if e := m.dead[r]; e != nil {
+		c := *e
+		c.Local = m.id.Rank
+		return &c
+	}
+	return nil
+}
+
+// Dead lists the ranks known dead, ascending.
+func (m *Mesh) Dead() []int {
+	m.deadMu.Lock()
+	defer m.deadMu.Unlock()
+	var out []int
+	for r, e := range m.dead {
+		if e != nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Deaths returns a channel closed at the next death of a peer.
+func (m *Mesh) Deaths() <-chan struct{} {
+	m.deadMu.Lock()
+	defer m.deadMu.Unlock()
+	return m.deathNotes
+}
+
 // Close tells every peer this rank is leaving, then releases every
 // connection and goroutine. It is safe to call more than once.
 func (m *Mesh) Close() error {
 	m.closeMu.Do(func() {
 		close(m.closing)
-		m.fail(&Error{Kind: KindClosed, Rank: m.id.Rank, Reporter: m.id.Rank, Local: m.id.Rank, Detail: "communicator closed"})
+		m.failAll(&Error{Kind: KindClosed, Rank: m.id.Rank, Reporter: m.id.Rank, Local: m.id.Rank, Detail: "communicator closed"})
 		m.closeAll()
 	})
 	return nil

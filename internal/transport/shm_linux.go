@@ -439,3 +439,14 @@ func unixNanoOrZero(t time.Time) int64 {
 	}
 	return t.UnixNano()
 }
+
+// sever cuts a link to a dead peer without unmapping shared memory that an
+// executor may still be polling: the doorbell socket closes (the reader
+// sees end of stream); Close unmaps later.
+func (l *Link) sever() {
+	if c, ok := l.conn.(*shmConn); ok {
+		c.sock.Close()
+		return
+	}
+	l.conn.Close()
+}

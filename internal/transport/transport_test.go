@@ -212,7 +212,7 @@ func TestConformanceDeadPeerIsNamed(t *testing.T) {
 	for r := 0; r < 2; r++ {
 		select {
 		case <-tm.meshes[r].Failed():
-			e := tm.meshes[r].Err()
+			e := tm.meshes[r].Failure()
 			if e.Rank != 2 || e.Kind != KindPeerDied {
 				t.Fatalf("rank %d: %v", r, e)
 			}
@@ -259,7 +259,7 @@ func TestConformanceSilentPeerIsDeclaredDead(t *testing.T) {
 	start := time.Now()
 	select {
 	case <-m.Failed():
-		if e := m.Err(); e.Kind != KindSilent || e.Rank != 1 {
+		if e := m.Failure(); e.Kind != KindSilent || e.Rank != 1 {
 			t.Fatalf("got %v", e)
 		}
 		if d := time.Since(start); d > 2*time.Second {
@@ -302,7 +302,7 @@ func TestMalformedFrameIsAProtocolError(t *testing.T) {
 	defer m.Close()
 	select {
 	case <-m.Failed():
-		if e := m.Err(); e.Kind != KindProtocol || e.Rank != 1 || !errors.Is(e, wire.ErrMalformed) {
+		if e := m.Failure(); e.Kind != KindProtocol || e.Rank != 1 || !errors.Is(e, wire.ErrMalformed) {
 			t.Fatalf("got %v", e)
 		}
 	case <-time.After(3 * time.Second):

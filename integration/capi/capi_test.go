@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func overridesFor(rank, world, port int, extra ...string) string {
+	lines := []string{
+		"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(world),
+		"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(world),
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port),
+		"RINGTAIL_SECRET=capi-test", "RINGTAIL_COORDINATOR=", "RINGTAIL_TIMEOUT=20s",
+		"RINGTAIL_CONNECT_TIMEOUT=20s",
+	}
+	return strings.Join(append(lines, extra...), "\n")
+}
+
+// openWorld opens world sessions in one process, one goroutine per rank.
+func openWorld(t *testing.T, world int, extra ...string) []*session {
+	t.Helper()
+	port := freePort(t)
+	ss := make([]*session, world)
+	errs := make([]error, world)
+	var wg sync.WaitGroup
+	for r := range world {
+		wg.Go(func() { ss[r], errs[r] = open(overridesFor(r, world, port, extra...)) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, s := range ss {
+			if s != nil {
+				s.cancel()
+				s.close()
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+// each runs f on every rank concurrently and fails on any error.
+func each(t *testing.T, ss []*session, f func(r int, s *session) error) {
+	t.Helper()
+	errs := make([]error, len(ss))
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		wg.Go(func() { errs[r] = f(r, s) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseOverrides(t *testing.T) {
+	kv, err := parseOverrides("A=1\n\nB= x=y \r\n")
+	if err != nil || kv["A"] != "1" || kv["B"] != " x=y " || len(kv) != 2 {
+		t.Fatalf("got %v, %v", kv, err)
+	}
+	for _, bad := range []string{"A", "=1", "A=1\nA=2"} {
+		if _, err := parseOverrides(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestConfigOverrides(t *testing.T) {
+	cfg, err := configFromEnv(overridesFor(2, 4, 4567, "RINGTAIL_CHANNELS=2", "RINGTAIL_JOB_ID="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Rank != 2 || cfg.WorldSize != 4 || cfg.MasterPort != 4567 || cfg.Channels != 2 || cfg.OpTimeout != 20*time.Second || string(cfg.Secret) != "capi-test" {
+		t.Fatalf("config %+v", cfg)
+	}
+	cfg, err = configFromEnv(overridesFor(0, 2, 4567))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RINGTAIL_JOB_ID") == "" && cfg.JobID != "job@127.0.0.1:4567" {
+		t.Errorf("job id %q not derived from the overridden address", cfg.JobID)
+	}
+	_, err = configFromEnv("RANK=x\nNO_SUCH=1\nRINGTAIL_TIMEOUT=soon")
+	for _, want := range []string{"RANK", "NO_SUCH", "RINGTAIL_TIMEOUT"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not name %s", err, want)
+		}
+	}
+	if _, err := open("WORLD_SIZE=0"); code(err) != codeInit {
+		t.Errorf("open with a bad config: code %d (%v), want %d", code(err), err, codeInit)
+	}
+}
+
+// TestHeaderMatches keeps include/ringtail.h and the Go constants equal.
+func TestHeaderMatches(t *testing.T) {
+	b, err := os.ReadFile("include/ringtail.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#define (RT_[A-Z0-9_]+) (\d+)`).FindAllStringSubmatch(string(b), -1) {
+		n, _ := strconv.Atoi(m[2])
+		defs[m[1]] = n
+	}
+	want := map[string]int{
+		"RT_ABI_VERSION": abiVersion, "RT_OK": codeOK, "RT_ERR_INVALID": codeInvalid, "RT_ERR_INIT": codeInit,
+		"RT_ERR_PEER_DIED": codePeerDied, "RT_ERR_SILENT": codeSilent, "RT_ERR_TIMEOUT": codeTimeout,
+		"RT_ERR_MISMATCH": codeMismatch, "RT_ERR_CANCELED": codeCanceled, "RT_ERR_PROTOCOL": codeProtocol,
+		"RT_ERR_CLOSED": codeClosed, "RT_ERR_AUTH": codeAuth, "RT_ERR_LOCAL": codeLocal, "RT_ERR_OTHER": codeOther,
+	}
+	for name, code := range map[string]int{"RT_FLOAT32": 1, "RT_FLOAT64": 2, "RT_INT32": 3, "RT_INT64": 4, "RT_FLOAT16": 5, "RT_BFLOAT16": 6, "RT_UINT8": 7} {
+		d, ok := dtypeOf(code)
+		if !ok || d.String() != strings.ToLower(strings.TrimPrefix(name, "RT_")) {
+			t.Errorf("%s=%d maps to %v", name, code, d)
+		}
+		want[name] = code
+	}
+	for name, code := range map[string]int{"RT_SUM": 1, "RT_PROD": 2, "RT_MIN": 3, "RT_MAX": 4, "RT_AVG": 5} {
+		o, ok := opOf(code)
+		if !ok || o.String() != strings.ToLower(strings.TrimPrefix(name, "RT_")) {
+			t.Errorf("%s=%d maps to %v", name, code, o)
+		}
+		want[name] = code
+	}
+	for name, v := range want {
+		if got, ok := defs[name]; !ok || got != v {
+			t.Errorf("ringtail.h: %s = %d (defined %v), Go has %d", name, got, ok, v)
+		}
+	}
+}
+
+func TestCollectives(t *testing.T) {
+	const world = 3
+	ss := openWorld(t, world)
+	// allreduce float32 (ring-sized) with sum and avg
+	const n = 20000
+	each(t, ss, func(r int, s *session) error {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r + 1)
+		}
+		if err := s.allReduce(unsafe.Pointer(&v[0]), n, 1, 1); err != nil {
+			return err
+		}
+		for i, x := range v {
+			if x != 6 {
+				return fmt.Errorf("rank %d: sum[%d] = %v", r, i, x)
+			}
+		}
+		if err := s.allReduce(unsafe.Pointer(&v[0]), n, 1, 5); err != nil {
+			return err
+		}
+		if v[n-1] != 6 {
+			return fmt.Errorf("rank %d: avg = %v", r, v[n-1])
+		}
+		return nil
+	})
+	// broadcast, allgather in place, reduce-scatter with recv inside send
+	each(t, ss, func(r int, s *session) error {
+		b := []int64{int64(r), int64(r)}
+		if err := s.broadcast(unsafe.Pointer(&b[0]), 2, 4, 1); err != nil {
+			return err
+		}
+		if b[0] != 1 || b[1] != 1 {
+			return fmt.Errorf("rank %d: broadcast %v", r, b)
+		}
+		g := make([]int32, 2*world)
+		g[2*r], g[2*r+1] = int32(10*r), int32(10*r+1)
+		if err := s.allGather(unsafe.Pointer(&g[2*r]), unsafe.Pointer(&g[0]), 2, 3); err != nil {
+			return err
+		}
+		for i, x := range g {
+			if want := int32(10*(i/2) + i%2); x != want {
+				return fmt.Errorf("rank %d: gather[%d] = %d, want %d", r, i, x, want)
+			}
+		}
+		sd := make([]float64, world)
+		for i := range sd {
+			sd[i] = float64(i * (r + 1))
+		}
+		if err := s.reduceScatter(unsafe.Pointer(&sd[0]), unsafe.Pointer(&sd[0]), 1, 2, 4); err != nil {
+			return err
+		}
+		if want := float64(r * world); sd[0] != want {
+			return fmt.Errorf("rank %d: reduce_scatter max %v, want %v", r, sd[0], want)
+		}
+		return s.barrier()
+	})
+}
+
+func TestInvalidArgumentsKeepTheCommunicator(t *testing.T) {
+	ss := openWorld(t, 2)
+	x := []float32{1}
+	p := unsafe.Pointer(&x[0])
+	for name, err := range map[string]error{
+		"dtype":   ss[0].allReduce(p, 1, 0, 1),
+		"op":      ss[0].allReduce(p, 1, 1, 9),
+		"count":   ss[0].allReduce(p, -1, 1, 1),
+		"nil":     ss[0].allReduce(nil, 1, 1, 1),
+		"root":    ss[0].broadcast(p, 1, 1, 2),
+		"gather":  ss[0].allGather(p, nil, 1, 1),
+		"scatter": ss[0].reduceScatter(nil, p, 1, 1, 1),
+	} {
+		if code(err) != codeInvalid {
+			t.Errorf("%s: code %d (%v), want %d", name, code(err), err, codeInvalid)
+		}
+	}
+	each(t, ss, func(r int, s *session) error {
+		v := []float32{float32(r)}
+		if err := s.allReduce(unsafe.Pointer(&v[0]), 1, 1, 1); err != nil {
+			return err
+		}
+		if v[0] != 1 {
+			return fmt.Errorf("rank %d: %v", r, v[0])
+		}
+		return nil
+	})
+}
+
+// TestAbort: a rank waiting for a peer that never comes is released by
+// abort at once, with the canceled code.
+func TestAbort(t *testing.T) {
+	ss := openWorld(t, 2)
+	done := make(chan error, 1)
+	go func() {
+		v := []float32{1}
+		done <- ss[0].allReduce(unsafe.Pointer(&v[0]), 1, 1, 1)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	ss[0].cancel()
+	select {
+	case err := <-done:
+		if c := code(err); c != codeCanceled {
+			t.Errorf("aborted allreduce: code %d (%v), want %d", c, err, codeCanceled)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("abort took %v", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("abort did not release the allreduce")
+	}
+}
+
+// TestCProgram builds the shared library and testdata/capi_test.c and runs
+// it as a 2-rank and a 3-rank job.
+func TestCProgram(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a shared library")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libringtail.so")
+	build := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-o", lib, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "capi_test")
+	cc := exec.CommandContext(ctx, gcc, "-std=c99", "-Wall", "-Werror", "-Iinclude", "-o", bin,
+		"testdata/capi_test.c", "-L"+dir, "-lringtail", "-lpthread", "-Wl,-rpath,"+dir)
+	if out, err := cc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, world := range []int{2, 3} {
+		port := freePort(t)
+		cmds := make([]*exec.Cmd, world)
+		outs := make([]strings.Builder, world)
+		for r := range world {
+			c := exec.CommandContext(ctx, bin)
+			c.Env = append(os.Environ(), "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(world),
+				"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(world),
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_INSECURE=1",
+				"RINGTAIL_TIMEOUT=30s", "RINGTAIL_CONNECT_TIMEOUT=30s", "RINGTAIL_COORDINATOR=", "RINGTAIL_SECRET=", "RINGTAIL_JOB_ID=")
+			c.Stdout, c.Stderr = &outs[r], &outs[r]
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds[r] = c
+		}
+		for r, c := range cmds {
+			err := c.Wait()
+			out := outs[r].String()
+			if err != nil || !strings.Contains(out, fmt.Sprintf("ok rank %d", r)) {
+				t.Errorf("world %d rank %d: %v\n%s", world, r, err, out)
+			}
+		}
+	}
+}

@@ -1,0 +1,34 @@
+// Command capi is ringtail's C ABI: built with
+//
+//	go build -buildmode=c-shared -o libringtail.so ./integration/capi
+//
+// it is a shared library exporting the functions declared in
+// include/ringtail.h (rt_init, rt_allreduce, rt_broadcast, rt_allgather,
+// rt_reduce_scatter, rt_barrier, rt_abort, rt_finalize, ...), for C, C++
+// and Python (ctypes) callers such as the ringtail_torch PyTorch backend.
+//
+// It owns:
+//   - the translation of C arguments (raw pointers, element counts, dtype
+//     and op codes) into ringtail Buffers, with every argument checked
+//     before anything is sent;
+//   - communicator handles (runtime/cgo.Handle values), so no Go pointer
+//     ever reaches C;
+//   - the environment overrides of rt_init (overrides.go): the Go runtime
+//     reads the process environment once, when the library loads, so a
+//     caller that learns a value later (a port agreed through a PyTorch
+//     store, say) passes it as NAME=VALUE lines instead;
+//   - the mapping of *ringtail.Error kinds to RT_ERR_* codes and messages.
+//     A panic inside an exported function (an invalid handle, say) becomes
+//     RT_ERR_INVALID and a message, never a crash.
+//
+// Every exported function may be called from any thread: cgo gives each
+// calling thread what it needs, the communicator serialises collectives,
+// and rt_abort cancels the context of the operation in flight.
+//
+// The package holds no package-level mutable state: each handle owns its
+// communicator and its cancel function.
+//
+// This package must never import the policy packages (straggler, balance,
+// gradcode, topology, elastic) nor internal/launch: it exposes the
+// communicator, nothing else.
+package main

@@ -1,0 +1,146 @@
+"""ctypes binding of libringtail (integration/capi, include/ringtail.h).
+
+The library is found, in order, at ``$RINGTAIL_LIB``, next to this file
+(``ringtail_torch/libringtail.so``, where ``build_lib.sh`` and ``pip
+install`` put it), or on the loader's search path (``libringtail.so``).
+Calls release the GIL (ctypes does that for every CDLL function), so a
+collective in flight never blocks other Python threads.
+"""
+
+import ctypes
+import os
+import threading
+
+# Element type and op codes of ringtail.h.
+RT_FLOAT32, RT_FLOAT64, RT_INT32, RT_INT64, RT_FLOAT16, RT_BFLOAT16, RT_UINT8 = range(1, 8)
+RT_SUM, RT_PROD, RT_MIN, RT_MAX, RT_AVG = range(1, 6)
+ABI_VERSION = 1
+
+# Return codes of ringtail.h, by value.
+ERROR_NAMES = {
+    1: "invalid argument",
+    2: "init failed",
+    3: "peer died",
+    4: "peer silent",
+    5: "timeout",
+    6: "mismatch",
+    7: "canceled",
+    8: "protocol",
+    9: "closed",
+    10: "auth",
+    11: "local",
+    12: "other",
+}
+
+
+class RingtailError(RuntimeError):
+    """A failed ringtail call: ``code`` is the RT_ERR_* value, ``kind`` its
+    name (``"peer died"``, ``"timeout"``, ...); the message is the
+    library's, naming the rank to blame where there is one."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.kind = ERROR_NAMES.get(code, "code %d" % code)
+        super().__init__("ringtail: %s: %s" % (self.kind, message))
+
+
+_ERRLEN = 1024
+_load_lock = threading.Lock()
+_loaded = {}
+
+
+def library_path():
+    """Returns the path libringtail is loaded from (see the module doc)."""
+    env = os.environ.get("RINGTAIL_LIB")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libringtail.so")
+    if os.path.exists(here):
+        return here
+    return "libringtail.so"
+
+
+def load():
+    """Loads libringtail once per process and returns the ctypes handle."""
+    with _load_lock:
+        if "lib" in _loaded:
+            return _loaded["lib"]
+        path = library_path()
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise RingtailError(
+                2,
+                "cannot load %s (%s): build it with integration/torch/build_lib.sh "
+                "or point RINGTAIL_LIB at it" % (path, e),
+            ) from None
+        u64, i64, i, p, sz = ctypes.c_uint64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+        cp = ctypes.c_char_p
+        sigs = {
+            "rt_abi_version": [],
+            "rt_init": [cp, ctypes.POINTER(u64), p, sz],
+            "rt_info": [u64, ctypes.POINTER(i), ctypes.POINTER(i), p, sz],
+            "rt_allreduce": [u64, p, i64, i, i, p, sz],
+            "rt_broadcast": [u64, p, i64, i, i, p, sz],
+            "rt_allgather": [u64, p, p, i64, i, p, sz],
+            "rt_reduce_scatter": [u64, p, p, i64, i, i, p, sz],
+            "rt_barrier": [u64, p, sz],
+            "rt_abort": [u64],
+            "rt_finalize": [u64, p, sz],
+        }
+        for name, args in sigs.items():
+            fn = getattr(lib, name)
+            fn.argtypes = args
+            fn.restype = i
+        v = lib.rt_abi_version()
+        if v != ABI_VERSION:
+            raise RingtailError(2, "%s has ABI version %d, this package wants %d: rebuild it" % (path, v, ABI_VERSION))
+        _loaded["lib"] = lib
+        return lib
+
+
+def _call(fn, *args):
+    buf = ctypes.create_string_buffer(_ERRLEN)
+    rc = fn(*args, buf, _ERRLEN)
+    if rc != 0:
+        raise RingtailError(rc, buf.value.decode("utf-8", "replace"))
+
+
+class Comm:
+    """One ringtail communicator: a thin, thread-safe wrapper of the C ABI
+    taking raw addresses and element counts."""
+
+    def __init__(self, overrides=None):
+        self._lib = load()
+        text = "\n".join("%s=%s" % kv for kv in sorted((overrides or {}).items()))
+        h = ctypes.c_uint64(0)
+        _call(self._lib.rt_init, text.encode(), ctypes.byref(h))
+        self._h = h.value
+        r, w = ctypes.c_int(), ctypes.c_int()
+        _call(self._lib.rt_info, self._h, ctypes.byref(r), ctypes.byref(w))
+        self.rank, self.size = r.value, w.value
+
+    def allreduce(self, ptr, count, dtype, op):
+        _call(self._lib.rt_allreduce, self._h, ptr, count, dtype, op)
+
+    def broadcast(self, ptr, count, dtype, root):
+        _call(self._lib.rt_broadcast, self._h, ptr, count, dtype, root)
+
+    def allgather(self, send, recv, count, dtype):
+        _call(self._lib.rt_allgather, self._h, send, recv, count, dtype)
+
+    def reduce_scatter(self, send, recv, recv_count, dtype, op):
+        _call(self._lib.rt_reduce_scatter, self._h, send, recv, recv_count, dtype, op)
+
+    def barrier(self):
+        _call(self._lib.rt_barrier, self._h)
+
+    def abort(self):
+        if self._h:
+            self._lib.rt_abort(self._h)
+
+    def close(self):
+        """Leaves the job; safe to call twice."""
+        h, self._h = self._h, 0
+        if h:
+            _call(self._lib.rt_finalize, h)

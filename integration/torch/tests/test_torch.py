@@ -1,0 +1,159 @@
+"""Tests of ringtail_torch, run by ../run_tests.sh (unittest, no pytest).
+
+Multi-process tests start their ranks as separate processes (launch.py,
+ringtail-torchrun, ringtail run) and parse the "RESULT {json}" line rank 0
+prints. Every child has a timeout; nothing can hang the suite."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import launch  # noqa: E402
+from ringtail_torch import sampler  # noqa: E402
+
+WORKER = os.path.join(HERE, "ddp_worker.py")
+
+
+def result(outs):
+    for out in outs:
+        for line in out.splitlines():
+            if "RESULT " in line:
+                return json.loads(line.split("RESULT ", 1)[1])
+    raise AssertionError("no RESULT line in\n" + "\n".join(outs))
+
+
+class TestSampler(unittest.TestCase):
+    def test_split_counts(self):
+        self.assertEqual(sampler.split_counts(10, [1, 1, 1]), [4, 3, 3])
+        self.assertEqual(sampler.split_counts(64, [1, 1, 1, 1 / 3]), [19, 19, 19, 7])
+        self.assertEqual(sum(sampler.split_counts(1437, [0.2, 1, 0.7])), 1437)
+        self.assertEqual(sampler.split_counts(4, [1, 0.001, 0.001, 0.001], min_one=True), [1, 1, 1, 1])
+        with self.assertRaises(ValueError):
+            sampler.split_counts(2, [1, 1, 1], min_one=True)
+        with self.assertRaises(ValueError):
+            sampler.split_counts(5, [0, 0])
+
+    def test_hetero_sampler_disjoint_proportional_deterministic(self):
+        weights = [1, 1, 1 / 3]
+        ds = range(1000)
+        parts = [list(sampler.HeteroSampler(ds, r, 3, weights, seed=7)) for r in range(3)]
+        self.assertEqual(sorted(sum(parts, [])), list(ds))
+        self.assertEqual([len(p) for p in parts], sampler.split_counts(1000, weights))
+        self.assertAlmostEqual(len(parts[2]) / len(parts[0]), 1 / 3, delta=0.01)
+        again = list(sampler.HeteroSampler(ds, 0, 3, weights, seed=7))
+        self.assertEqual(parts[0], again)
+        s = sampler.HeteroSampler(ds, 0, 3, weights, seed=7)
+        s.set_epoch(1)
+        self.assertNotEqual(list(s), parts[0])
+
+    def test_hetero_batch_sampler(self):
+        ds = range(203)
+        weights = [1, 1, 1, 1 / 3]
+        per_rank = [list(sampler.HeteroBatchSampler(ds, r, 4, weights, global_batch=64, seed=3)) for r in range(4)]
+        even = [list(sampler.HeteroBatchSampler(ds, r, 4, None, global_batch=64, seed=3)) for r in range(4)]
+        self.assertEqual(len({len(b) for b in per_rank}), 1, "ranks must take the same number of steps")
+        for step in range(len(per_rank[0])):
+            hetero_global = sorted(sum((b[step] for b in per_rank), []))
+            even_global = sorted(sum((b[step] for b in even), []))
+            self.assertEqual(hetero_global, even_global, "global batch %d differs from the even split's" % step)
+            self.assertTrue(all(len(b[step]) >= 1 for b in per_rank))
+        self.assertEqual(per_rank[3][0].__len__(), sampler.split_counts(64, weights, min_one=True)[3])
+        self.assertEqual(sampler.HeteroBatchSampler(ds, 3, 4, weights, global_batch=64).local_sizes()[0], 7)
+
+    def test_throughput_weights(self):
+        self.assertEqual(sampler.throughput_weights([300, 100, 300]), [1.0, 1 / 3, 1.0])
+
+
+class TestCollectives(unittest.TestCase):
+    def test_every_collective_world3(self):
+        outs = launch.run_world(3, [os.path.join(HERE, "collectives_worker.py")], timeout=240)
+        for r, out in enumerate(outs):
+            self.assertIn("PASS rank %d" % r, out)
+
+
+class TestDDPParity(unittest.TestCase):
+    """DDP over init_process_group("ringtail") against DDP over gloo, same
+    data and initialisation, in the same processes."""
+
+    def check(self, world):
+        res = result(launch.run_world(world, [WORKER, "parity", "--epochs", "12"], timeout=300))
+        print("\nparity world=%d: %s" % (world, json.dumps(res)), file=sys.stderr)
+        self.assertLessEqual(res["diff20"], 1e-5)
+        self.assertEqual(res["replica_spread"], 0.0)
+        self.assertLessEqual(abs(res["acc_ringtail"] - res["acc_gloo"]), 1.0)
+        self.assertGreater(res["acc_ringtail"], 90.0)
+
+    def test_world2(self):
+        self.check(2)
+
+    def test_world4(self):
+        self.check(4)
+
+
+class TestLaunchers(unittest.TestCase):
+    def torchrun(self, *args, env=None, timeout=180):
+        cmd = [launch.PYTHON, "-m", "ringtail_torch.torchrun"] + list(args)
+        return subprocess.Popen(cmd, env=launch.child_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=HERE)
+
+    def smoke_lines(self, outs):
+        return sorted(line for out in outs for line in out.splitlines() if line.startswith("SMOKE") or "] SMOKE" in line)
+
+    def test_torchrun_two_nodes(self):
+        port = str(launch.free_port())
+        env = {"RINGTAIL_SECRET": "two-node-test"}
+        common = ["--nnodes", "2", "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", port,
+                  WORKER, "smoke"]
+        procs = [self.torchrun("--node_rank", str(n), *common, env=env) for n in (1, 0)]
+        lines = self.smoke_lines(launch.wait_all(procs, 180))
+        self.assertEqual(len(lines), 2, lines)
+        for r in range(2):
+            self.assertTrue(any("rank=%d world=2" % r in l and "backend=ringtail" in l for l in lines), lines)
+
+    def test_torchrun_static_rendezvous_one_node(self):
+        # --rdzv_backend static: torchrun's own rendezvous and agent store
+        # (only the Std.from_str fix applies); the backend agrees through it.
+        port = str(launch.free_port())
+        p = self.torchrun("--rdzv_backend", "static", "--nproc_per_node", "2", "--master_port", port, WORKER, "smoke")
+        lines = self.smoke_lines(launch.wait_all([p], 180))
+        self.assertEqual(len(lines), 2, lines)
+
+    def test_torchrun_two_nodes_needs_secret(self):
+        env = launch.child_env()
+        for k in ("RINGTAIL_SECRET", "RINGTAIL_SECRET_FILE", "RINGTAIL_INSECURE"):
+            env.pop(k, None)
+        p = subprocess.run([launch.PYTHON, "-m", "ringtail_torch.torchrun", "--nnodes", "2", "--node_rank", "0",
+                            "--master_port", str(launch.free_port()), WORKER, "smoke"],
+                           env=env, capture_output=True, text=True, timeout=60, cwd=HERE)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("RINGTAIL_SECRET", p.stderr + p.stdout)
+
+    @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
+    def test_ringtail_run(self):
+        for backend in ("ringtail", "gloo"):
+            p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", "3", "--", launch.PYTHON, WORKER, "smoke",
+                                  "--backend", backend], env=launch.child_env(), stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, cwd=HERE)
+            lines = self.smoke_lines(launch.wait_all([p], 180))
+            self.assertEqual(len(lines), 3, lines)
+            self.assertTrue(all("backend=" + backend in l for l in lines), lines)
+
+
+class TestStraggler(unittest.TestCase):
+    def test_ringtail_beats_gloo_with_a_3x_straggler(self):
+        res = result(launch.run_world(2, [WORKER, "straggler", "--epochs", "1", "--max-steps", "12",
+                                          "--pad-ms", "100", "--slow", "3"], timeout=300))
+        print("\nstraggler: %s" % json.dumps(res), file=sys.stderr)
+        self.assertAlmostEqual(res["weights"][1], 1 / 3, delta=0.08)
+        self.assertLess(res["ringtail_s"], res["gloo_s"])
+        self.assertLess(res["ringtail_epochs_s"], 0.75 * res["gloo_s"])
+
+
+if __name__ == "__main__":
+    unittest.main()
