@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/exec"
+	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 	"github.com/ringtail-ml/ringtail/internal/transport"
@@ -87,6 +88,8 @@ type Comm struct {
 
 	stashMu sync.Mutex
 	stash   []transport.Contribution // contributions received but not yet asked for
+
+	closers []func() error // released after the mesh (the libp2p data-plane host)
 }
 
 type progKey struct {
@@ -139,11 +142,19 @@ func (c *Comm) connect(ctx context.Context) error {
 		}
 	}
 	network := cfg.network
-	if network == nil {
-		ip := cfg.ListenIP
-		if ip == "" {
-			ip = routeIP(cfg.MasterAddr)
+	ip := cfg.ListenIP
+	if ip == "" {
+		ip = routeIP(cfg.MasterAddr)
+	}
+	if network == nil && cfg.DataPlane == "libp2p" {
+		n, err := p2p.NewNetwork(p2p.NetworkConfig{ListenIP: ip})
+		if err != nil {
+			return fmt.Errorf("ringtail: libp2p data plane: %w", err)
 		}
+		c.closers = append(c.closers, n.Close)
+		network = n
+	}
+	if network == nil {
 		s, err := transport.NewSockets(transport.SocketsConfig{ListenIP: ip, DisableUnix: cfg.DisableUnix})
 		if err != nil {
 			return fmt.Errorf("ringtail: %w", err)
@@ -160,11 +171,17 @@ func (c *Comm) connect(ctx context.Context) error {
 		"small_bytes": strconv.Itoa(cfg.SmallBytes), "generation": strconv.FormatUint(cfg.Generation, 10),
 		"shm": strconv.FormatBool(!cfg.DisableShm),
 	}
-	members, err := rendezvous.Register(ctx, rendezvous.Request{
+	req := rendezvous.Request{
 		Addr: coordAddr, JobID: cfg.JobID, Secret: cfg.Secret, World: cfg.WorldSize,
 		Group:  "generation-" + strconv.FormatUint(cfg.Generation, 10),
 		Member: rendezvous.Member{Rank: cfg.Rank, Endpoint: ep, Settings: settings},
-	})
+	}
+	var members []rendezvous.Member
+	if cfg.controlPlane() == "libp2p" {
+		members, err = registerP2P(ctx, cfg, req)
+	} else {
+		members, err = rendezvous.Register(ctx, req)
+	}
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("ringtail: rank %d: %w", cfg.Rank, err)
@@ -197,10 +214,22 @@ func (c *Comm) startCoordinator(addr string) error {
 		return err
 	}
 	bind := addr
+	loopback := false
 	if ip := net.ParseIP(c.cfg.MasterAddr); ip == nil || !ip.IsLoopback() {
 		bind = net.JoinHostPort("", strconv.Itoa(c.cfg.MasterPort))
+	} else {
+		loopback = true
 	}
-	ln, err := net.Listen("tcp", bind)
+	var ln net.Listener
+	if c.cfg.controlPlane() == "libp2p" {
+		listenIP := "0.0.0.0"
+		if loopback {
+			listenIP = "127.0.0.1"
+		}
+		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: c.cfg.JobID, Secret: c.cfg.Secret, ListenIP: listenIP, Port: c.cfg.MasterPort})
+	} else {
+		ln, err = net.Listen("tcp", bind)
+	}
 	if err != nil {
 		return fmt.Errorf("ringtail: rank 0 cannot host the rendezvous on %s: %w", bind, err)
 	}
@@ -261,7 +290,27 @@ func (c *Comm) Close() error {
 		c.coordStop()
 		<-c.coordDone
 	}
+	for _, f := range c.closers {
+		_ = f()
+	}
 	return nil
+}
+
+// registerP2P registers over the libp2p control plane: a dial-only host
+// reaches the coordinator at the identity derived from the job secret, so
+// an impostor coordinator is refused by Noise before anything is sent.
+func registerP2P(ctx context.Context, cfg Config, req rendezvous.Request) ([]rendezvous.Member, error) {
+	h, err := p2p.NewHost(p2p.HostConfig{DialOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	addr, err := p2p.CoordinatorAddr(cfg.MasterAddr, cfg.MasterPort, cfg.Secret, cfg.JobID)
+	if err != nil {
+		return nil, err
+	}
+	req.Addr = addr.String()
+	return p2p.Register(ctx, h, req)
 }
 
 // call is one collective invocation.

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -480,5 +481,51 @@ func TestCloseReleasesEveryGoroutine(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after Close:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestLibp2pControlAndDataPlanes(t *testing.T) {
+	for _, planes := range [][2]string{{"libp2p", "sockets"}, {"libp2p", "libp2p"}, {"tcp", "libp2p"}} {
+		t.Run(planes[0]+"+"+planes[1], func(t *testing.T) {
+			comms := startComms(t, 3, func(c *Config) { c.ControlPlane, c.DataPlane = planes[0], planes[1] })
+			bufs := make([][]float32, 3)
+			for r := range bufs {
+				bufs[r] = make([]float32, 100000)
+				for i := range bufs[r] {
+					bufs[r][i] = float32(r + 1)
+				}
+			}
+			noErrors(t, each(comms, func(r int, c *Comm) error { return c.AllReduce(context.Background(), Float32s(bufs[r]), Sum) }))
+			for r := range bufs {
+				if bufs[r][0] != 6 || bufs[r][99999] != 6 {
+					t.Fatalf("rank %d: %v", r, bufs[r][0])
+				}
+			}
+		})
+	}
+}
+
+func TestLibp2pRendezvousRefusesAWrongSecret(t *testing.T) {
+	port := freePort(t)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := 0; r < 2; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := DefaultConfig(r, 2)
+			cfg.MasterPort, cfg.ControlPlane = port, "libp2p"
+			cfg.Secret = []byte(fmt.Sprintf("secret-%d", r))
+			cfg.ConnectTimeout = 3 * time.Second
+			c, err := New(context.Background(), cfg)
+			if c != nil {
+				c.Close()
+			}
+			errs[r] = err
+		}(r)
+	}
+	wg.Wait()
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), "coordinator key") {
+		t.Fatalf("rank with the wrong secret: %v", errs[1])
 	}
 }

@@ -38,6 +38,8 @@ const (
 	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
+	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "tcp" (default) or "libp2p"
+	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -91,6 +93,17 @@ type Config struct {
 	OpTimeout      time.Duration
 	PeerTimeout    time.Duration
 	ConnectTimeout time.Duration
+	// ControlPlane is how ranks reach the rendezvous: "libp2p" (the
+	// default when there is a secret: length-prefixed JSON messages with an
+	// HMAC challenge–response, over a Noise-secured libp2p stream to a
+	// coordinator whose peer identity is derived from the job secret, so
+	// an impostor is refused before anything is sent) or "tcp" (the same
+	// messages over plain TCP; the default for an insecure job).
+	ControlPlane string
+	// DataPlane is how gradients move: "sockets" (unix sockets and shared
+	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
+	// streams, for untrusted networks; several times slower).
+	DataPlane string
 	// Channels is the number of parallel rings (and connections per peer).
 	Channels int
 	// ChunkBytes is the pipelining unit (frame size).
@@ -112,7 +125,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		Logger: zerolog.Nop(),
+		DataPlane: "sockets", Logger: zerolog.Nop(),
 	}
 }
 
@@ -174,6 +187,12 @@ func ConfigFromEnv() (Config, error) {
 	c.DisableUnix = getb(EnvNoUnix)
 	c.DisableShm = getb(EnvNoShm)
 	c.TolerateDeaths = getb(EnvTolerate)
+	if v := os.Getenv(EnvControlPlane); v != "" {
+		c.ControlPlane = v
+	}
+	if v := os.Getenv(EnvDataPlane); v != "" {
+		c.DataPlane = v
+	}
 	getd(EnvTimeout, &c.OpTimeout)
 	getd(EnvPeerTimeout, &c.PeerTimeout)
 	getd(EnvConnectTimeout, &c.ConnectTimeout)
@@ -184,6 +203,18 @@ func ConfigFromEnv() (Config, error) {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}
 	return c, nil
+}
+
+// controlPlane resolves the default control plane: libp2p when the job
+// has a secret to derive the coordinator's identity from, tcp otherwise.
+func (c *Config) controlPlane() string {
+	if c.ControlPlane != "" {
+		return c.ControlPlane
+	}
+	if len(c.Secret) > 0 {
+		return "libp2p"
+	}
+	return "tcp"
 }
 
 // Validate reports every invalid field.
@@ -232,6 +263,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ChunkBytes < 4096 || c.ChunkBytes > 16<<20 {
 		bad("chunk %d bytes must be in 4096..16777216", c.ChunkBytes)
+	}
+	if c.ControlPlane != "" && c.ControlPlane != "tcp" && c.ControlPlane != "libp2p" {
+		bad("control plane %q must be tcp or libp2p", c.ControlPlane)
+	}
+	if c.DataPlane != "sockets" && c.DataPlane != "libp2p" {
+		bad("data plane %q must be sockets or libp2p", c.DataPlane)
+	}
+	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
+		bad("the libp2p planes derive identities from the job secret: set %s", EnvSecret)
 	}
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)

@@ -46,6 +46,7 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.SetOutput(io.Discard)
 	var (
 		listen     = fs.String("listen", "", "`host:port` to listen on (port 0: a free one, logged)")
+		control    = fs.String("control-plane", "libp2p", "libp2p (the ranks' default when they have a secret) or tcp")
 		np         = fs.Int("np", 0, "number of ranks in the job")
 		secretFile = fs.String("secret-file", "", "read the job secret from `file`")
 		jobID      = fs.String("job-id", "", "the ranks' RINGTAIL_JOB_ID")
@@ -98,7 +99,7 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true, TimeFormat: time.TimeOnly}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	cfg := launch.CoordinatorConfig{
-		Listen: *listen, World: *np, Secret: secret, JobID: *jobID, Logger: logger,
+		Listen: *listen, ControlPlane: *control, World: *np, Secret: secret, JobID: *jobID, Logger: logger,
 		Ready: func(addr net.Addr, id string) {
 			logger.Info().Msgf("ringtail coordinator: serving job %q for %d ranks on %s", id, *np, addr)
 		},

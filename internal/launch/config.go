@@ -25,6 +25,9 @@ const MaxRanks = 1 << 16
 // zero value of every other field starts NP local ranks with a random
 // secret and job id and discards their output.
 type Config struct {
+	// ControlPlane is "tcp" (default) or "libp2p": how the ranks reach the
+	// launcher's rendezvous (see the root package's Config.ControlPlane).
+	ControlPlane string
 	// NP is the number of ranks.
 	NP int
 	// Hosts places the ranks, Slots consecutive ranks per host in list
@@ -90,6 +93,9 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.NP < 1 || c.NP > MaxRanks {
 		bad("-np %d must be in 1..%d", c.NP, MaxRanks)
+	}
+	if c.ControlPlane != "" && c.ControlPlane != "tcp" && c.ControlPlane != "libp2p" {
+		bad("control plane %q must be tcp or libp2p", c.ControlPlane)
 	}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		bad("no command to run")

@@ -7,8 +7,10 @@ import (
 	"net"
 	"strconv"
 
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 )
 
@@ -47,6 +49,8 @@ func DerivedJobID(masterAddr string, masterPort int) string {
 type CoordinatorConfig struct {
 	// Listen is the TCP address to listen on, host:port.
 	Listen string
+	// ControlPlane is "tcp" (default) or "libp2p".
+	ControlPlane string
 	// World is the number of ranks of the job.
 	World int
 	// Secret is the job secret the ranks share.
@@ -95,15 +99,26 @@ func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if cfg.ControlPlane == "" {
+		cfg.ControlPlane = "libp2p"
+	}
+	jobID := cfg.JobID
+	host, portStr, _ := net.SplitHostPort(cfg.Listen)
+	if jobID == "" && cfg.ControlPlane == "libp2p" {
+		// The libp2p identity derives from the job id: it must be known
+		// before listening.
+		p, _ := strconv.Atoi(portStr)
+		if p == 0 {
+			return fmt.Errorf("launch: a libp2p coordinator on an ephemeral port needs a job id")
+		}
+		jobID = DerivedJobID(host, p)
+	}
+	ln, port, err := listenCoordinator(ctx, cfg.ControlPlane, cfg.Listen, jobID, cfg.Secret)
 	if err != nil {
 		return fmt.Errorf("launch: coordinator: %w", err)
 	}
-	jobID := cfg.JobID
 	if jobID == "" {
-		host, _, _ := net.SplitHostPort(cfg.Listen)
-		jobID = DerivedJobID(host, ln.Addr().(*net.TCPAddr).Port)
+		jobID = DerivedJobID(host, port)
 	}
 	cfg.Logger.Info().Str("addr", ln.Addr().String()).Str("job", jobID).Int("world", cfg.World).Msg("coordinator: serving")
 	if cfg.Ready != nil {
@@ -112,4 +127,42 @@ func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 	err = ServeRendezvous(cfg.Logger)(ctx, ln, Job{ID: jobID, Secret: cfg.Secret, World: cfg.World})
 	cfg.Logger.Info().Err(err).Msg("coordinator: stopped")
 	return err
+}
+
+// listenCoordinator opens the rendezvous listener on bind (host:port): a
+// TCP listener, or for the libp2p control plane a libp2p host whose
+// identity is derived from the job secret. It returns the bound port.
+func listenCoordinator(ctx context.Context, plane, bind, jobID string, secret []byte) (net.Listener, int, error) {
+	if plane != "libp2p" {
+		var lc net.ListenConfig
+		ln, err := lc.Listen(ctx, "tcp", bind)
+		if err != nil {
+			return nil, 0, err
+		}
+		return ln, ln.Addr().(*net.TCPAddr).Port, nil
+	}
+	host, portStr, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, 0, err
+	}
+	port, _ := strconv.Atoi(portStr)
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: jobID, Secret: secret, ListenIP: host, Port: port})
+	if err != nil {
+		return nil, 0, err
+	}
+	a, ok := ln.Addr().(p2p.Addr)
+	if !ok {
+		ln.Close()
+		return nil, 0, fmt.Errorf("libp2p listener address %v", ln.Addr())
+	}
+	v, err := a.Multiaddr.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		ln.Close()
+		return nil, 0, err
+	}
+	port, err = strconv.Atoi(v)
+	return ln, port, err
 }

@@ -22,6 +22,7 @@ const (
 	EnvJobID          = "RINGTAIL_JOB_ID"
 	EnvCoordinator    = "RINGTAIL_COORDINATOR"
 	EnvTimeout        = "RINGTAIL_TIMEOUT"
+	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE"
 )
 
 // CoordinatorExternal is the value of RINGTAIL_COORDINATOR that tells rank
@@ -33,7 +34,7 @@ const CoordinatorExternal = "external"
 func reservedEnv(name string) bool {
 	switch name {
 	case EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort,
-		EnvSecret, EnvSecretFile, EnvJobID, EnvCoordinator:
+		EnvSecret, EnvSecretFile, EnvJobID, EnvCoordinator, EnvControlPlane:
 		return true
 	}
 	return false
@@ -71,6 +72,7 @@ type jobEnv struct {
 	MasterPort int
 	JobID      string
 	Timeout    time.Duration
+	Control    string // control plane ("" = the runtime's default)
 }
 
 // rankEnv returns the contract variables of one rank as K=V pairs, the
@@ -88,6 +90,9 @@ func rankEnv(j jobEnv, p placement) []string {
 	}
 	if j.Timeout > 0 {
 		env = append(env, EnvTimeout+"="+j.Timeout.String())
+	}
+	if j.Control != "" {
+		env = append(env, EnvControlPlane+"="+j.Control)
 	}
 	return env
 }

@@ -105,12 +105,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if isLoopback(masterAddr) {
 		bind = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MasterPort))
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", bind)
+	if cfg.ControlPlane == "" {
+		cfg.ControlPlane = "libp2p" // the ranks' default: the launcher always has a secret
+	}
+	ln, port, err := listenCoordinator(ctx, cfg.ControlPlane, bind, cfg.JobID, cfg.Secret)
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
 	}
-	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: ln.Addr().(*net.TCPAddr).Port, JobID: cfg.JobID, Timeout: cfg.Timeout}
+	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: cfg.ControlPlane}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -111,147 +109,14 @@ func (h *Host) DialRendezvous(ctx context.Context, addr string) (net.Conn, error
 }
 
 // Register registers with the coordinator at req.Addr (a multiaddr, as
-// CoordinatorAddr makes) over libp2p, with the unchanged client of
-// internal/rendezvous: it relays that client's TCP connections, on a
-// loopback port that lives only as long as the call, to RendezvousProtocol
-// streams from h. It retries while the coordinator is not yet listening and
-// fails at once, wrapping rendezvous.ErrRefused, when the peer there is not
-// the coordinator.
-//
-// The relay exists only because rendezvous.Request has no dial hook yet;
-// with one, Register becomes rendezvous.Register with Dial set to
-// h.DialRendezvous.
+// CoordinatorAddr makes) over libp2p: rendezvous.Register with its dial
+// hook set to h.DialRendezvous. It retries while the coordinator is not yet
+// listening and fails at once, wrapping rendezvous.ErrRefused, when the
+// peer there is not the coordinator.
 func Register(ctx context.Context, h *Host, req rendezvous.Request) ([]rendezvous.Member, error) {
-	target := req.Addr
-	if _, err := ma.NewMultiaddr(target); err != nil {
-		return nil, fmt.Errorf("p2p: coordinator address %q: %w", target, err)
+	if _, err := ma.NewMultiaddr(req.Addr); err != nil {
+		return nil, fmt.Errorf("p2p: coordinator address %q: %w", req.Addr, err)
 	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var lc net.ListenConfig
-	ln, err := lc.Listen(rctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("p2p: rendezvous relay: %w", err)
-	}
-	r := &relay{host: h, target: target, ln: ln, conns: map[net.Conn]bool{}, refuse: cancel}
-	r.wg.Add(1)
-	go r.serve(rctx)
-	defer r.close()
-	req.Addr = ln.Addr().String()
-	members, err := rendezvous.Register(rctx, req)
-	if err == nil {
-		return members, nil
-	}
-	if cause := context.Cause(rctx); errors.Is(cause, rendezvous.ErrRefused) {
-		return nil, fmt.Errorf("p2p: rendezvous with %s: %w", target, cause)
-	}
-	if last := r.lastErr(); last != nil {
-		return nil, fmt.Errorf("p2p: rendezvous with %s: %w (last libp2p error: %v)", target, err, last)
-	}
-	return nil, fmt.Errorf("p2p: rendezvous with %s: %w", target, err)
-}
-
-// relay splices loopback TCP connections to rendezvous streams.
-type relay struct {
-	host   *Host
-	target string
-	ln     net.Listener
-	refuse context.CancelCauseFunc
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	last  error
-}
-
-func (r *relay) serve(ctx context.Context) {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !r.track(c) {
-			c.Close()
-			return
-		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			defer r.untrack(c)
-			s, err := r.host.DialRendezvous(ctx, r.target)
-			if err != nil {
-				r.mu.Lock()
-				r.last = err
-				r.mu.Unlock()
-				if errors.Is(err, rendezvous.ErrRefused) {
-					r.refuse(err)
-				}
-				c.Close()
-				return
-			}
-			if !r.track(s) {
-				s.Close()
-				c.Close()
-				return
-			}
-			defer r.untrack(s)
-			splice(c, s)
-		}()
-	}
-}
-
-// track registers c to be closed by close; false once closing.
-func (r *relay) track(c net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.conns == nil {
-		return false
-	}
-	r.conns[c] = true
-	return true
-}
-
-func (r *relay) untrack(c net.Conn) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.conns, c)
-}
-
-func (r *relay) lastErr() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.last
-}
-
-func (r *relay) close() {
-	r.ln.Close()
-	r.mu.Lock()
-	for c := range r.conns {
-		c.Close()
-	}
-	r.conns = nil
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
-// splice copies both ways until both directions end, passing each end of
-// stream on as a half-close, then closes both.
-func splice(a, b net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	cp := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if hc, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = hc.CloseWrite()
-		} else {
-			_ = dst.Close()
-		}
-	}
-	go cp(a, b)
-	go cp(b, a)
-	wg.Wait()
-	a.Close()
-	b.Close()
+	req.Dial = h.DialRendezvous
+	return rendezvous.Register(ctx, req)
 }

@@ -18,6 +18,9 @@ type Request struct {
 	World  int
 	Group  string // e.g. the generation; ranks of one communicator use the same
 	Member Member
+	// Dial connects to Addr; nil means TCP. The libp2p control plane sets
+	// it to a Noise-secured stream to the coordinator's derived identity.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 // ErrRefused is wrapped when the coordinator refuses a registration.
@@ -43,8 +46,12 @@ func Register(ctx context.Context, req Request) ([]Member, error) {
 }
 
 func registerOnce(ctx context.Context, req Request) ([]Member, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", req.Addr)
+	dial := req.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	c, err := dial(ctx, req.Addr)
 	if err != nil {
 		return nil, err
 	}
