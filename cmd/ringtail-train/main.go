@@ -8,7 +8,10 @@
 //
 // Each step's compute is padded to --step-compute (default 100ms) with a
 // timer sleep, standing for GPU work; --inject (default $RINGTAIL_INJECT)
-// scales it per rank and step and performs kill/freeze faults. Rank 0
+// scales it per rank and step and performs kill/freeze faults.
+// --mode adaptive (default bsp) reduces gradients through the straggler
+// driver (straggler/driver, policy "shares"): batch shares proportional to
+// each rank's measured speed, and STAR eviction of ranks still late. Rank 0
 // prints one line per epoch and a summary, or the report as JSON with
 // --json. It only wires flags to examples/train; behaviour lives there.
 package main
@@ -28,6 +31,8 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
+	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -49,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dataPath := fs.String("data", "", "digits CSV (gzip or plain); default: the copy embedded from data/digits.csv.gz")
 	asJSON := fs.Bool("json", false, "print rank 0's final report as JSON on stdout (epoch lines go to stderr)")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
+	mode := fs.String("mode", "bsp", "gradient reduction: bsp (AllReduce) or adaptive (straggler driver: shares ∝ speed, STAR eviction)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -57,6 +63,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "ringtail-train: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *mode != "bsp" && *mode != "adaptive" {
+		fmt.Fprintf(stderr, "ringtail-train: --mode %q: want bsp or adaptive\n", *mode)
 		return 2
 	}
 	fail := func(err error) int {
@@ -116,12 +126,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		cfg.Out = stderr
 	}
+	if *mode == "adaptive" {
+		pol, err := policy.Preset(policy.NameShares, comm.Size(), *batch)
+		if err != nil {
+			return fail(err)
+		}
+		sync := driver.NewSync(comm, pol, logger)
+		defer sync.Close()
+		cfg.Sync = sync
+	}
 	tr, err := train.New(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	if comm.Rank() == 0 {
-		fmt.Fprintf(cfg.Out, "ringtail-train: %s  inject %q\n", tr.Describe(), spec.String())
+		fmt.Fprintf(cfg.Out, "ringtail-train: %s  inject %q  mode %s\n", tr.Describe(), spec.String(), *mode)
 	}
 	rep, err := tr.Run(ctx)
 	if err != nil {

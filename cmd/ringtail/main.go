@@ -21,6 +21,9 @@ Usage:
   ringtail coordinator --listen ADDR --np N [--secret-file F]
   ringtail bench allreduce|allgather|broadcast|reducescatter -np N [-b 8] [-e 256M] [-f 2] [-d float32] [--json]
   ringtail bench balance [--json]
+  ringtail bench straggler [--ranks 4,8] [--json]
+  ringtail bench recovery [--np 4] [--json]
+  ringtail sim [--ranks 64,1024,4096] [--json]
   ringtail gradcode plan --n N --s S [--throughput c1,c2,...] [--json]
   ringtail version
 
@@ -38,6 +41,7 @@ func commands() map[string]subcommand {
 		"bench":        runBench,
 		"bench-worker": runBenchWorker,
 		"gradcode":     runGradcode,
+		"sim":          runSim,
 		"version":      runVersion,
 	}
 }

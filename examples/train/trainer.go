@@ -31,6 +31,30 @@ type Collective interface {
 
 var _ Collective = (*ringtail.Comm)(nil)
 
+// GradientSync replaces a step's gradient AllReduce when Config.Sync is
+// set: cmd/ringtail-train's --mode adaptive plugs the straggler driver
+// (straggler/driver) in through it, which may give ranks unequal shares of
+// the global batch, evict slow ranks into parents and fold a late rank's
+// gradient into the next step. The trainer stays on the public API: it only
+// fills a buffer and applies the mean over the rows the sync says it holds.
+type GradientSync interface {
+	// Open is called once by New with the length of the reduced buffer
+	// (the gradient, then one slot for the loss sum) and returns the
+	// buffer the trainer fills each step.
+	Open(n int) ([]float32, error)
+	// Share returns this rank's rows [lo, hi) of the next step's global
+	// batch of the given number of rows.
+	Share(rows int) (lo, hi int)
+	// Reduce sums the buffer over the job in place and returns the number
+	// of rows whose gradients (and losses) it now holds; every rank gets
+	// identical bits. compute is this rank's compute time for its rows,
+	// arrival the time since the step began.
+	Reduce(ctx context.Context, rows int, compute, arrival time.Duration) (applied int, err error)
+	// Flush reduces the gradients still pending after the last step; the
+	// trainer applies them as one more update when applied > 0.
+	Flush(ctx context.Context) (applied int, err error)
+}
+
 // ErrReplicasDiverged is returned by Run when the ranks' parameters are not
 // bit-identical at the end of training: a bug in the job or the runtime.
 var ErrReplicasDiverged = errors.New("train: replicas' parameters differ across ranks")
@@ -61,6 +85,9 @@ type Config struct {
 	// Runner executes injected stragglers and faults for this rank; nil
 	// pads to StepCompute and injects nothing.
 	Runner *inject.Runner
+	// Sync, when set, replaces the plain gradient AllReduce (see
+	// GradientSync); nil runs plain synchronous SGD.
+	Sync GradientSync
 	// Out receives rank 0's per-epoch lines; nil discards them.
 	Out io.Writer
 	// Logger receives structured logs; the zero value discards them.
@@ -167,10 +194,19 @@ func New(cfg Config) (*Trainer, error) {
 			return nil, fmt.Errorf("train: %w", err)
 		}
 	}
+	grad := make([]float32, model.NumParams()+1)
+	if cfg.Sync != nil {
+		if grad, err = cfg.Sync.Open(len(grad)); err != nil {
+			return nil, fmt.Errorf("train: opening gradient sync: %w", err)
+		}
+		if len(grad) != model.NumParams()+1 {
+			return nil, fmt.Errorf("train: gradient sync buffer has %d elements, want %d", len(grad), model.NumParams()+1)
+		}
+	}
 	return &Trainer{
 		cfg: cfg, rank: rank, world: world, model: model, opt: opt, runner: runner,
 		log:  cfg.Logger.With().Int("rank", rank).Logger(),
-		grad: make([]float32, model.NumParams()+1),
+		grad: grad,
 	}, nil
 }
 
@@ -209,6 +245,12 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 			}
 		}
 	}
+	if t.cfg.Sync != nil {
+		if err := t.flush(ctx); err != nil {
+			rep.finish(time.Since(start))
+			return rep, err
+		}
+	}
 	hash := paramsHash(t.model.Params)
 	rep.ParamsHash = fmt.Sprintf("%016x", hash)
 	identical, err := t.identical(ctx, hash)
@@ -229,7 +271,7 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 	es := EpochStats{Epoch: epoch}
 	n := t.cfg.Train.Len()
 	order := permutation(n, t.cfg.Seed, streamEpoch+uint64(epoch)<<8)
-	lossSum := 0.0
+	lossSum, lossRows := 0.0, 0
 	for b := 0; b < n; b += t.cfg.Batch {
 		batch := order[b:min(b+t.cfg.Batch, n)]
 		st, err := t.step(ctx, *step, batch)
@@ -238,6 +280,7 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 		}
 		*step++
 		lossSum += st.loss
+		lossRows += st.applied
 		es.Steps++
 		es.Samples += len(batch)
 		es.StepMean += st.total
@@ -246,7 +289,7 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 		es.CommMean += st.comm
 	}
 	train := es.StepMean
-	es.Loss = lossSum / float64(es.Samples)
+	es.Loss = lossSum / float64(max(lossRows, 1))
 	es.SamplesPerSec = float64(es.Samples) / train.Seconds()
 	k := time.Duration(es.Steps)
 	es.StepMean, es.ComputeMean, es.PadMean, es.CommMean = train/k, es.ComputeMean/k, es.PadMean/k, es.CommMean/k
@@ -254,9 +297,11 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 	return es, nil
 }
 
-// stepStats are one step's global loss sum and timings.
+// stepStats are one step's global loss sum (over applied rows) and
+// timings.
 type stepStats struct {
 	loss                      float64
+	applied                   int
 	compute, pad, comm, total time.Duration
 }
 
@@ -269,21 +314,39 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	var st stepStats
 	begin := time.Now()
 	lo, hi := Shard(len(batch), t.rank, t.world)
+	base := t.cfg.StepCompute
+	if t.cfg.Sync != nil {
+		// An unequal share pads in proportion: StepCompute stands for
+		// an equal share's device work.
+		lo, hi = t.cfg.Sync.Share(len(batch))
+		base = time.Duration(float64(t.cfg.StepCompute) * float64((hi-lo)*t.world) / float64(len(batch)))
+	}
 	np := t.model.NumParams()
 	clear(t.grad)
 	t.grad[np] = float32(t.model.AccumulateGradient(t.cfg.Train, batch[lo:hi], t.grad[:np]))
 	st.compute = time.Since(begin)
-	if _, err := t.runner.Pad(ctx, step, t.cfg.StepCompute, st.compute); err != nil {
+	if _, err := t.runner.Pad(ctx, step, base, st.compute); err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
 	}
 	padded := time.Since(begin)
 	st.pad = padded - st.compute
-	if err := t.cfg.Comm.AllReduce(ctx, ringtail.Float32s(t.grad), ringtail.Sum); err != nil {
+	st.applied = len(batch)
+	if t.cfg.Sync != nil {
+		applied, err := t.cfg.Sync.Reduce(ctx, hi-lo, padded, padded)
+		if err != nil {
+			return st, fmt.Errorf("train: rank %d step %d: gradient sync: %w", t.rank, step, err)
+		}
+		st.applied = applied
+	} else if err := t.cfg.Comm.AllReduce(ctx, ringtail.Float32s(t.grad), ringtail.Sum); err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: gradient allreduce: %w", t.rank, step, err)
 	}
 	st.comm = time.Since(begin) - padded
 	st.loss = float64(t.grad[np])
-	inv := 1 / float32(len(batch))
+	if st.applied == 0 {
+		st.total = time.Since(begin)
+		return st, nil // every gradient of the step is late: nothing to apply yet
+	}
+	inv := 1 / float32(st.applied)
 	g := t.grad[:np]
 	for i := range g {
 		g[i] *= inv
@@ -291,6 +354,26 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	t.opt.Step(t.model.Params, g)
 	st.total = time.Since(begin)
 	return st, nil
+}
+
+// flush applies the gradients the sync still holds after the last step
+// (a late rank's last gradient) as one more update.
+func (t *Trainer) flush(ctx context.Context) error {
+	clear(t.grad)
+	applied, err := t.cfg.Sync.Flush(ctx)
+	if err != nil {
+		return fmt.Errorf("train: rank %d: flushing late gradients: %w", t.rank, err)
+	}
+	if applied > 0 {
+		np := t.model.NumParams()
+		inv := 1 / float32(applied)
+		g := t.grad[:np]
+		for i := range g {
+			g[i] *= inv
+		}
+		t.opt.Step(t.model.Params, g)
+	}
+	return nil
 }
 
 // identical reports whether every rank's parameter hash equals this one's:

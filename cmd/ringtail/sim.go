@@ -1,0 +1,111 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/sim"
+	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+)
+
+const simUsage = `Usage: ringtail sim [--ranks 64,256,1024,4096] [--patterns a,b] [--json] ...
+
+Discrete-event simulation of data-parallel training under stragglers:
+simulated ranks (per-sample compute slowed by the straggler/inject
+patterns), a ring all-reduce costed 2(k−1)·(α + bytes/k/bandwidth), and the
+straggler driver's own Policy deciding every step. For every (pattern,
+ranks) it prints seconds per global batch of applied samples for BSP, the
+policy and FlexRR's Ideal, and the policy's decision cost (wall time).
+
+Flags:
+`
+
+// runSim is `ringtail sim`.
+func runSim(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtail sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+	ranks := fs.String("ranks", "64,256,1024,4096", "world sizes, comma-separated")
+	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; as in ringtail bench straggler)")
+	policyName := fs.String("policy", policy.NameAdaptive, "policy compared with BSP: "+strings.Join(policy.Names(), ", "))
+	steps := fs.Int("steps", 60, "measured steps per run")
+	warmup := fs.Int("warmup", 3, "steps before measuring")
+	perRank := fs.Int("batch-per-rank", 64, "samples per rank per step (the global batch grows with the world)")
+	perSample := fs.Duration("sample", 2*time.Millisecond, "unslowed compute per sample")
+	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
+	alpha := fs.Duration("alpha", sim.DefaultAlpha, "per-message latency α")
+	bandwidth := fs.Float64("bandwidth", sim.DefaultBytesPerSec, "per-link bandwidth, bytes/s")
+	seed := fs.Uint64("seed", 1, "seed of the random patterns")
+	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ringtail sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ringtail sim: "+format+"\n", a...)
+		return 2
+	}
+	cfg := sim.CompareConfig{Policy: *policyName, Warmup: *warmup, Steps: *steps, BatchPerRank: *perRank, PerSample: *perSample,
+		Network: sim.Network{Alpha: *alpha, BytesPerSec: *bandwidth}, Seed: *seed, Clock: time.Now}
+	for _, f := range strings.Split(*ranks, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1<<16 {
+			return usage("--ranks: %q is not a world size in 1..65536", f)
+		}
+		cfg.Ranks = append(cfg.Ranks, n)
+	}
+	if *patterns != "" {
+		for _, p := range strings.Split(*patterns, ",") {
+			cfg.Patterns = append(cfg.Patterns, strings.TrimSpace(p))
+		}
+	}
+	g, err := bench.ParseSize(*grad)
+	if err != nil || g < 0 || g > 1<<34 {
+		return usage("--grad: %q is not a size", *grad)
+	}
+	cfg.GradBytes = int(g)
+	if _, err := policy.Preset(*policyName, 1, 1); err != nil {
+		return usage("--policy: %v", err)
+	}
+	if *perRank < 1 || *steps < 1 || *warmup < 0 || *perSample <= 0 || !(*bandwidth > 0) || *alpha < 0 {
+		return usage("need --batch-per-rank ≥ 1, --steps ≥ 1, --warmup ≥ 0, --sample > 0, --bandwidth > 0, --alpha ≥ 0")
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "# ringtail sim: %d samples/rank/step, %v/sample, gradient %s, α %v, %.3g B/s, %d+%d steps, policy %s, seed %d\n",
+			cfg.BatchPerRank, cfg.PerSample, *grad, *alpha, *bandwidth, cfg.Warmup, cfg.Steps, cfg.Policy, cfg.Seed)
+		fmt.Fprintf(stdout, "# seconds per global batch of applied samples; decision = wall time of one Policy.Observe\n")
+		fmt.Fprintf(stdout, "%-16s %6s %9s %9s %9s %8s %8s %10s %10s %6s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s",
+			"ad/ideal", "bsp/id", "decide_ms", "max_ms", "evict")
+	}
+	err = sim.Compare(cfg, func(r sim.Row) error {
+		if *asJSON {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdout, string(b))
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d\n", r.Pattern, r.Ranks,
+			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps)
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail sim: %v\n", err)
+		return 1
+	}
+	return 0
+}

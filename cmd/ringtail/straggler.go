@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
+	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+)
+
+const benchStragglerUsage = `Usage: ringtail bench straggler [--ranks 4,8] [--patterns a,b] [--grad 16M] [--json] ...
+
+A synthetic data-parallel job — a fixed compute per sample (a timer sleep,
+so it takes no CPU from the allreduce) and a real allreduce of the gradient
+— under FlexRR's and AntDT's straggler patterns. For every (pattern, ranks)
+it prints seconds per global batch of applied samples for the BSP ring,
+ringtail's adaptive policy and FlexRR's Ideal (the batch's work balanced
+perfectly over the ranks' injected speeds, plus the allreduce time of the
+no-straggler run), and adaptive/Ideal. Ranks run in this process, one
+goroutine and one communicator over real sockets each.
+
+Flags:
+`
+
+// runBenchStraggler is `ringtail bench straggler`.
+func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtail bench straggler", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchStragglerUsage); fs.PrintDefaults() }
+	ranks := fs.String("ranks", "4,8", "world sizes, comma-separated")
+	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; see the table)")
+	policyName := fs.String("policy", policy.NameAdaptive, "policy compared with BSP: "+strings.Join(policy.Names(), ", "))
+	steps := fs.Int("steps", 30, "measured steps per run")
+	warmup := fs.Int("warmup", 3, "steps before measuring (the policy learns the speeds)")
+	batch := fs.Int("batch", 256, "global batch (samples per step over all ranks)")
+	perSample := fs.Duration("sample", 2*time.Millisecond, "unslowed compute per sample (a timer sleep)")
+	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
+	seed := fs.Uint64("seed", 1, "seed of the random patterns")
+	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
+	logLevel := fs.String("log-level", "warn", "driver log level (debug prints every decision)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "ringtail bench straggler: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
+		return 2
+	}
+	cfg := driver.BenchConfig{Policy: *policyName, Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
+	for _, f := range strings.Split(*ranks, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 64 {
+			return usage("--ranks: %q is not a world size in 1..64", f)
+		}
+		cfg.Ranks = append(cfg.Ranks, n)
+	}
+	if *patterns != "" {
+		for _, p := range strings.Split(*patterns, ",") {
+			cfg.Patterns = append(cfg.Patterns, strings.TrimSpace(p))
+		}
+	}
+	g, err := bench.ParseSize(*grad)
+	if err != nil || g < 4 || g > 1<<30 {
+		return usage("--grad: %q is not a size in 4B..1G", *grad)
+	}
+	cfg.GradBytes = int(g)
+	if _, err := policy.Preset(*policyName, 1, 1); err != nil {
+		return usage("--policy: %v", err)
+	}
+	level, err := zerolog.ParseLevel(*logLevel)
+	if err != nil {
+		return usage("--log-level: %v", err)
+	}
+	cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if !*asJSON {
+		fmt.Fprintf(stdout, "# ringtail bench straggler: batch %d, %v/sample, gradient %s, %d+%d steps, policy %s, seed %d\n",
+			cfg.GlobalBatch, cfg.PerSample, *grad, cfg.Warmup, cfg.Steps, cfg.Policy, cfg.Seed)
+		fmt.Fprintf(stdout, "# seconds per global batch of applied samples\n")
+		fmt.Fprintf(stdout, "%-16s %5s %9s %9s %9s %8s %8s %9s %6s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s", "ad/ideal", "bsp/id", "applied", "evict")
+	}
+	err = driver.RunBench(ctx, cfg, func(row driver.BenchRow) error {
+		if *asJSON {
+			b, err := json.Marshal(row)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdout, string(b))
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "%-16s %5d %9.4f %9.4f %9.4f %8.3f %8.3f %9.1f %6d\n", row.Pattern, row.Ranks,
+			row.BSP, row.Adaptive, row.Ideal, row.Ratio, row.BSPRatio, row.AppliedPerStep, row.EvictSteps)
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail bench straggler: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,33 @@
+// Package elastic runs data-parallel training on a changing set of
+// processes: ranks die, are evicted as persistent stragglers (AntDT §V-E
+// KILL_RESTART) or join, and the survivors form a new communicator
+// generation and carry on.
+//
+// It owns:
+//   - membership: a hashicorp/memberlist gossip ring per job, encrypted
+//     with a key derived from the job secret (MemberlistKey), with timers
+//     tuned to notice a dead process within a second on a LAN, plus
+//     data-plane evidence (a collective failing with "peer died" names the
+//     culprit at once);
+//   - generations: the pure decider in elastic/view chooses each view; the
+//     proposer hosts that generation's rendezvous (internal/rendezvous) and
+//     every member builds a ringtail.Comm with dense ranks 0..m−1 and
+//     Config.Generation set to the view's number, then all-reduces the view
+//     digest to check agreement and adopts rank 0's step count;
+//   - Worker: Join (start-up barrier), Run (calls the step function, and
+//     after a failure re-forms and retries the step the same way on every
+//     rank), Evict (KILL_RESTART: the evicted process exits with
+//     ExitEvicted), Close;
+//   - Supervisor: keeps N process slots running for a launcher, restarting
+//     an evicted (or crashed) process so it rejoins at the next generation;
+//   - RecoveryBench: time from a kill -9 to the next completed step.
+//
+// One goroutine per Worker (its loop) owns the decider, the adopted view,
+// the generation contexts and the rendezvous servers this node hosts;
+// memberlist callbacks, timers and the caller's goroutine only send it
+// messages. The caller's goroutine (Join, Run) owns the communicator.
+//
+// Data sharding lives in elastic/shard and its service; docs/elastic.md
+// describes the design, the timers and the measurements. This package must
+// not be imported by elastic/view or elastic/shard.
+package elastic

@@ -1,0 +1,162 @@
+package elastic
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/elastic/view"
+)
+
+// eventKind classifies what memberlist tells the loop.
+type eventKind uint8
+
+const (
+	evAlive eventKind = iota + 1 // a node joined or was updated
+	evDead                       // a node was declared dead or left
+	evMsg                        // a user message (proposal, failure, eviction)
+	evState                      // a push/pull state exchange (the peer's view)
+)
+
+type event struct {
+	kind eventKind
+	name string
+	data []byte
+}
+
+// mailbox is an unbounded queue from memberlist's goroutines to the loop:
+// memberlist calls its delegates with its own locks held, so they must
+// never block, and dropping a membership event is not an option.
+type mailbox struct {
+	mu     sync.Mutex
+	q      []event
+	signal chan struct{} // capacity 1: "the queue is not empty"
+}
+
+func newMailbox() *mailbox { return &mailbox{signal: make(chan struct{}, 1)} }
+
+func (m *mailbox) put(e event) {
+	m.mu.Lock()
+	m.q = append(m.q, e)
+	m.mu.Unlock()
+	select {
+	case m.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) take() []event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.q
+	m.q = nil
+	return q
+}
+
+// published is the adopted view as the loop last published it, for
+// memberlist's LocalState callback (which runs on memberlist's goroutines).
+type published struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (p *published) set(v view.View) {
+	b := encode(msgProposal, v)
+	p.mu.Lock()
+	p.b = b
+	p.mu.Unlock()
+}
+
+func (p *published) get() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b
+}
+
+// delegate adapts memberlist's callbacks to the mailbox.
+type delegate struct {
+	box   *mailbox
+	state *published
+}
+
+var (
+	_ memberlist.Delegate      = (*delegate)(nil)
+	_ memberlist.EventDelegate = (*delegate)(nil)
+)
+
+// NodeMeta implements memberlist.Delegate: no metadata.
+func (d *delegate) NodeMeta(limit int) []byte { return nil }
+
+// GetBroadcasts implements memberlist.Delegate: views travel by direct
+// sends and push/pull, not piggybacked gossip.
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+// NotifyMsg implements memberlist.Delegate: a proposal, failure report or
+// eviction for the loop.
+func (d *delegate) NotifyMsg(b []byte) {
+	d.box.put(event{kind: evMsg, data: bytes.Clone(b)})
+}
+
+// LocalState implements memberlist.Delegate: the adopted view, so a node
+// joining (or syncing) learns the job's current generation.
+func (d *delegate) LocalState(join bool) []byte { return d.state.get() }
+
+// MergeRemoteState implements memberlist.Delegate: a peer's adopted view.
+func (d *delegate) MergeRemoteState(b []byte, join bool) {
+	if len(b) > 0 {
+		d.box.put(event{kind: evState, data: bytes.Clone(b)})
+	}
+}
+
+// NotifyJoin implements memberlist.EventDelegate.
+func (d *delegate) NotifyJoin(n *memberlist.Node) { d.box.put(event{kind: evAlive, name: n.Name}) }
+
+// NotifyUpdate implements memberlist.EventDelegate.
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.box.put(event{kind: evAlive, name: n.Name}) }
+
+// NotifyLeave implements memberlist.EventDelegate: dead or left.
+func (d *delegate) NotifyLeave(n *memberlist.Node) { d.box.put(event{kind: evDead, name: n.Name}) }
+
+// memberlistConfig builds memberlist's configuration for node name.
+func memberlistConfig(c *Config, name string, key []byte, d *delegate, log zerolog.Logger) *memberlist.Config {
+	m := memberlist.DefaultLANConfig()
+	m.Name = name
+	m.BindAddr, m.BindPort = c.BindAddr, c.BindPort
+	m.AdvertiseAddr, m.AdvertisePort = c.AdvertiseAddr, c.BindPort // port 0: memberlist sets both
+	m.Label = "ringtail/" + c.JobID
+	m.SecretKey = key
+	m.GossipVerifyIncoming, m.GossipVerifyOutgoing = true, true
+	m.EnableCompression = false
+	t := c.Timers
+	m.ProbeInterval, m.ProbeTimeout = t.ProbeInterval, t.ProbeTimeout
+	m.SuspicionMult, m.SuspicionMaxTimeoutMult = t.SuspicionMult, t.SuspicionMaxTimeoutMult
+	m.AwarenessMaxMultiplier = t.AwarenessMaxMultiplier
+	m.GossipInterval, m.GossipNodes = t.GossipInterval, t.GossipNodes
+	m.GossipToTheDeadTime = 10 * t.ProbeInterval
+	m.PushPullInterval, m.TCPTimeout = t.PushPullInterval, t.TCPTimeout
+	m.IndirectChecks = 2
+	m.RetransmitMult = 3
+	m.Delegate, m.Events = d, d
+	m.LogOutput = logWriter{log}
+	return m
+}
+
+// logWriter turns memberlist's log lines ("[WARN] memberlist: ...") into
+// zerolog events.
+type logWriter struct{ log zerolog.Logger }
+
+// Write implements io.Writer, one log line per call.
+func (w logWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimSpace(p))
+	switch {
+	case bytes.Contains(p, []byte("[ERR]")):
+		w.log.Error().Str("component", "memberlist").Msg(line)
+	case bytes.Contains(p, []byte("[WARN]")):
+		w.log.Warn().Str("component", "memberlist").Msg(line)
+	default:
+		w.log.Debug().Str("component", "memberlist").Msg(line)
+	}
+	return len(p), nil
+}

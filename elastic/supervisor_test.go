@@ -1,0 +1,100 @@
+package elastic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShouldRestart(t *testing.T) {
+	for _, c := range []struct {
+		code          int
+		finished      bool
+		restarts, max int
+		restartFailed bool
+		want          bool
+	}{
+		{ExitEvicted, false, 0, 5, false, true},
+		{ExitEvicted, true, 0, 5, false, false},  // the job is over
+		{ExitEvicted, false, 5, 5, false, false}, // budget spent
+		{0, false, 0, 5, true, false},
+		{1, false, 0, 5, false, false},
+		{1, false, 0, 5, true, true},
+		{-1, false, 0, 5, true, true}, // killed by a signal
+	} {
+		if got := shouldRestart(c.code, c.finished, c.restarts, c.max, c.restartFailed); got != c.want {
+			t.Errorf("%+v: got %v", c, got)
+		}
+	}
+}
+
+// Slot 1's first incarnation exits with ExitEvicted and is replaced; the
+// replacement and slot 0 exit 0; the job finishes.
+func TestSupervisorReplacesEvicted(t *testing.T) {
+	var events []string
+	sup, err := NewSupervisor(SupervisorConfig{
+		Slots: 2,
+		Command: func(slot, inc int) (*exec.Cmd, error) {
+			code, sleep := 0, "0.5" // slot 0 finishes last: after a clean exit nothing restarts
+			if slot == 1 {
+				sleep = "0.05"
+				if inc == 0 {
+					code = ExitEvicted
+				}
+			}
+			return exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %s; exit %d", sleep, code)), nil
+		},
+		OnEvent: func(e SupervisorEvent) {
+			if e.Started {
+				events = append(events, fmt.Sprintf("start %d.%d", e.Slot, e.Incarnation))
+			} else {
+				events = append(events, fmt.Sprintf("exit %d.%d=%d restart=%v", e.Slot, e.Incarnation, e.ExitCode, e.Restart))
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := sup.Run(ctx); err != nil {
+		t.Fatalf("Run: %v (events %v)", err, events)
+	}
+	got := strings.Join(events, "; ")
+	for _, want := range []string{"exit 1.0=75 restart=true", "start 1.1", "exit 1.1=0 restart=false", "exit 0.0=0 restart=false"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("events %q lack %q", got, want)
+		}
+	}
+}
+
+// A crash is not restarted unless asked; with no clean exit the job fails
+// and the error names the slot. Cancelling stops a process that would run
+// for a minute.
+func TestSupervisorCrashAndCancel(t *testing.T) {
+	sup, _ := NewSupervisor(SupervisorConfig{Slots: 1, Command: func(int, int) (*exec.Cmd, error) {
+		return exec.Command("/bin/sh", "-c", "exit 3"), nil
+	}})
+	if err := sup.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "slot 0") {
+		t.Fatalf("crash: %v", err)
+	}
+	sup, _ = NewSupervisor(SupervisorConfig{Slots: 2, StopGrace: time.Second, Command: func(int, int) (*exec.Cmd, error) {
+		return exec.Command("/bin/sh", "-c", "sleep 60"), nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := sup.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancel: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("stopping took %v", d)
+	}
+	if _, err := NewSupervisor(SupervisorConfig{}); err == nil {
+		t.Fatal("empty config accepted")
+	}
+}

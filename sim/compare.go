@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+	"github.com/ringtail-ml/ringtail/straggler/driver/workload"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
+)
+
+// CompareConfig configures `ringtail sim`: every selected pattern at every
+// world size, BSP against a policy, with FlexRR's Ideal beside them.
+type CompareConfig struct {
+	// Ranks are the world sizes.
+	Ranks []int
+	// Patterns selects driver.DefaultPatterns by name (empty: all).
+	Patterns []string
+	// Policy is the preset compared with BSP (default adaptive).
+	Policy string
+	// Warmup and Steps per run.
+	Warmup, Steps int
+	// BatchPerRank is the global batch divided by the world size, so that
+	// a rank's compute stays the same as the world grows.
+	BatchPerRank int
+	// PerSample, GradBytes and Network are as in Config.
+	PerSample time.Duration
+	GradBytes int
+	Network   Network
+	// Seed seeds the random patterns.
+	Seed uint64
+	// Clock measures decisions (nil: not measured).
+	Clock func() time.Time
+}
+
+// Row is one (pattern, ranks) comparison; times are seconds per global
+// batch of applied samples.
+type Row struct {
+	// Pattern, Spec, Ranks and Policy name the row.
+	Pattern string `json:"pattern"`
+	Spec    string `json:"spec"`
+	Ranks   int    `json:"ranks"`
+	Policy  string `json:"policy"`
+	// BSP, Adaptive (the policy) and Ideal are seconds per global batch.
+	BSP      float64 `json:"bsp_s"`
+	Adaptive float64 `json:"adaptive_s"`
+	Ideal    float64 `json:"ideal_s"`
+	// Ratio is Adaptive/Ideal, BSPRatio BSP/Ideal.
+	Ratio    float64 `json:"ratio"`
+	BSPRatio float64 `json:"bsp_ratio"`
+	// DecisionMeanMS and DecisionMaxMS are the policy's decision cost
+	// (wall time of one Policy.Observe) in the adaptive run.
+	DecisionMeanMS float64 `json:"decision_mean_ms"`
+	DecisionMaxMS  float64 `json:"decision_max_ms"`
+	// EvictSteps and AppliedPerStep describe the adaptive run.
+	EvictSteps     int     `json:"evict_steps"`
+	AppliedPerStep float64 `json:"applied_per_step"`
+}
+
+// Compare simulates BSP and cfg.Policy under each pattern and world size
+// and hands every row to emit.
+func Compare(cfg CompareConfig, emit func(Row) error) error {
+	if cfg.Policy == "" {
+		cfg.Policy = policy.NameAdaptive
+	}
+	if cfg.Network == (Network{}) {
+		cfg.Network = DefaultNetwork()
+	}
+	for _, n := range cfg.Ranks {
+		m := cfg.BatchPerRank * n
+		pats := workload.DefaultPatterns(n, m, cfg.PerSample, cfg.Seed)
+		if len(cfg.Patterns) > 0 {
+			var sel []workload.Pattern
+			for _, name := range cfg.Patterns {
+				i := slices.IndexFunc(pats, func(p workload.Pattern) bool { return p.Name == name })
+				if i < 0 {
+					var names []string
+					for _, p := range pats {
+						names = append(names, p.Name)
+					}
+					return fmt.Errorf("sim: unknown pattern %q (have %s): %w", name, strings.Join(names, ", "), ErrInvalidConfig)
+				}
+				sel = append(sel, pats[i])
+			}
+			pats = sel
+		}
+		for _, pat := range pats {
+			spec, err := inject.Parse(pat.Spec)
+			if err != nil {
+				return fmt.Errorf("sim: pattern %s: %w", pat.Name, err)
+			}
+			in, err := inject.New(spec, n)
+			if err != nil {
+				return fmt.Errorf("sim: pattern %s: %w", pat.Name, err)
+			}
+			run := func(name string, clock func() time.Time) (Result, error) {
+				return Run(Config{Ranks: n, Policy: name, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps, GlobalBatch: m,
+					PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Network: cfg.Network, Clock: clock})
+			}
+			bsp, err := run(policy.NameBSP, nil)
+			if err != nil {
+				return err
+			}
+			ad, err := run(cfg.Policy, cfg.Clock)
+			if err != nil {
+				return err
+			}
+			ideal := Ideal(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network)
+			row := Row{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: cfg.Policy,
+				BSP: bsp.PerBatch.Seconds(), Adaptive: ad.PerBatch.Seconds(), Ideal: ideal.Seconds(),
+				DecisionMeanMS: float64(ad.DecisionMean) / 1e6, DecisionMaxMS: float64(ad.DecisionMax) / 1e6,
+				EvictSteps: ad.EvictSteps, AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps)}
+			row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
+			if err := emit(row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
