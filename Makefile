@@ -3,11 +3,11 @@ GO      ?= go
 BIN     ?= bin
 FUZZTIME ?= 15s
 
-.PHONY: help build test vet race fuzz demo bench clean
+.PHONY: help build test vet race fuzz torch demo bench clean
 
 help:
 	@echo "make build   build bin/ringtail and bin/ringtail-train"
-	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders (what CI runs)"
+	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders, the PyTorch tests (what CI runs)"
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
 
@@ -26,10 +26,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseHeader$$' -fuzztime $(FUZZTIME) ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzHandshake$$' -fuzztime $(FUZZTIME) ./internal/wire
 
-test: vet race fuzz
+torch:
+	integration/torch/run_tests.sh
+
+test: vet race fuzz torch
 
 demo: build
-	$(BIN)/ringtail run -np 4 -- $(BIN)/ringtail-train --epochs 5 --inject slow=2:3x
+	$(BIN)/ringtail run -np 4 -- $(BIN)/ringtail-train --inject slow=2:3x --mode adaptive
 
 bench: build
 	$(BIN)/ringtail bench allreduce -np 4 -b 1M -e 64M -f 4

@@ -1,10 +1,13 @@
 package main
 
 import (
+	ma "github.com/multiformats/go-multiaddr"
+
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"io"
 	"net"
 	"os"
@@ -101,7 +104,7 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 	cfg := launch.CoordinatorConfig{
 		Listen: *listen, ControlPlane: *control, World: *np, Secret: secret, JobID: *jobID, Logger: logger,
 		Ready: func(addr net.Addr, id string) {
-			logger.Info().Msgf("ringtail coordinator: serving job %q for %d ranks on %s", id, *np, addr)
+			logger.Info().Msgf("ringtail coordinator: serving job %q for %d ranks on %s", id, *np, hostPort(addr))
 		},
 	}
 	if err := cfg.Validate(); err != nil {
@@ -112,4 +115,19 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 		return 1
 	}
 	return 0
+}
+
+// hostPort renders a coordinator address as host:port (what ranks put in
+// MASTER_ADDR and MASTER_PORT), with the libp2p peer id when there is one.
+func hostPort(addr net.Addr) string {
+	a, ok := addr.(p2p.Addr)
+	if !ok {
+		return addr.String()
+	}
+	ip, err := a.Multiaddr.ValueForProtocol(ma.P_IP4)
+	if err != nil {
+		ip, _ = a.Multiaddr.ValueForProtocol(ma.P_IP6)
+	}
+	port, _ := a.Multiaddr.ValueForProtocol(ma.P_TCP)
+	return net.JoinHostPort(ip, port) + " (libp2p peer " + a.Peer.String() + ")"
 }
