@@ -93,12 +93,12 @@ type Config struct {
 	OpTimeout      time.Duration
 	PeerTimeout    time.Duration
 	ConnectTimeout time.Duration
-	// ControlPlane is how ranks reach the rendezvous: "libp2p" (the
-	// default when there is a secret: length-prefixed JSON messages with an
-	// HMAC challenge–response, over a Noise-secured libp2p stream to a
-	// coordinator whose peer identity is derived from the job secret, so
-	// an impostor is refused before anything is sent) or "tcp" (the same
-	// messages over plain TCP; the default for an insecure job).
+	// ControlPlane is how ranks reach the rendezvous: "tcp" (the default:
+	// length-prefixed JSON messages with an HMAC challenge–response over
+	// the job secret) or "libp2p" (the same messages over a Noise-secured
+	// libp2p stream to a coordinator whose peer identity is derived from
+	// the job secret, so an impostor is refused before anything is sent).
+	// Every rank and the coordinator must use the same one.
 	ControlPlane string
 	// DataPlane is how gradients move: "sockets" (unix sockets and shared
 	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
@@ -205,14 +205,10 @@ func ConfigFromEnv() (Config, error) {
 	return c, nil
 }
 
-// controlPlane resolves the default control plane: libp2p when the job
-// has a secret to derive the coordinator's identity from, tcp otherwise.
+// controlPlane resolves the default control plane (tcp).
 func (c *Config) controlPlane() string {
 	if c.ControlPlane != "" {
 		return c.ControlPlane
-	}
-	if len(c.Secret) > 0 {
-		return "libp2p"
 	}
 	return "tcp"
 }

@@ -49,7 +49,8 @@ func DerivedJobID(masterAddr string, masterPort int) string {
 type CoordinatorConfig struct {
 	// Listen is the TCP address to listen on, host:port.
 	Listen string
-	// ControlPlane is "tcp" (default) or "libp2p".
+	// ControlPlane is "tcp" (default) or "libp2p" (ranks then need
+	// RINGTAIL_CONTROL_PLANE=libp2p).
 	ControlPlane string
 	// World is the number of ranks of the job.
 	World int
@@ -98,9 +99,6 @@ func (c *CoordinatorConfig) Validate() error {
 func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
-	}
-	if cfg.ControlPlane == "" {
-		cfg.ControlPlane = "libp2p"
 	}
 	jobID := cfg.JobID
 	host, portStr, _ := net.SplitHostPort(cfg.Listen)

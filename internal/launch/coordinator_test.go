@@ -38,6 +38,7 @@ func startCoordinator(t *testing.T, cfg launch.CoordinatorConfig) (*net.TCPAddr,
 	case r := <-readyc:
 		return r.addr.(*net.TCPAddr), r.jobID
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("ServeCoordinator: %v", err)
 	}
 	return nil, ""

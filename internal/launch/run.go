@@ -105,9 +105,6 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if isLoopback(masterAddr) {
 		bind = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MasterPort))
 	}
-	if cfg.ControlPlane == "" {
-		cfg.ControlPlane = "libp2p" // the ranks' default: the launcher always has a secret
-	}
 	ln, port, err := listenCoordinator(ctx, cfg.ControlPlane, bind, cfg.JobID, cfg.Secret)
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)

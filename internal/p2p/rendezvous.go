@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -104,6 +105,9 @@ func (h *Host) DialRendezvous(ctx context.Context, addr string) (net.Conn, error
 	c, err := h.Dial(ctx, a, RendezvousProtocol)
 	if err != nil && isPeerMismatch(err) {
 		return nil, fmt.Errorf("%w: the peer at %s does not hold the job's coordinator key (wrong job secret or id, or an impostor): %w", rendezvous.ErrRefused, addr, err)
+	}
+	if err != nil && strings.Contains(err.Error(), "failed to negotiate security protocol") {
+		return nil, fmt.Errorf("%w: the coordinator at %s does not speak libp2p (a tcp coordinator? every rank and the coordinator need the same control plane): %w", rendezvous.ErrRefused, addr, err)
 	}
 	return c, err
 }
