@@ -150,13 +150,19 @@ func (c *Comm) Contribute(ctx context.Context, peer int, buf Buffer, tag uint32)
 		}
 		return err
 	}
-	select {
-	case <-done:
-		return nil
-	case <-c.mesh.Failed():
-		return c.mesh.Err()
-	case <-ctx.Done():
-		return c.timeoutOn(peer, ctx.Err())
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-c.mesh.Failed():
+			return c.mesh.Err()
+		case <-c.mesh.Deaths():
+			if e := c.mesh.DeadErr(peer); e != nil {
+				return e // the peer died mid-send (tolerated: the communicator lives on)
+			}
+		case <-ctx.Done():
+			return c.timeoutOn(peer, ctx.Err())
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 )
 
 const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter -np N [flags]
-       ringtail bench balance|straggler|recovery [--json]
+       ringtail bench balance|straggler|recovery|gradcode [--json]
 
 Launches N local ranks and prints nccl-tests columns: size, count, type,
 redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
@@ -110,6 +110,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchStraggler(args[1:], stdout, stderr)
 	case "recovery":
 		return runBenchRecovery(args[1:], stdout, stderr)
+	case "gradcode":
+		return runBenchGradcode(args[1:], stdout, stderr)
 	case bench.AllReduce, bench.AllGather, bench.Broadcast, bench.ReduceScatter:
 	default:
 		fmt.Fprintf(stderr, "ringtail bench: unknown benchmark %q\n", args[0])

@@ -23,6 +23,7 @@ Usage:
   ringtail bench balance [--json]
   ringtail bench straggler [--ranks 4,8] [--json]
   ringtail bench recovery [--np 4] [--json]
+  ringtail bench gradcode [--json]
   ringtail sim [--ranks 64,1024,4096] [--json]
   ringtail gradcode plan --n N --s S [--throughput c1,c2,...] [--json]
   ringtail version

@@ -241,7 +241,7 @@ func (l *Link) readLoop() {
 				return
 			}
 			e := &Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason}
-			if e.Kind == KindClosed && !have && l.markGone(e) {
+			if e.Kind == KindClosed && !have && !l.mesh.cfg.TolerateDeaths && l.markGone(e) {
 				return // a clean close between collectives: fail only if this link is used again
 			}
 			l.mesh.fail(e)

@@ -1,0 +1,223 @@
+package coded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/gradcode"
+)
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startComms creates n tolerant communicators in this process over real
+// sockets.
+func startComms(t testing.TB, n int) []*ringtail.Comm {
+	t.Helper()
+	port := freePort(t)
+	comms := make([]*ringtail.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cfg := ringtail.DefaultConfig(r, n)
+			cfg.MasterPort = port
+			cfg.Secret = []byte("coded-test")
+			cfg.JobID = "coded"
+			cfg.TolerateDeaths = true
+			cfg.OpTimeout = 20 * time.Second
+			cfg.PeerTimeout = 2 * time.Second
+			cfg.ConnectTimeout = 20 * time.Second
+			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
+		}(r)
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
+
+// partGrad is the deterministic gradient of partition j of k at step.
+func partGrad(step, k, j, e int) float64 {
+	return math.Sin(float64(step*7919+j*104729+e)) + float64(j+1)/float64(k)
+}
+
+// referenceSum is the uncoded gradient sum over all k partitions.
+func referenceSum(step, k, m int) []float64 {
+	out := make([]float64, m)
+	for j := 0; j < k; j++ {
+		for e := range out {
+			out[e] += partGrad(step, k, j, e)
+		}
+	}
+	return out
+}
+
+// exactCompute fills partition gradients, after sleeping delay(step) (ctx-aware).
+func exactCompute(delay func(step int) time.Duration) ComputeFunc {
+	return func(ctx context.Context, step, k int, parts []int, grads [][]float64) error {
+		if d := delay(step); d > 0 {
+			if err := ringtail.Sleep(ctx, d); err != nil {
+				return err
+			}
+		}
+		for t, j := range parts {
+			for e := range grads[t] {
+				grads[t][e] = partGrad(step, k, j, e)
+			}
+		}
+		return nil
+	}
+}
+
+// relErr is ‖got − want‖∞ / ‖want‖∞.
+func relErr(got, want []float64) float64 {
+	num, den := 0.0, 0.0
+	for e := range want {
+		num = math.Max(num, math.Abs(got[e]-want[e]))
+		den = math.Max(den, math.Abs(want[e]))
+	}
+	return num / den
+}
+
+// tolerance is the relative error allowed for a plan's payload type.
+func tolerance(p *gradcode.Plan) float64 {
+	if p.PayloadDType == gradcode.Float32 {
+		return math.Max(p.Quality.PredictedRelErr32, 1e-6)
+	}
+	return 1e-10
+}
+
+var speeds = []float64{1, 1, 2, 2, 4, 4}
+
+// runRanks runs steps on the given ranks concurrently and checks every sum.
+func runRanks(t *testing.T, comms []*ringtail.Comm, ranks []int, cfg Config, steps int, delay func(rank, step int) time.Duration) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(comms))
+	for _, r := range ranks {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			cd, err := New(comms[r], cfg)
+			if err != nil {
+				errs[r] = err
+				return
+			}
+			defer cd.Close()
+			out := make([]float64, cfg.Len)
+			for step := 0; step < steps; step++ {
+				p := cd.Plan()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				_, err := cd.Step(ctx, exactCompute(func(s int) time.Duration { return delay(r, s) }), out)
+				cancel()
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				if e := relErr(out, referenceSum(step, p.K, cfg.Len)); e > tolerance(p) {
+					errs[r] = fmt.Errorf("step %d: relative error %.3g > %.3g (%s payload)", step, e, tolerance(p), p.PayloadDType)
+					return
+				}
+			}
+		}(r)
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestCodedSumIsExactForEveryScheme(t *testing.T) {
+	for _, scheme := range []gradcode.Scheme{gradcode.Cyclic, gradcode.Hetero, gradcode.Group} {
+		t.Run(string(scheme), func(t *testing.T) {
+			comms := startComms(t, 6)
+			cfg := Config{Scheme: scheme, S: 2, Len: 1000, Seed: 1, Throughputs: Static(speeds)}
+			// Ranks take turns being slow so that survivor sets vary.
+			runRanks(t, comms, []int{0, 1, 2, 3, 4, 5}, cfg, 6, func(r, s int) time.Duration {
+				if (r+s)%3 == 0 {
+					return 30 * time.Millisecond
+				}
+				return time.Duration(r) * time.Millisecond
+			})
+		})
+	}
+}
+
+func TestStepsCompleteWithTwoSilentRanks(t *testing.T) {
+	comms := startComms(t, 6)
+	cfg := Config{Scheme: gradcode.Hetero, S: 2, Len: 1000, Seed: 2, Throughputs: Static(speeds), StepTimeout: 10 * time.Second}
+	// Rank 0 (the first leader) leaves; rank 3 stays connected but never
+	// takes part.
+	comms[0].Close()
+	start := time.Now()
+	runRanks(t, comms, []int{1, 2, 4, 5}, cfg, 6, func(int, int) time.Duration { return 0 })
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("6 steps took %v with two silent ranks", took)
+	}
+}
+
+func TestStepWaitsForAtMostNMinusS(t *testing.T) {
+	comms := startComms(t, 6)
+	cfg := Config{Scheme: gradcode.Cyclic, S: 2, Len: 100, Seed: 3}
+	// Ranks 4 and 5 are 5 s late every step; steps must not wait for them.
+	start := time.Now()
+	runRanks(t, comms, []int{0, 1, 2, 3, 4, 5}, cfg, 3, func(r, _ int) time.Duration {
+		if r >= 4 {
+			return 5 * time.Second
+		}
+		return 0
+	})
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("3 steps took %v: they waited for the late ranks", took)
+	}
+}
+
+// TestTooFewRanksFailsInsteadOfHanging: with 2 of 4 ranks gone and s = 1
+// no sum can be decoded; Step must fail (ErrTooManyDead once the deaths are
+// known, the step timeout otherwise) rather than hang.
+func TestTooFewRanksFailsInsteadOfHanging(t *testing.T) {
+	comms := startComms(t, 4)
+	comms[2].Close()
+	comms[3].Close()
+	cd, err := New(comms[0], Config{Scheme: gradcode.Cyclic, S: 1, Len: 10, StepTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 0 }), make([]float64, 10))
+	if err == nil || !(errors.Is(err, ErrTooManyDead) || errors.Is(err, context.DeadlineExceeded)) {
+		t.Fatalf("Step with 2 of 4 ranks gone and s = 1: %v, want ErrTooManyDead or a timeout", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("Step took %v to fail, StepTimeout 2 s", took)
+	}
+}
