@@ -30,8 +30,11 @@ type rankReport struct {
 }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("RINGTAIL_TEST_ROLE") == "rank" {
+	switch os.Getenv("RINGTAIL_TEST_ROLE") {
+	case "rank":
 		os.Exit(rankProcess())
+	case "verify":
+		os.Exit(verifyProcess())
 	}
 	os.Exit(m.Run())
 }
@@ -181,4 +184,79 @@ func TestSIGSTOPOfOneRankIsDetectedWithinThePeerTimeout(t *testing.T) {
 	}
 	// Peer timeout is 2 s; allow scheduling slack on a loaded 2-core host.
 	expectBlame(t, procs, 1, at, 6*time.Second)
+}
+
+// verifyProcess allreduces, broadcasts and allgathers known values of every
+// size class as a separate process and exits non-zero on a wrong element.
+func verifyProcess() int {
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx := context.Background()
+	c, err := New(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer c.Close()
+	n := c.Size()
+	for _, count := range []int{0, 1, 7, 1021, 1 << 20, 4<<20 + 3} {
+		buf := make([]float32, count)
+		for i := range buf {
+			buf[i] = float32(cfg.Rank + i%3)
+		}
+		if err := c.AllReduce(ctx, Float32s(buf), Sum); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 4
+		}
+		for i, v := range buf {
+			if want := float32(n*(n-1)/2 + n*(i%3)); v != want {
+				fmt.Fprintf(os.Stderr, "count %d elem %d = %v want %v\n", count, i, v, want)
+				return 5
+			}
+		}
+		mine := make([]int64, count%1000)
+		for i := range mine {
+			mine[i] = int64(cfg.Rank*1000 + i)
+		}
+		all := make([]int64, n*len(mine))
+		if err := c.AllGather(ctx, Int64s(mine), Int64s(all)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 6
+		}
+		for i, v := range all {
+			if want := int64((i/len(mine))*1000 + i%len(mine)); v != want {
+				fmt.Fprintf(os.Stderr, "allgather elem %d = %d want %d\n", i, v, want)
+				return 7
+			}
+		}
+	}
+	return 0
+}
+
+func TestCollectivesAcrossSeparateProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real processes")
+	}
+	for _, n := range []int{2, 5} {
+		port := freePort(t)
+		cmds := make([]*exec.Cmd, n)
+		for r := range cmds {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "RINGTAIL_TEST_ROLE=verify", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_SECRET=verify", "RINGTAIL_TIMEOUT=60s")
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds[r] = cmd
+		}
+		for r, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("world %d rank %d: %v", n, r, err)
+			}
+		}
+	}
 }

@@ -135,7 +135,7 @@ func (l *Link) Fast() (FastLink, bool) {
 // peer to have consumed the previous one.
 func (f FastLink) Send(d *Desc, p []byte, deadline time.Time, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
-	if err := f.peerFailed(c); err != nil {
+	if err := f.peerFailed(c, false); err != nil {
 		return err
 	}
 	box := &c.fastOut
@@ -159,12 +159,17 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	box := &c.fastIn
 	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
 	me := f.l.mesh.id.Rank
-	if err := f.peerFailed(c); err != nil {
+	if err := f.peerFailed(c, true); err != nil {
 		return err
 	}
 	for box.seq.Load() == box.ack.Load() {
 		if err := w.pause(); err != nil {
 			return f.err(err)
+		}
+		if w.i&1023 == 0 && c.fastIn.dead.Load() != 0 {
+			if err := f.peerFailed(c, true); err != nil {
+				return err
+			}
 		}
 		if w.i&1023 == 0 && f.l.waiting.Load() != 0 {
 			// The peer sent this call's message the long way: it is not
@@ -201,14 +206,23 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 // fastbox dead (its communicator failed and its Abort frame, or its death,
 // is on the way here): a message it published before failing must not
 // complete a call. The collective then fails the mesh.
-func (f FastLink) peerFailed(c *shmConn) error {
+func (f FastLink) peerFailed(c *shmConn, recv bool) error {
 	l := f.l
 	if de := l.mesh.DeadErr(l.peer); de != nil {
 		l.mesh.Fail(de)
 		return l.mesh.Err()
 	}
-	if c.fastIn.dead.Load() == 0 {
+	switch c.fastIn.dead.Load() {
+	case 0:
 		return nil
+	case fastboxClosed:
+		if recv && c.fastIn.seq.Load() != c.fastIn.ack.Load() {
+			return nil // its last message, published before it closed
+		}
+		me := l.mesh.id.Rank
+		e := &Error{Kind: KindClosed, Rank: l.peer, Reporter: l.peer, Local: me, Detail: "communicator closed"}
+		l.mesh.Fail(e)
+		return l.mesh.Err()
 	}
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
@@ -227,11 +241,21 @@ func (f FastLink) peerFailed(c *shmConn) error {
 }
 
 // markDead tells the peer's fastbox reader this side failed.
-func (l *Link) markDead() {
+func (l *Link) markDead(clean bool) {
 	if c, ok := l.conn.(*shmConn); ok && c.fastOut.dead != nil {
-		c.fastOut.dead.Store(1)
+		v := uint32(fastboxFailed)
+		if clean {
+			v = fastboxClosed
+		}
+		c.fastOut.dead.Store(v)
 	}
 }
+
+// Values of a fastbox's dead word.
+const (
+	fastboxFailed = 1 // the producer's communicator failed: its last message must not count
+	fastboxClosed = 2 // the producer closed cleanly: what it published before stands
+)
 
 var (
 	errMeshFailed   = fmt.Errorf("mesh failed")

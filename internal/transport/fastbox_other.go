@@ -31,4 +31,4 @@ func IsDeadline(err error) bool { return false }
 // FastPending reports a fastbox message nobody took; there are none here.
 func (l *Link) FastPending() (Desc, uint64, bool) { return Desc{}, 0, false }
 
-func (l *Link) markDead() {}
+func (l *Link) markDead(clean bool) {}

@@ -360,7 +360,7 @@ func (m *Mesh) failAll(e *Error) {
 		for _, row := range m.links {
 			for _, l := range row {
 				if l != nil {
-					l.markDead()
+					l.markDead(e.Kind == KindClosed && e.Rank == m.id.Rank)
 				}
 			}
 		}
