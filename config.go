@@ -49,8 +49,8 @@ const (
 	DefaultPeerTimeout    = 10 * time.Second
 	DefaultConnectTimeout = 2 * time.Minute
 	DefaultChannels       = 1
-	DefaultChunkBytes     = 512 << 10
-	DefaultSmallBytes     = 32 << 10
+	DefaultChunkBytes     = 1 << 20
+	DefaultSmallBytes     = 4 << 10
 )
 
 // Config configures a communicator. The zero value is not valid; start from
