@@ -1,58 +1,13 @@
 package shard
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/purity"
 )
 
-// TestQueueIsPure holds the package's non-test files to STYLE.md: no net,
-// os, time or logging imports, no goroutines, no global random source, so
-// replaying the same commands always rebuilds the same queue.
+// TestQueueIsPure holds the package's non-test files to STYLE.md: only the
+// imports below, no goroutines, no clock reads, no global random source.
 func TestQueueIsPure(t *testing.T) {
-	allowed := map[string]bool{
-		"errors": true, "fmt": true, "math/bits": true, "math/rand/v2": true,
-		"slices": true, "unicode": true, "unicode/utf8": true,
-	}
-	seededOnly := map[string]bool{"New": true, "NewPCG": true, "PCG": true}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	checked := 0
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checked++
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if !allowed[path] {
-				t.Errorf("%s imports %q, not allowed in the pure queue", name, path)
-			}
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.GoStmt:
-				t.Errorf("%s: goroutine started at %v", name, fset.Position(n.Pos()))
-			case *ast.SelectorExpr:
-				if id, ok := n.X.(*ast.Ident); ok && id.Name == "rand" && !seededOnly[n.Sel.Name] {
-					t.Errorf("%s: global random source rand.%s at %v", name, n.Sel.Name, fset.Position(n.Pos()))
-				}
-			}
-			return true
-		})
-	}
-	if checked < 7 {
-		t.Fatalf("checked only %d files; is the test running in the package directory?", checked)
-	}
+	purity.Check(t, []string{"errors", "fmt", "math/bits", "math/rand/v2", "slices", "unicode", "unicode/utf8"}, 6)
 }
