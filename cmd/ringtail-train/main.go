@@ -131,6 +131,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(err)
 		}
+		if comm.Size() > 1 {
+			// Measure the links once, so evicted ranks get the parents they
+			// reach fastest (all ranks obtain the same estimates).
+			links, err := comm.Probe(ctx, ringtail.ProbeConfig{})
+			if err != nil {
+				return fail(err)
+			}
+			pol.Bandwidth = links.Bandwidth
+		}
 		sync := driver.NewSync(comm, pol, logger)
 		defer sync.Close()
 		cfg.Sync = sync
