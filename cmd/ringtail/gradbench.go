@@ -10,6 +10,8 @@ import (
 	"math/rand"
 	"net"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,11 +29,9 @@ type gradBenchRow struct {
 	Err    string  `json:"error,omitempty"`
 }
 
-// gradBenchSpeeds are the relative compute speeds of the 6 in-process ranks.
-var gradBenchSpeeds = []float64{1, 1, 2, 2, 4, 4}
-
 // gradBenchOpts are the parsed flags.
 type gradBenchOpts struct {
+	speeds  []float64 // relative compute speeds of the in-process ranks
 	iters   int
 	work    time.Duration
 	length  int
@@ -55,6 +55,7 @@ func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.seed, "seed", 1, "seed for plans and transient stragglers")
 	fs.Float64Var(&o.slow, "slowdown", 4, "slowdown factor of a transient straggler (case b)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (case, scheme)")
+	speeds := fs.String("speeds", "1,1,2,2,4,4", "relative compute speeds, one per rank (at least 3)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,10 +63,22 @@ func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench gradcode: --iters, --work, --len must be positive and --slowdown ≥ 1")
 		return 2
 	}
-	o.s, o.deadSet = 2, []int{0, 4}
-	n := len(gradBenchSpeeds)
+	for _, f := range strings.Split(*speeds, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(stderr, "ringtail bench gradcode: bad speed %q in --speeds\n", f)
+			return 2
+		}
+		o.speeds = append(o.speeds, v)
+	}
+	if len(o.speeds) < 5 {
+		fmt.Fprintln(stderr, "ringtail bench gradcode: --speeds needs at least 5 ranks (s = 2 stragglers plus a decodable set)")
+		return 2
+	}
+	o.s, o.deadSet = 2, []int{0, len(o.speeds) - 2}
+	n := len(o.speeds)
 	thr := make([]float64, n)
-	for i, v := range gradBenchSpeeds {
+	for i, v := range o.speeds {
 		thr[i] = v * float64(n) / o.work.Seconds() // partitions of 1/n of the data per second
 	}
 	bound, err := gradcode.OptimalComputeTime(thr, o.s, n)
@@ -97,7 +110,7 @@ func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
 
 // gradBenchRun runs one (case, scheme) and returns seconds per iteration.
 func gradBenchRun(o gradBenchOpts, cs, scheme string) (float64, error) {
-	n := len(gradBenchSpeeds)
+	n := len(o.speeds)
 	var dead []int
 	if cs == "c" {
 		if scheme == "bsp" {
@@ -129,7 +142,7 @@ func gradBenchRun(o gradBenchOpts, cs, scheme string) (float64, error) {
 	}
 	compute := func(r int) coded.ComputeFunc {
 		return func(ctx context.Context, it, k int, parts []int, grads [][]float64) error {
-			d := time.Duration(float64(o.work) * float64(len(parts)) / float64(k) / gradBenchSpeeds[r] * slowdown(r, it))
+			d := time.Duration(float64(o.work) * float64(len(parts)) / float64(k) / o.speeds[r] * slowdown(r, it))
 			if err := ringtail.Sleep(ctx, d); err != nil {
 				return err
 			}
@@ -170,7 +183,7 @@ func gradBenchRun(o gradBenchOpts, cs, scheme string) (float64, error) {
 
 // gradBenchCoded runs one warm-up and o.iters timed coded steps.
 func gradBenchCoded(ctx context.Context, c *ringtail.Comm, o gradBenchOpts, scheme gradcode.Scheme, compute coded.ComputeFunc) (time.Duration, error) {
-	cd, err := coded.New(c, coded.Config{Scheme: scheme, S: o.s, Len: o.length, Seed: o.seed, Throughputs: coded.Static(gradBenchSpeeds), StepTimeout: 60 * time.Second})
+	cd, err := coded.New(c, coded.Config{Scheme: scheme, S: o.s, Len: o.length, Seed: o.seed, Throughputs: coded.Static(o.speeds), StepTimeout: 60 * time.Second})
 	if err != nil {
 		return 0, err
 	}
