@@ -118,7 +118,9 @@ func (c *Comm) Probe(ctx context.Context, cfg ProbeConfig) (topology.LinkEstimat
 	return topology.EstimateLinks(n, samples)
 }
 
-func seconds(s float64) time.Duration { return max(time.Nanosecond, time.Duration(s*float64(time.Second))) }
+func seconds(s float64) time.Duration {
+	return max(time.Nanosecond, time.Duration(s*float64(time.Second)))
+}
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
