@@ -45,7 +45,7 @@ func (a *AbortError) Marshal() []byte {
 
 // ParseAbort decodes an Abort payload.
 func ParseAbort(p []byte) (*AbortError, error) {
-	if len(p) < 9 {
+	if len(p) < 9 || len(p) > MaxControlPayload {
 		return nil, fmt.Errorf("%w: abort payload of %d bytes", ErrMalformed, len(p))
 	}
 	a := &AbortError{
