@@ -39,6 +39,7 @@ type sweepFlags struct {
 	smallBytes           int
 	noUnix, noShm        bool
 	dumpPlan             int
+	bindTo               string
 }
 
 func (f *sweepFlags) register(fs *flag.FlagSet) {
@@ -58,6 +59,7 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
+	fs.StringVar(&f.bindTo, "bind-to", "core", "core: one CPU per rank when they fit (like mpirun); none")
 	fs.IntVar(&f.dumpPlan, "dump-plan", -1, "print the allreduce program of this rank for the largest size and exit")
 }
 
@@ -194,7 +196,7 @@ func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<-
 		Env: []string{"RINGTAIL_CHANNELS=" + strconv.Itoa(f.channels), "RINGTAIL_CHUNK_BYTES=" + strconv.Itoa(f.chunkBytes),
 			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
 			"RINGTAIL_NO_SHM=" + strconv.FormatBool(f.noShm)},
-		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(),
+		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(), BindTo: f.bindTo,
 	})
 	if err != nil {
 		return err

@@ -57,6 +57,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		hostfile      = fs.String("hostfile", "", "a `file` of lines \"host slots=N\"")
 		secretFile    = fs.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE, else random)")
 		timeout       = fs.Duration("timeout", 0, "the ranks' operation timeout, RINGTAIL_TIMEOUT (default: the runtime's)")
+		bindTo        = fs.String("bind-to", "core", "core: bind each local rank to one CPU when they fit (like mpirun); none")
 		controlPlane  = fs.String("control-plane", "tcp", "how ranks reach the rendezvous: tcp (HMAC-authenticated) or libp2p (Noise, coordinator identity derived from the secret)")
 		grace         = fs.Duration("grace", launch.DefaultGrace, "time stopped ranks have between SIGTERM and SIGKILL")
 		masterAddr    = fs.String("master-addr", "", "this host's `address` as the ranks reach it (default: 127.0.0.1 for local jobs, else the address routing to the first remote host)")
@@ -161,7 +162,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: errw, NoColor: true, TimeFormat: time.TimeOnly}).Level(level).With().Timestamp().Logger()
 	cfg := launch.Config{
 		NP: *np, Hosts: hosts, Command: command, Env: env, Secret: secret,
-		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
+		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
 		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr

@@ -25,6 +25,10 @@ const MaxRanks = 1 << 16
 // zero value of every other field starts NP local ranks with a random
 // secret and job id and discards their output.
 type Config struct {
+	// BindTo is "core" (the default, also ""): each local rank is bound to
+	// one CPU when the ranks of the host fit its CPUs, as OpenMPI binds by
+	// default; "none" leaves the scheduler free.
+	BindTo string
 	// ControlPlane is "tcp" (default) or "libp2p": how the ranks reach the
 	// launcher's rendezvous (see the root package's Config.ControlPlane).
 	ControlPlane string
@@ -93,6 +97,9 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.NP < 1 || c.NP > MaxRanks {
 		bad("-np %d must be in 1..%d", c.NP, MaxRanks)
+	}
+	if c.BindTo != "" && c.BindTo != "core" && c.BindTo != "none" {
+		bad("bind-to %q must be core or none", c.BindTo)
 	}
 	if c.ControlPlane != "" && c.ControlPlane != "tcp" && c.ControlPlane != "libp2p" {
 		bad("control plane %q must be tcp or libp2p", c.ControlPlane)

@@ -47,6 +47,7 @@ type spec struct {
 	stdout *lineWriter
 	stderr *lineWriter
 	exits  chan<- rankExit
+	cpu    int // bind the local rank to this CPU, or -1
 }
 
 // spawn starts s on a goroutine locked to its OS thread for the life of
@@ -105,7 +106,14 @@ func (p *proc) start(s spec) (<-chan struct{}, error) {
 		cmd.Stdin, stdin = r, w
 		childEnds = append(childEnds, r)
 	}
-	err := cmd.Start()
+	var err error
+	if s.cpu >= 0 {
+		// The child inherits the starting thread's CPU affinity (this
+		// goroutine is locked to its thread): pin the thread, start, unpin.
+		err = withCPU(s.cpu, cmd.Start)
+	} else {
+		err = cmd.Start()
+	}
 	closeAll(childEnds)
 	if err != nil {
 		closeAll(parentEnds)

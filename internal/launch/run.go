@@ -206,10 +206,12 @@ func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) sp
 			Command: cfg.Command, Grace: cfg.Grace,
 		})
 		s.secret = cfg.Secret
+		s.cpu = -1
 		return s
 	}
 	s.argv = cfg.Command
 	s.dir = dir
+	s.cpu = j.cpuFor(p)
 	s.env = append(append(append(os.Environ(), cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
 	return s
 }
@@ -282,4 +284,19 @@ func addrToward(host string) string {
 		return name
 	}
 	return "127.0.0.1"
+}
+
+// cpuFor picks the CPU a local rank is bound to, or -1. Like OpenMPI's
+// default, ranks are bound to one core each when they fit (local ranks ≤
+// allowed CPUs) and not at all when the host is oversubscribed; BindTo
+// "none" disables it. A bound Go rank sees one CPU, so its GOMAXPROCS is 1.
+func (j *job) cpuFor(p placement) int {
+	if j.cfg.BindTo == "none" {
+		return -1
+	}
+	cpus := allowedCPUs()
+	if len(cpus) == 0 || p.LocalWorld > len(cpus) || p.LocalWorld < 2 {
+		return -1
+	}
+	return cpus[p.LocalRank%len(cpus)]
 }

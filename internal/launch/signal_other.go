@@ -28,3 +28,9 @@ func signalGroup(pid int, sig syscall.Signal) error {
 
 // exitStatus returns the process's exit status.
 func exitStatus(st *os.ProcessState) (int, syscall.Signal) { return st.ExitCode(), 0 }
+
+// allowedCPUs is unknown on this platform: ranks are not bound.
+func allowedCPUs() []int { return nil }
+
+// withCPU cannot bind on this platform; it just starts.
+func withCPU(cpu int, start func() error) error { return start() }

@@ -2,7 +2,11 @@
 
 package launch
 
-import "syscall"
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
 
 // sysProcAttr puts a rank in its own process group, so that signals to
 // the group reach everything it started, and has the kernel kill it if
@@ -11,4 +15,35 @@ import "syscall"
 // since Pdeathsig follows the thread, not the process.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// allowedCPUs lists the CPUs this process may run on.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// withCPU runs start with the calling thread (locked by the caller) bound
+// to cpu, so the process it forks inherits the binding, then restores the
+// thread's affinity.
+func withCPU(cpu int, start func() error) error {
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return start()
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return start()
+	}
+	defer unix.SchedSetaffinity(0, &old)
+	return start()
 }
