@@ -197,8 +197,8 @@ func (c *Comm) connect(ctx context.Context) error {
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: cfg.JobID, Rank: cfg.Rank, World: cfg.WorldSize, Generation: cfg.Generation, Secret: cfg.Secret},
 		Channels: cfg.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !cfg.DisableShm,
-		TolerateDeaths: cfg.TolerateDeaths,
-		Link:           transport.LinkConfig{Silence: silence, Heartbeat: silence / 4, Chunk: cfg.ChunkBytes, Describe: describe},
+		TolerateDeaths: cfg.TolerateDeaths, FastSpin: cfg.FastSpin,
+		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 4, Chunk: cfg.ChunkBytes, Describe: describe},
 	})
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
@@ -361,7 +361,7 @@ func (c *Comm) run(ctx context.Context, cl call, build func() (*plan.Program, er
 		return c.invalid(desc, err)
 	}
 	ec := exec.Call{Desc: desc, DType: cl.data.DType, Op: cl.op, Data: cl.data.Bytes, Input: cl.input.Bytes}
-	if err := c.executor.Run(ctx, time.Now().Add(c.cfg.OpTimeout), p, &ec); err != nil {
+	if err := c.executor.Run(ctx, c.cfg.OpTimeout, p, &ec); err != nil {
 		return err
 	}
 	return nil

@@ -38,6 +38,7 @@ const (
 	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
+	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "tcp" (default) or "libp2p"
 	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
 )
@@ -104,6 +105,10 @@ type Config struct {
 	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
 	// streams, for untrusted networks; several times slower).
 	DataPlane string
+	// FastSpin is how long a small-message wait polls before yielding the
+	// CPU; 0 yields at once (the launcher sets that when ranks outnumber
+	// CPUs).
+	FastSpin time.Duration
 	// Channels is the number of parallel rings (and connections per peer).
 	Channels int
 	// ChunkBytes is the pipelining unit (frame size).
@@ -125,7 +130,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		DataPlane: "sockets", Logger: zerolog.Nop(),
+		DataPlane: "sockets", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
 	}
 }
 
@@ -196,6 +201,7 @@ func ConfigFromEnv() (Config, error) {
 	getd(EnvTimeout, &c.OpTimeout)
 	getd(EnvPeerTimeout, &c.PeerTimeout)
 	getd(EnvConnectTimeout, &c.ConnectTimeout)
+	getd(EnvFastSpin, &c.FastSpin)
 	geti(EnvChannels, &c.Channels)
 	geti(EnvChunkBytes, &c.ChunkBytes)
 	geti(EnvSmallBytes, &c.SmallBytes)
@@ -268,6 +274,9 @@ func (c *Config) Validate() error {
 	}
 	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
 		bad("the libp2p planes derive identities from the job secret: set %s", EnvSecret)
+	}
+	if c.FastSpin < 0 || c.FastSpin > time.Second {
+		bad("fast spin %v must be in 0..1s", c.FastSpin)
 	}
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)

@@ -48,19 +48,20 @@ func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
 
 const tagBits = 16 // a result's tag is channel<<tagBits | op index
 
-// Run executes p for call by deadline (zero: none beyond ctx). The program
-// must have been validated and built for this rank and these buffer lengths
-// (in elements of call.DType).
-func (e *Executor) Run(ctx context.Context, deadline time.Time, p *plan.Program, call *Call) error {
+// Run executes p for call within timeout (zero: no limit beyond ctx). The
+// program must have been validated and built for this rank and these
+// buffer lengths (in elements of call.DType). The timeout is a duration,
+// not a deadline, so a small call that never waits never reads the clock.
+func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
 	if e.fastEligible(p, call) {
-		return e.runFast(ctx, deadline, p, call)
+		return e.runFast(ctx, timeout, p, call)
 	}
 	var expired <-chan time.Time
-	if !deadline.IsZero() {
+	if timeout > 0 {
 		if e.deadline == nil {
-			e.deadline = time.NewTimer(time.Until(deadline))
+			e.deadline = time.NewTimer(timeout)
 		} else {
-			e.deadline.Reset(time.Until(deadline))
+			e.deadline.Reset(timeout)
 		}
 		defer e.deadline.Stop()
 		expired = e.deadline.C

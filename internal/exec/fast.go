@@ -49,14 +49,16 @@ func (e *Executor) fastEligible(p *plan.Program, call *Call) bool {
 // waits for the peer to have taken the previous one), then every receive.
 // Programs never send a peer two messages in one step, so this cannot
 // deadlock.
-func (e *Executor) runFast(ctx context.Context, deadline time.Time, p *plan.Program, call *Call) error {
+func (e *Executor) runFast(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
 	es := call.DType.Size()
 	if need := p.ScratchLen * es; cap(e.scratch) < need {
 		e.scratch = make([]byte, need)
 	}
 	scratch := e.scratch[:p.ScratchLen*es]
-	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
-		deadline = d
+	if d, ok := ctx.Deadline(); ok {
+		if left := time.Until(d); timeout <= 0 || left < timeout {
+			timeout = max(left, time.Nanosecond)
+		}
 	}
 	region := func(b plan.Buf, off, n int) []byte {
 		switch b {
@@ -92,7 +94,7 @@ func (e *Executor) runFast(ctx context.Context, deadline time.Time, p *plan.Prog
 					continue
 				}
 				f, _ := e.mesh.Link(o.Peer, c).Fast()
-				if err := f.Send(&call.Desc, region(o.Buf, o.Off, o.Len), deadline, cancel); err != nil {
+				if err := f.Send(&call.Desc, region(o.Buf, o.Off, o.Len), timeout, cancel); err != nil {
 					return e.failFast(ctx, o.Peer, err, true)
 				}
 			}
@@ -102,7 +104,7 @@ func (e *Executor) runFast(ctx context.Context, deadline time.Time, p *plan.Prog
 					continue
 				}
 				f, _ := e.mesh.Link(o.Peer, c).Fast()
-				if err := f.Recv(&call.Desc, region(o.Buf, o.Off, o.Len), o.Kind == plan.RecvReduce, call.DType, call.Op, deadline, cancel); err != nil {
+				if err := f.Recv(&call.Desc, region(o.Buf, o.Off, o.Len), o.Kind == plan.RecvReduce, call.DType, call.Op, timeout, cancel); err != nil {
 					return e.failFast(ctx, o.Peer, err, true)
 				}
 			}

@@ -214,7 +214,9 @@ func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) sp
 	s.cpu = j.cpuFor(p)
 	s.env = append(append(append(os.Environ(), cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
 	if g, ok := j.goMaxProcs(p, s.env); ok {
-		s.env = append(s.env, g)
+		// Oversubscribed: also yield at once in small-message waits, as
+		// MPI does when ranks outnumber cores.
+		s.env = append(s.env, g, "RINGTAIL_FAST_SPIN=0")
 	}
 	return s
 }

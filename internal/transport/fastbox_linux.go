@@ -27,8 +27,13 @@ import (
 const FastboxPayload = 4096
 
 const (
-	fastboxHeader = 256
-	fastboxSpan   = fastboxHeader + FastboxPayload
+	// Layout of one fastbox: the producer's first cache line holds the
+	// counter, the size, the dead word, the descriptor and the first 24
+	// payload bytes, so a small message costs the consumer one cache-line
+	// transfer; the consumer's ack lives on its own line after the payload.
+	fastboxData = 40
+	fastboxAck  = 4160 // 64-aligned, past fastboxData+FastboxPayload
+	fastboxSpan = fastboxAck + 64
 	shmSize       = 2*(shmCtrl+ShmRingSize) + 2*fastboxSpan
 )
 
@@ -45,11 +50,11 @@ func fastboxAt(mem []byte) fastbox {
 	base := unsafe.Pointer(unsafe.SliceData(mem))
 	return fastbox{
 		seq:  (*atomic.Uint64)(base),
-		ack:  (*atomic.Uint64)(unsafe.Add(base, 64)),
-		size: (*atomic.Uint32)(unsafe.Add(base, 128)),
-		desc: (*[24]byte)(unsafe.Add(base, 160)),
-		dead: (*atomic.Uint32)(unsafe.Add(base, 192)),
-		data: mem[fastboxHeader : fastboxHeader+FastboxPayload],
+		size: (*atomic.Uint32)(unsafe.Add(base, 8)),
+		dead: (*atomic.Uint32)(unsafe.Add(base, 12)),
+		desc: (*[24]byte)(unsafe.Add(base, 16)),
+		data: mem[fastboxData : fastboxData+FastboxPayload],
+		ack:  (*atomic.Uint64)(unsafe.Add(base, fastboxAck)),
 	}
 }
 
@@ -68,6 +73,7 @@ func getDesc(b *[24]byte) Desc {
 type waiter struct {
 	start    time.Time
 	i        int
+	timeout  time.Duration // from the first clock read; 0: none
 	deadline time.Time
 	failed   <-chan struct{}
 	cancel   <-chan struct{}
@@ -75,7 +81,6 @@ type waiter struct {
 }
 
 const (
-	fastSpin  = 5 * time.Microsecond
 	fastYield = time.Millisecond
 	fastNap   = 20 * time.Microsecond
 )
@@ -88,6 +93,9 @@ func (w *waiter) pause() error {
 	now := time.Now()
 	if w.start.IsZero() {
 		w.start = now
+		if w.timeout > 0 {
+			w.deadline = now.Add(w.timeout)
+		}
 	}
 	select {
 	case <-w.failed:
@@ -106,7 +114,7 @@ func (w *waiter) pause() error {
 		}
 	}
 	switch since := now.Sub(w.start); {
-	case since < fastSpin:
+	case since < w.link.mesh.cfg.FastSpin:
 	case since < fastYield:
 		// Let other goroutines (in-process peers) and other processes
 		// (more ranks than cores) run before polling again.
@@ -131,15 +139,16 @@ func (l *Link) Fast() (FastLink, bool) {
 	return FastLink{l}, true
 }
 
-// Send publishes one message (at most FastboxPayload bytes), waiting for the
-// peer to have consumed the previous one.
-func (f FastLink) Send(d *Desc, p []byte, deadline time.Time, cancel <-chan struct{}) error {
+// Send publishes one message (at most FastboxPayload bytes), waiting (at
+// most timeout, counted from when the wait starts) for the peer to have
+// consumed the previous one.
+func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
 	if err := f.peerFailed(c, false); err != nil {
 		return err
 	}
 	box := &c.fastOut
-	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
 	for box.seq.Load() != box.ack.Load() {
 		if err := w.pause(); err != nil {
 			return f.err(err)
@@ -154,10 +163,10 @@ func (f FastLink) Send(d *Desc, p []byte, deadline time.Time, cancel <-chan stru
 
 // Recv waits for the peer's next message, checks it against d, and copies
 // or folds it into dst.
-func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, deadline time.Time, cancel <-chan struct{}) error {
+func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
-	w := waiter{deadline: deadline, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
 	me := f.l.mesh.id.Rank
 	if err := f.peerFailed(c, true); err != nil {
 		return err

@@ -29,6 +29,9 @@ type MeshConfig struct {
 	// SharedMemory moves frames between ranks of one host through
 	// shared-memory rings (the unix socket then only rings doorbells).
 	SharedMemory bool
+	// FastSpin is how long a fastbox wait polls before it starts yielding
+	// the CPU (0: yield at once — right when ranks outnumber CPUs).
+	FastSpin time.Duration
 	// TolerateDeaths keeps the mesh alive when a peer dies or goes silent:
 	// the peer is marked dead, its links are closed, and only a collective
 	// that involves it fails (and then fails the mesh, whose links may no
@@ -54,6 +57,10 @@ func (c *MeshConfig) Validate() error {
 	return c.Link.Validate()
 }
 
+// DefaultFastSpin is the fastbox polling time before yielding when the
+// caller does not choose (a negative MeshConfig.FastSpin).
+const DefaultFastSpin = 5 * time.Microsecond
+
 // Mesh is every link of one rank to every other rank of a communicator.
 // It fails as a whole: the first failure is kept, every link sends an Abort
 // naming the culprit, and Failed is closed.
@@ -75,6 +82,7 @@ type Mesh struct {
 	refusedMu sync.Mutex
 	refused   []string // why connections were refused while forming
 
+	anyDead    atomic.Bool // some peer is dead: DeadErr must look
 	deadMu     sync.Mutex
 	dead       []*Error      // by rank: why the peer is dead, or nil
 	deathNotes chan struct{} // closed (and replaced) at each death
@@ -119,6 +127,9 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	}
 	if cfg.AbortGrace <= 0 {
 		cfg.AbortGrace = time.Second
+	}
+	if cfg.FastSpin < 0 {
+		cfg.FastSpin = DefaultFastSpin
 	}
 	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{}),
 		inbox: make(chan Contribution, 4*cfg.Identity.World), pool: map[int][][]byte{},
@@ -396,6 +407,7 @@ func (m *Mesh) markDead(e *Error) {
 		return
 	}
 	m.dead[e.Rank] = e
+	m.anyDead.Store(true)
 	close(m.deathNotes)
 	m.deathNotes = make(chan struct{})
 	m.deadMu.Unlock()
@@ -409,6 +421,9 @@ func (m *Mesh) markDead(e *Error) {
 
 // DeadErr returns why rank r is dead, or nil if it is not known dead.
 func (m *Mesh) DeadErr(r int) *Error {
+	if !m.anyDead.Load() {
+		return nil // the common case, without the lock
+	}
 	m.deadMu.Lock()
 	defer m.deadMu.Unlock()
 	if e := m.dead[r]; e != nil {
