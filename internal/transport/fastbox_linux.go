@@ -34,7 +34,7 @@ const (
 	fastboxData = 40
 	fastboxAck  = 4160 // 64-aligned, past fastboxData+FastboxPayload
 	fastboxSpan = fastboxAck + 64
-	shmSize       = 2*(shmCtrl+ShmRingSize) + 2*fastboxSpan
+	shmSize     = 2*(shmCtrl+ShmRingSize) + 2*fastboxSpan
 )
 
 type fastbox struct {
