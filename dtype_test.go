@@ -120,3 +120,31 @@ func get(b Buffer, i int) float64 {
 	}
 	return float64(b.Bytes[i])
 }
+
+// One program serves every element type: a call that fit the fastboxes as
+// float32 must not be sent through them as float64 (twice the bytes).
+func TestSameCountWiderTypeLeavesTheFastPath(t *testing.T) {
+	comms := startComms(t, 2, nil)
+	ctx := context.Background()
+	const count = 2000 // float32: 8000 B, ring segments 4000 B (fastbox); float64: segments 8000 B
+	f32 := [][]float32{make([]float32, count), make([]float32, count)}
+	f64 := [][]float64{make([]float64, count), make([]float64, count)}
+	for r := 0; r < 2; r++ {
+		for i := 0; i < count; i++ {
+			f32[r][i], f64[r][i] = float32(r+i), float64(r*i)+0.5
+		}
+	}
+	noErrors(t, each(comms, func(r int, c *Comm) error {
+		if err := c.AllReduce(ctx, Float32s(f32[r]), Sum); err != nil {
+			return err
+		}
+		return c.AllReduce(ctx, Float64s(f64[r]), Sum)
+	}))
+	for r := 0; r < 2; r++ {
+		for i := 0; i < count; i++ {
+			if f32[r][i] != float32(2*i+1) || f64[r][i] != float64(i)+1 {
+				t.Fatalf("rank %d elem %d: %v %v", r, i, f32[r][i], f64[r][i])
+			}
+		}
+	}
+}

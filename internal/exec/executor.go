@@ -24,11 +24,11 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
-	fast       map[*plan.Program]bool // whether a program may run on fastboxes
-	check      *time.Timer            // paces checkFastboxes
-	deadline   *time.Timer            // the running call's operation timeout
-	strikes    int                    // consecutive checks that saw a stray fastbox message
-	lastFrames uint64                 // the link's frame count at the first strike
+	fast       map[fastKey]bool // whether a program may run on fastboxes (per element size)
+	check      *time.Timer      // paces checkFastboxes
+	deadline   *time.Timer      // the running call's operation timeout
+	strikes    int              // consecutive checks that saw a stray fastbox message
+	lastFrames uint64           // the link's frame count at the first strike
 	mesh       *transport.Mesh
 	chunk      int
 	compl      chan transport.Result
@@ -43,7 +43,7 @@ func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
 	if chunk <= 0 {
 		return nil, fmt.Errorf("exec: chunk %d", chunk)
 	}
-	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[*plan.Program]bool{}}, nil
+	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[fastKey]bool{}}, nil
 }
 
 const tagBits = 16 // a result's tag is channel<<tagBits | op index

@@ -11,6 +11,13 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
+// fastKey caches eligibility per program and element size: one program
+// serves every element type, and a wider type may no longer fit a fastbox.
+type fastKey struct {
+	p     *plan.Program
+	esize int
+}
+
 // fastEligible reports whether p can run on fastboxes: every message fits
 // one and every link it uses has one (shared memory). The answer is cached
 // per program (programs are cached by the communicator).
@@ -18,7 +25,8 @@ func (e *Executor) fastEligible(p *plan.Program, call *Call) bool {
 	if e.mesh == nil {
 		return false
 	}
-	if ok, seen := e.fast[p]; seen {
+	key := fastKey{p, call.DType.Size()}
+	if ok, seen := e.fast[key]; seen {
 		return ok
 	}
 	ok := true
@@ -40,7 +48,7 @@ func (e *Executor) fastEligible(p *plan.Program, call *Call) bool {
 	if len(e.fast) > 1024 {
 		clear(e.fast)
 	}
-	e.fast[p] = ok
+	e.fast[key] = ok
 	return ok
 }
 
