@@ -154,6 +154,9 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 			return f.err(err)
 		}
 	}
+	if len(p) > len(box.data) {
+		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(p), len(box.data))
+	}
 	putDesc(box.desc, d)
 	box.size.Store(uint32(len(p)))
 	copy(box.data, p)
@@ -195,6 +198,9 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	}
 	want := *d
 	want.Seq = 0
+	if len(dst) > len(box.data) {
+		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(dst), len(box.data))
+	}
 	if got := getDesc(box.desc); got != want || int(box.size.Load()) != len(dst) {
 		e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
 			Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(got), me, f.l.describe(want))}
