@@ -33,6 +33,7 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 	chronicaSamples := fs.Int("chronica-samples", 2048, "CHRONICA epoch size in samples")
 	dist := fs.String("dist", "loguniform", "CHRONICA sample-size distribution: loguniform or uniform")
 	seed := fs.Uint64("seed", 1, "seed for CHRONICA sizes, shuffle and feedback noise")
+	quietErrors(fs, args)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

@@ -124,6 +124,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f sweepFlags
 	f.register(fs)
+	quietErrors(fs, args[1:])
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -231,6 +232,7 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f sweepFlags
 	f.register(fs)
+	quietErrors(fs, args[1:])
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

@@ -51,6 +51,7 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 5, "measurements (the median is reported)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on each measurement")
 	verbose := fs.Bool("verbose", false, "pass the ranks' stderr through")
+	quietErrors(fs, args)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0

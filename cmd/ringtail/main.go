@@ -4,6 +4,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -63,7 +64,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return cmd(args[1:], stdout, stderr)
 }
 
+// quietErrors makes a flag set print a bad flag's one-line reason without
+// the whole usage; the usage still prints for -h/--help.
+func quietErrors(fs *flag.FlagSet, args []string) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			return
+		}
+	}
+	fs.Usage = func() {}
+}
+
 func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(stdout, "Usage: ringtail version")
+		return 0
+	}
 	if len(args) > 0 {
 		fmt.Fprintln(stderr, "ringtail version: takes no arguments")
 		return 2

@@ -44,6 +44,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	bandwidth := fs.Float64("bandwidth", sim.DefaultBytesPerSec, "per-link bandwidth, bytes/s")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
+	quietErrors(fs, args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

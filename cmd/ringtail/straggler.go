@@ -51,6 +51,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
 	logLevel := fs.String("log-level", "warn", "driver log level (debug prints every decision)")
+	quietErrors(fs, args)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
