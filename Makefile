@@ -32,7 +32,7 @@ torch:
 test: vet race fuzz torch
 
 demo: build
-	$(BIN)/ringtail run -np 4 -- $(BIN)/ringtail-train --inject slow=2:3x --mode adaptive
+	$(BIN)/ringtail run -np 4 -- $(BIN)/ringtail-train --inject slow=2:3x
 
 bench: build
 	$(BIN)/ringtail bench allreduce -np 4 -b 1M -e 64M -f 4

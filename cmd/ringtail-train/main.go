@@ -54,7 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dataPath := fs.String("data", "", "digits CSV (gzip or plain); default: the copy embedded from data/digits.csv.gz")
 	asJSON := fs.Bool("json", false, "print rank 0's final report as JSON on stdout (epoch lines go to stderr)")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
-	mode := fs.String("mode", "bsp", "gradient reduction: bsp (AllReduce) or adaptive (straggler driver: shares ∝ speed, STAR eviction)")
+	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (straggler driver: shares ∝ speed, STAR eviction)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
