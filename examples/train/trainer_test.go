@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,52 +13,13 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startComms creates n communicators in this process over real sockets.
 func startComms(t testing.TB, n int) []*ringtail.Comm {
-	t.Helper()
-	port := freePort(t)
-	comms := make([]*ringtail.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			cfg := ringtail.DefaultConfig(r, n)
-			cfg.MasterPort = port
-			cfg.Secret = []byte("train-test")
-			cfg.JobID = "train-test"
-			cfg.OpTimeout = 30 * time.Second
-			cfg.PeerTimeout = 5 * time.Second
-			cfg.ConnectTimeout = 20 * time.Second
-			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return comms
+	return commtest.Start(t, n, func(c *ringtail.Config) { c.OpTimeout = 30 * time.Second })
 }
 
 // split returns the digits' training and held-out sets (seed 1, 80/20),

@@ -5,62 +5,24 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/gradcode"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t testing.TB) int { return commtest.FreePort(t) }
 
 // startComms creates n tolerant communicators in this process over real
 // sockets.
 func startComms(t testing.TB, n int) []*ringtail.Comm {
-	t.Helper()
-	port := freePort(t)
-	comms := make([]*ringtail.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := ringtail.DefaultConfig(r, n)
-			cfg.MasterPort = port
-			cfg.Secret = []byte("coded-test")
-			cfg.JobID = "coded"
-			cfg.TolerateDeaths = true
-			cfg.OpTimeout = 20 * time.Second
-			cfg.PeerTimeout = 2 * time.Second
-			cfg.ConnectTimeout = 20 * time.Second
-			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
-		}(r)
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
+	return commtest.Start(t, n, func(c *ringtail.Config) {
+		c.TolerateDeaths = true
+		c.PeerTimeout = 2 * time.Second
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	return comms
 }
 
 // partGrad is the deterministic gradient of partition j of k at step.

@@ -1,0 +1,67 @@
+// Package commtest starts communicators inside one test process, over the
+// real transports, for the tests of packages built on the root package.
+// (The root package's own tests keep their copy: importing this from there
+// would be a cycle.) It must only be imported by _test.go files.
+package commtest
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringtail-ml/ringtail"
+)
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start creates n communicators concurrently (rank 0 hosts the rendezvous)
+// with test-sized timeouts — operations 20 s, silent peers 5 s, joining
+// 20 s — adjusted per rank by mutate (may be nil). It fails the test if any
+// rank cannot join, and closes them all when the test ends.
+func Start(t testing.TB, n int, mutate func(*ringtail.Config)) []*ringtail.Comm {
+	t.Helper()
+	port := FreePort(t)
+	comms := make([]*ringtail.Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			cfg := ringtail.DefaultConfig(r, n)
+			cfg.MasterPort = port
+			cfg.Secret = []byte("commtest-secret")
+			cfg.JobID = "commtest"
+			cfg.OpTimeout = 20 * time.Second
+			cfg.PeerTimeout = 5 * time.Second
+			cfg.ConnectTimeout = 20 * time.Second
+			if mutate != nil {
+				mutate(&cfg)
+			}
+			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	return comms
+}
