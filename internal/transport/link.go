@@ -511,47 +511,34 @@ func (l *Link) markGone(e *Error) bool {
 }
 
 // Send posts a send request; it completes in order on the request's Done
-// channel. It fails if the peer has closed its communicator.
+// channel. It fails if the peer is dead or has closed its communicator.
 func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
-	l.postMu.Lock()
-	defer l.postMu.Unlock()
-	if e := l.mesh.DeadErr(l.peer); e != nil {
-		return e
-	}
-	if l.peerGone != nil {
-		l.mesh.fail(l.peerGone)
-		if e := l.mesh.DeadErr(l.peer); e != nil {
-			return e
-		}
-		return l.mesh.Err()
-	}
-	select {
-	case l.sends <- req:
-		return nil
-	case <-l.mesh.failed:
-		return l.mesh.Err()
-	case <-cancel:
-		return errCanceled
-	}
+	return post(l, l.sends, req, cancel)
 }
 
 // Recv posts a receive request, matched in order with the peer's messages.
-// It fails if the peer has closed its communicator.
+// It fails if the peer is dead or has closed its communicator.
 func (l *Link) Recv(req RecvReq, cancel <-chan struct{}) error {
+	return post(l, l.posts, req, cancel)
+}
+
+// post queues req on one of the link's request channels, under postMu so
+// that it is ordered against markGone.
+func post[R SendReq | RecvReq](l *Link, ch chan<- R, req R, cancel <-chan struct{}) error {
 	l.postMu.Lock()
 	defer l.postMu.Unlock()
 	if e := l.mesh.DeadErr(l.peer); e != nil {
 		return e
 	}
 	if l.peerGone != nil {
-		l.mesh.fail(l.peerGone)
+		l.mesh.fail(l.peerGone) // a tolerant mesh marks the peer dead instead
 		if e := l.mesh.DeadErr(l.peer); e != nil {
 			return e
 		}
 		return l.mesh.Err()
 	}
 	select {
-	case l.posts <- req:
+	case ch <- req:
 		return nil
 	case <-l.mesh.failed:
 		return l.mesh.Err()
