@@ -77,23 +77,11 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageErr("--np is required (the number of ranks)")
 	}
 
-	var secret []byte
-	switch {
-	case *secretFile != "":
-		s, err := launch.ReadSecretFile(*secretFile)
-		if err != nil {
-			return usageErr("--secret-file: %v", err)
-		}
-		secret = s
-	case os.Getenv(launch.EnvSecret) != "":
-		secret = []byte(os.Getenv(launch.EnvSecret))
-	case os.Getenv(launch.EnvSecretFile) != "":
-		s, err := launch.ReadSecretFile(os.Getenv(launch.EnvSecretFile))
-		if err != nil {
-			return usageErr("%s: %v", launch.EnvSecretFile, err)
-		}
-		secret = s
-	default:
+	secret, err := jobSecret(*secretFile)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if secret == nil {
 		return usageErr("no job secret: give --secret-file or set %s", launch.EnvSecret)
 	}
 	if *jobID == "" {

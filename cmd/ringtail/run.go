@@ -121,22 +121,9 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		*np = launch.TotalSlots(hosts)
 	}
 
-	var secret []byte
-	switch {
-	case *secretFile != "":
-		s, err := launch.ReadSecretFile(*secretFile)
-		if err != nil {
-			return usageErr("--secret-file: %v", err)
-		}
-		secret = s
-	case os.Getenv(launch.EnvSecret) != "":
-		secret = []byte(os.Getenv(launch.EnvSecret))
-	case os.Getenv(launch.EnvSecretFile) != "":
-		s, err := launch.ReadSecretFile(os.Getenv(launch.EnvSecretFile))
-		if err != nil {
-			return usageErr("%s: %v", launch.EnvSecretFile, err)
-		}
-		secret = s
+	secret, err := jobSecret(*secretFile)
+	if err != nil {
+		return usageErr("%v", err)
 	}
 
 	env := append([]string{}, envs...)
