@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -138,40 +139,16 @@ func DefaultConfig(rank, world int) Config {
 // constants) over DefaultConfig. It reports every malformed variable.
 func ConfigFromEnv() (Config, error) {
 	c := DefaultConfig(0, 1)
-	var errs []error
-	geti := func(name string, dst *int) {
-		if v, ok := os.LookupEnv(name); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q is not an integer", name, v))
-				return
-			}
-			*dst = n
-		}
-	}
-	getd := func(name string, dst *time.Duration) {
-		if v, ok := os.LookupEnv(name); ok {
-			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	getb := func(name string) bool {
-		v := os.Getenv(name)
-		return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "yes")
-	}
-	geti(EnvRank, &c.Rank)
-	geti(EnvWorldSize, &c.WorldSize)
+	var env envcfg.Reader
+	env.Int(EnvRank, &c.Rank)
+	env.Int(EnvWorldSize, &c.WorldSize)
 	c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
-	geti(EnvLocalRank, &c.LocalRank)
-	geti(EnvLocalWorldSize, &c.LocalWorldSize)
+	env.Int(EnvLocalRank, &c.LocalRank)
+	env.Int(EnvLocalWorldSize, &c.LocalWorldSize)
 	if v := os.Getenv(EnvMasterAddr); v != "" {
 		c.MasterAddr = v
 	}
-	geti(EnvMasterPort, &c.MasterPort)
+	env.Int(EnvMasterPort, &c.MasterPort)
 	if v := os.Getenv(EnvJobID); v != "" {
 		c.JobID = v
 	} else if c.MasterPort != 0 {
@@ -182,30 +159,30 @@ func ConfigFromEnv() (Config, error) {
 	} else if f := os.Getenv(EnvSecretFile); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", EnvSecretFile, err))
+			env.Fail(fmt.Errorf("%s: %w", EnvSecretFile, err))
 		}
 		c.Secret = []byte(strings.TrimSpace(string(b)))
 	}
-	c.Insecure = getb(EnvInsecure)
+	c.Insecure = env.Bool(EnvInsecure)
 	c.ExternalCoordinator = os.Getenv(EnvCoordinator) == "external"
 	c.ListenIP = os.Getenv(EnvListenIP)
-	c.DisableUnix = getb(EnvNoUnix)
-	c.DisableShm = getb(EnvNoShm)
-	c.TolerateDeaths = getb(EnvTolerate)
+	c.DisableUnix = env.Bool(EnvNoUnix)
+	c.DisableShm = env.Bool(EnvNoShm)
+	c.TolerateDeaths = env.Bool(EnvTolerate)
 	if v := os.Getenv(EnvControlPlane); v != "" {
 		c.ControlPlane = v
 	}
 	if v := os.Getenv(EnvDataPlane); v != "" {
 		c.DataPlane = v
 	}
-	getd(EnvTimeout, &c.OpTimeout)
-	getd(EnvPeerTimeout, &c.PeerTimeout)
-	getd(EnvConnectTimeout, &c.ConnectTimeout)
-	getd(EnvFastSpin, &c.FastSpin)
-	geti(EnvChannels, &c.Channels)
-	geti(EnvChunkBytes, &c.ChunkBytes)
-	geti(EnvSmallBytes, &c.SmallBytes)
-	if err := errors.Join(errs...); err != nil {
+	env.Duration(EnvTimeout, &c.OpTimeout)
+	env.Duration(EnvPeerTimeout, &c.PeerTimeout)
+	env.Duration(EnvConnectTimeout, &c.ConnectTimeout)
+	env.Duration(EnvFastSpin, &c.FastSpin)
+	env.Int(EnvChannels, &c.Channels)
+	env.Int(EnvChunkBytes, &c.ChunkBytes)
+	env.Int(EnvSmallBytes, &c.SmallBytes)
+	if err := env.Err(); err != nil {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}
 	return c, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic/view"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 )
 
 // Environment variables read by ConfigFromEnv (besides ringtail's own,
@@ -197,31 +198,13 @@ func ConfigFromEnv() (Config, error) {
 			}
 		}
 	}
-	geti := func(name string, dst *int) {
-		if v, ok := os.LookupEnv(name); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q is not an integer", name, v))
-				return
-			}
-			*dst = n
-		}
-	}
-	getd := func(name string, dst *time.Duration) {
-		if v, ok := os.LookupEnv(name); ok {
-			d, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q is not a duration", name, v))
-				return
-			}
-			*dst = d
-		}
-	}
-	geti(EnvNP, &c.InitialNP)
-	geti(EnvMinNP, &c.MinNP)
-	geti(EnvMaxNP, &c.MaxNP)
-	getd(EnvStartTimeout, &c.StartTimeout)
-	getd(EnvMinWait, &c.MinWait)
+	var env envcfg.Reader
+	env.Int(EnvNP, &c.InitialNP)
+	env.Int(EnvMinNP, &c.MinNP)
+	env.Int(EnvMaxNP, &c.MaxNP)
+	env.Duration(EnvStartTimeout, &c.StartTimeout)
+	env.Duration(EnvMinWait, &c.MinWait)
+	errs = append(errs, env.Err())
 	if err := errors.Join(errs...); err != nil {
 		return c, fmt.Errorf("elastic: environment: %w", err)
 	}

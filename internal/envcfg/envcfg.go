@@ -1,0 +1,52 @@
+// Package envcfg reads typed settings from environment variables and
+// collects every malformed one, so a configuration reports all its
+// problems at once. It is shared by the root package and elastic.
+package envcfg
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reader reads variables and remembers each one it could not parse.
+type Reader struct{ errs []error }
+
+// Int sets *dst from name when the variable is set.
+func (r *Reader) Int(name string, dst *int) {
+	if v, ok := os.LookupEnv(name); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s=%q is not an integer", name, v))
+			return
+		}
+		*dst = n
+	}
+}
+
+// Duration sets *dst from name (e.g. "30s", "5m") when the variable is set.
+func (r *Reader) Duration(name string, dst *time.Duration) {
+	if v, ok := os.LookupEnv(name); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v))
+			return
+		}
+		*dst = d
+	}
+}
+
+// Bool reports whether name is set to 1, true or yes.
+func (r *Reader) Bool(name string) bool {
+	v := os.Getenv(name)
+	return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "yes")
+}
+
+// Fail records a problem found by the caller.
+func (r *Reader) Fail(err error) { r.errs = append(r.errs, err) }
+
+// Err joins every problem, or returns nil.
+func (r *Reader) Err() error { return errors.Join(r.errs...) }
