@@ -1,9 +1,6 @@
 package plan
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // SimOp is the reduction the reference simulator applies (float64).
 type SimOp func(dst, src float64) float64
@@ -130,6 +127,3 @@ func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
 
 // SimSum is the SimOp for Sum and Avg.
 func SimSum(a, b float64) float64 { return a + b }
-
-// SimMax is the SimOp for Max.
-func SimMax(a, b float64) float64 { return math.Max(a, b) }

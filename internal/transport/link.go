@@ -190,9 +190,6 @@ func (l *Link) applyFold(off int, p []byte) {
 // Shared reports whether the link moves data through shared memory.
 func (l *Link) Shared() bool { return l.inPlace != nil }
 
-// Peer returns the rank at the other end.
-func (l *Link) Peer() int { return l.peer }
-
 func (l *Link) start(wg *sync.WaitGroup) {
 	wg.Add(2)
 	go func() { defer wg.Done(); l.readLoop() }()
