@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -29,17 +30,29 @@ func (a Addr) String() string { return a.Multiaddr.String() + "/p2p/" + a.Peer.S
 type conn struct {
 	network.Stream
 	local, remote Addr
+	down          *atomic.Bool // the host is closing: write nothing more
 }
 
 var _ net.Conn = (*conn)(nil)
 
-func newConn(s network.Stream) *conn {
+func newConn(s network.Stream, down *atomic.Bool) *conn {
 	c := s.Conn()
 	return &conn{
 		Stream: s,
+		down:   down,
 		local:  Addr{Multiaddr: c.LocalMultiaddr(), Peer: c.LocalPeer()},
 		remote: Addr{Multiaddr: c.RemoteMultiaddr(), Peer: c.RemotePeer()},
 	}
+}
+
+// Write fails once the host is closing: its streams then close one by one,
+// and a rank whose host is gone must not tell the others anything about
+// the streams that went first (as a dead process could not).
+func (c *conn) Write(p []byte) (int, error) {
+	if c.down.Load() {
+		return 0, net.ErrClosed
+	}
+	return c.Stream.Write(p)
 }
 
 // LocalAddr returns this end's address and peer ID.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -83,6 +84,7 @@ type Host struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	down      atomic.Bool // set first by Close: the host's streams write no more
 }
 
 // NewHost validates cfg and starts a host listening on cfg.ListenIP:cfg.Port.
@@ -199,6 +201,7 @@ func (h *Host) Addr() ma.Multiaddr { return slices.Clone(h.addr) }
 // Close stops listening and closes every connection and stream.
 func (h *Host) Close() error {
 	h.closeOnce.Do(func() {
+		h.down.Store(true)
 		h.mu.Lock()
 		h.closed = true
 		h.mu.Unlock()
@@ -268,7 +271,7 @@ func (h *Host) Dial(ctx context.Context, addr ma.Multiaddr, proto protocol.ID) (
 	}
 	_ = s.SetDeadline(time.Time{})
 	_ = s.SetProtocol(proto)
-	return newConn(s), nil
+	return newConn(s, &h.down), nil
 }
 
 // isPeerMismatch reports whether err says the peer presented a key other

@@ -37,7 +37,7 @@ func newListener(h *Host, proto protocol.ID) *Listener {
 // the stream or the listener closes (then the stream is reset).
 func (l *Listener) handle(s network.Stream) {
 	select {
-	case l.conns <- newConn(s):
+	case l.conns <- newConn(s, &l.host.down):
 	case <-l.done:
 		_ = s.Reset()
 	}
