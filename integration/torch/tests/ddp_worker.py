@@ -160,8 +160,11 @@ def smoke(args, rank, world):
     ref = flat.clone()
     dist.broadcast(ref, 0)
     diff = float((flat - ref).abs().max().item())
-    print("SMOKE rank=%d world=%d local_rank=%s backend=%s diff=%g" % (
-        rank, world, os.environ.get("LOCAL_RANK"), dist.get_backend(), diff), flush=True)
+    # One write(2) of a short line: ranks sharing a stdout pipe cannot
+    # interleave inside it (print may split text and newline).
+    sys.stdout.flush()
+    os.write(1, ("SMOKE rank=%d world=%d local_rank=%s backend=%s diff=%g\n" % (
+        rank, world, os.environ.get("LOCAL_RANK"), dist.get_backend(), diff)).encode())
     if diff != 0:
         sys.exit("replicas differ")
 
