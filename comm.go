@@ -79,6 +79,10 @@ type Comm struct {
 	mu     sync.Mutex // serialises collectives; guards the fields below
 	closed bool
 	progs  map[progKey]*plan.Program
+	last   struct { // the previous call's program: a training loop repeats one call
+		key progKey
+		p   *plan.Program
+	}
 
 	mesh     *transport.Mesh
 	executor *exec.Executor
@@ -324,7 +328,11 @@ type call struct {
 }
 
 func (c *Comm) program(k progKey, build func() (*plan.Program, error)) (*plan.Program, error) {
+	if c.last.p != nil && c.last.key == k {
+		return c.last.p, nil
+	}
 	if p, ok := c.progs[k]; ok {
+		c.last.key, c.last.p = k, p
 		return p, nil
 	}
 	p, err := build()
@@ -338,6 +346,7 @@ func (c *Comm) program(k progKey, build func() (*plan.Program, error)) (*plan.Pr
 		clear(c.progs)
 	}
 	c.progs[k] = p
+	c.last.key, c.last.p = k, p
 	return p, nil
 }
 
@@ -346,7 +355,12 @@ func (c *Comm) program(k progKey, build func() (*plan.Program, error)) (*plan.Pr
 // communicator, so peers get a clear error instead of waiting.
 func (c *Comm) run(ctx context.Context, cl call, build func() (*plan.Program, error), key progKey) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	err := c.runLocked(ctx, cl, build, key)
+	c.mu.Unlock() // not deferred: this is the per-call path of every collective
+	return err
+}
+
+func (c *Comm) runLocked(ctx context.Context, cl call, build func() (*plan.Program, error), key progKey) error {
 	if c.closed {
 		return ErrClosed
 	}
@@ -361,10 +375,7 @@ func (c *Comm) run(ctx context.Context, cl call, build func() (*plan.Program, er
 		return c.invalid(desc, err)
 	}
 	ec := exec.Call{Desc: desc, DType: cl.data.DType, Op: cl.op, Data: cl.data.Bytes, Input: cl.input.Bytes}
-	if err := c.executor.Run(ctx, c.cfg.OpTimeout, p, &ec); err != nil {
-		return err
-	}
-	return nil
+	return c.executor.Run(ctx, c.cfg.OpTimeout, p, &ec)
 }
 
 // invalid reports a call this rank cannot make and, in a multi-rank job,
@@ -411,8 +422,8 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op Op) error {
 	if !op.Valid() {
 		opErr = fmt.Errorf("invalid reduction op %v", op)
 	}
-	if err := c.precheck(cl, c.check("AllReduce", buf), opErr); err != nil {
-		return err
+	if err := c.check("AllReduce", buf); err != nil || opErr != nil {
+		return c.precheck(cl, err, opErr)
 	}
 	n, avg := buf.Len(), op == Avg
 	small := len(buf.Bytes) <= c.cfg.SmallBytes

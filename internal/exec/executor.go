@@ -24,11 +24,13 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
-	fast       map[fastKey]bool // whether a program may run on fastboxes (per element size)
-	check      *time.Timer      // paces checkFastboxes
-	deadline   *time.Timer      // the running call's operation timeout
-	strikes    int              // consecutive checks that saw a stray fastbox message
-	lastFrames uint64           // the link's frame count at the first strike
+	fast       map[fastKey]*fastProg // programs compiled for fastboxes (nil: not eligible)
+	lastFast   fastKey               // the previous call's key and program, checked before the map
+	lastProg   *fastProg
+	check      *time.Timer // paces checkFastboxes
+	deadline   *time.Timer // the running call's operation timeout
+	strikes    int         // consecutive checks that saw a stray fastbox message
+	lastFrames uint64      // the link's frame count at the first strike
 	mesh       *transport.Mesh
 	chunk      int
 	compl      chan transport.Result
@@ -43,7 +45,7 @@ func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
 	if chunk <= 0 {
 		return nil, fmt.Errorf("exec: chunk %d", chunk)
 	}
-	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[fastKey]bool{}}, nil
+	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[fastKey]*fastProg{}}, nil
 }
 
 const tagBits = 16 // a result's tag is channel<<tagBits | op index
@@ -53,8 +55,8 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 // buffer lengths (in elements of call.DType). The timeout is a duration,
 // not a deadline, so a small call that never waits never reads the clock.
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
-	if e.fastEligible(p, call) {
-		return e.runFast(ctx, timeout, p, call)
+	if fp := e.fastProgram(p, call); fp != nil {
+		return e.runFast(ctx, timeout, fp, p, call)
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {

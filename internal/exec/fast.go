@@ -18,104 +18,124 @@ type fastKey struct {
 	esize int
 }
 
-// fastEligible reports whether p can run on fastboxes: every message fits
-// one and every link it uses has one (shared memory). The answer is cached
-// per program (programs are cached by the communicator).
-func (e *Executor) fastEligible(p *plan.Program, call *Call) bool {
+// fastOp is one operation of a program compiled for the fastbox path:
+// byte offsets, and the peer's fastbox driver resolved once.
+type fastOp struct {
+	kind     plan.OpKind
+	buf, src plan.Buf
+	off, n   int // bytes
+	srcOff   int // bytes
+	div      int
+	peer     int
+	link     transport.FastLink
+	fold     bool // RecvReduce
+}
+
+// fastProg is a program compiled for runFast: its operations in the order
+// they run (per channel and step: local ops, then sends, then receives).
+type fastProg struct {
+	ops     []fastOp
+	scratch int // bytes
+}
+
+// fastProgram returns p compiled for the fastbox path, or nil when p cannot
+// run there: a message exceeds a fastbox or a link it uses has none (not
+// shared memory). The answer is cached per program (programs are cached by
+// the communicator) and element size.
+func (e *Executor) fastProgram(p *plan.Program, call *Call) *fastProg {
 	if e.mesh == nil {
-		return false
+		return nil
 	}
 	key := fastKey{p, call.DType.Size()}
-	if ok, seen := e.fast[key]; seen {
-		return ok
+	if key == e.lastFast {
+		return e.lastProg
 	}
-	ok := true
-	es := call.DType.Size()
+	fp, seen := e.fast[key]
+	if !seen {
+		fp = compileFast(e.mesh, p, key.esize)
+		if len(e.fast) > 1024 {
+			clear(e.fast)
+		}
+		e.fast[key] = fp
+	}
+	e.lastFast, e.lastProg = key, fp
+	return fp
+}
+
+func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
+	fp := &fastProg{scratch: p.ScratchLen * es}
 	for c, ch := range p.Channels {
 		for _, st := range ch.Steps {
-			for _, o := range st.Ops {
-				if o.Kind.Local() {
-					continue
-				}
-				if o.Len*es > transport.FastboxPayload {
-					ok = false
-				} else if _, has := e.mesh.Link(o.Peer, c).Fast(); !has {
-					ok = false
+			for _, pass := range [...]func(plan.OpKind) bool{
+				plan.OpKind.Local,
+				func(k plan.OpKind) bool { return k == plan.Send },
+				func(k plan.OpKind) bool { return k == plan.Recv || k == plan.RecvReduce },
+			} {
+				for _, o := range st.Ops {
+					if !pass(o.Kind) {
+						continue
+					}
+					op := fastOp{kind: o.Kind, buf: o.Buf, src: o.Src, off: o.Off * es, n: o.Len * es,
+						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, fold: o.Kind == plan.RecvReduce}
+					if !o.Kind.Local() {
+						f, has := mesh.Link(o.Peer, c).Fast()
+						if !has || op.n > transport.FastboxPayload {
+							return nil
+						}
+						op.link = f
+					}
+					fp.ops = append(fp.ops, op)
 				}
 			}
 		}
 	}
-	if len(e.fast) > 1024 {
-		clear(e.fast)
-	}
-	e.fast[key] = ok
-	return ok
+	return fp
 }
 
-// runFast runs p synchronously in the calling goroutine: within a step,
-// local ops, then every send (a fastbox holds one message, so a send only
-// waits for the peer to have taken the previous one), then every receive.
-// Programs never send a peer two messages in one step, so this cannot
-// deadlock.
-func (e *Executor) runFast(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
+// runFast runs a compiled program synchronously in the calling goroutine:
+// within a step, local ops, then every send (a fastbox holds two messages,
+// so a send only waits for the peer to have taken the one before the
+// previous), then every receive. Programs never send a peer two messages
+// in one step, so this cannot deadlock.
+func (e *Executor) runFast(ctx context.Context, timeout time.Duration, fp *fastProg, p *plan.Program, call *Call) error {
 	es := call.DType.Size()
-	if need := p.ScratchLen * es; cap(e.scratch) < need {
-		e.scratch = make([]byte, need)
+	if len(call.Data) != p.DataLen*es || len(call.Input) != p.InputLen*es {
+		return fmt.Errorf("exec: buffers of %d/%d bytes for a program of %d/%d %v elements", len(call.Data), len(call.Input), p.DataLen, p.InputLen, call.DType)
 	}
-	scratch := e.scratch[:p.ScratchLen*es]
+	if cap(e.scratch) < fp.scratch {
+		e.scratch = make([]byte, fp.scratch)
+	}
+	bufs := [3][]byte{plan.Data: call.Data, plan.Input: call.Input, plan.Scratch: e.scratch[:fp.scratch]}
 	if d, ok := ctx.Deadline(); ok {
 		if left := time.Until(d); timeout <= 0 || left < timeout {
 			timeout = max(left, time.Nanosecond)
 		}
 	}
-	region := func(b plan.Buf, off, n int) []byte {
-		switch b {
-		case plan.Input:
-			return call.Input[off*es : (off+n)*es]
-		case plan.Scratch:
-			return scratch[off*es : (off+n)*es]
-		}
-		return call.Data[off*es : (off+n)*es]
-	}
 	cancel := ctx.Done()
-	for c := range p.Channels {
-		for s := range p.Channels[c].Steps {
-			st := &p.Channels[c].Steps[s]
-			for i := range st.Ops {
-				o := &st.Ops[i]
-				var err error
-				switch o.Kind {
-				case plan.Copy:
-					copy(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len))
-				case plan.Reduce:
-					err = reduce.Apply(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len), call.DType, call.Op)
-				case plan.Scale:
-					err = reduce.Scale(region(o.Buf, o.Off, o.Len), call.DType, o.Div)
-				}
-				if err != nil {
-					return e.failFast(ctx, o.Peer, err, false)
-				}
+	for i := range fp.ops {
+		o := &fp.ops[i]
+		dst := bufs[o.buf][o.off : o.off+o.n]
+		var err error
+		switch o.kind {
+		case plan.Send:
+			if err := o.link.Send(&call.Desc, dst, timeout, cancel); err != nil {
+				return e.failFast(ctx, o.peer, err, true)
 			}
-			for i := range st.Ops {
-				o := &st.Ops[i]
-				if o.Kind != plan.Send {
-					continue
-				}
-				f, _ := e.mesh.Link(o.Peer, c).Fast()
-				if err := f.Send(&call.Desc, region(o.Buf, o.Off, o.Len), timeout, cancel); err != nil {
-					return e.failFast(ctx, o.Peer, err, true)
-				}
+			continue
+		case plan.Recv, plan.RecvReduce:
+			if err := o.link.Recv(&call.Desc, dst, o.fold, call.DType, call.Op, timeout, cancel); err != nil {
+				return e.failFast(ctx, o.peer, err, true)
 			}
-			for i := range st.Ops {
-				o := &st.Ops[i]
-				if o.Kind != plan.Recv && o.Kind != plan.RecvReduce {
-					continue
-				}
-				f, _ := e.mesh.Link(o.Peer, c).Fast()
-				if err := f.Recv(&call.Desc, region(o.Buf, o.Off, o.Len), o.Kind == plan.RecvReduce, call.DType, call.Op, timeout, cancel); err != nil {
-					return e.failFast(ctx, o.Peer, err, true)
-				}
-			}
+			continue
+		case plan.Copy:
+			copy(dst, bufs[o.src][o.srcOff:o.srcOff+o.n])
+		case plan.Reduce:
+			err = reduce.Apply(dst, bufs[o.src][o.srcOff:o.srcOff+o.n], call.DType, call.Op)
+		case plan.Scale:
+			err = reduce.Scale(dst, call.DType, o.div)
+		}
+		if err != nil {
+			return e.failFast(ctx, o.peer, err, false)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"os"
 	"strconv"
@@ -293,17 +294,35 @@ func addrToward(host string) string {
 
 // cpuFor picks the CPU a local rank is bound to, or -1. Like OpenMPI's
 // default, ranks are bound to one core each when they fit (local ranks ≤
-// allowed CPUs) and not at all when the host is oversubscribed; BindTo
-// "none" disables it. A bound Go rank sees one CPU, so its GOMAXPROCS is 1.
+// allowed CPUs). Unlike it, an oversubscribed host's ranks are bound too,
+// several to a CPU by cpuSlot, so that the partners of every exchange run
+// on different CPUs (measured on 2 CPUs, 4 ranks: 8-byte allreduce 6.4–8.0
+// µs unbound, 3.6–5.5 µs bound; 16 MiB busbw 1.95–2.53 → 2.69–2.96 GB/s).
+// BindTo "none" disables it. A bound Go rank sees one CPU, so its
+// GOMAXPROCS is 1.
 func (j *job) cpuFor(p placement) int {
 	if j.cfg.BindTo == "none" {
 		return -1
 	}
 	cpus := allowedCPUs()
-	if len(cpus) == 0 || p.LocalWorld > len(cpus) || p.LocalWorld < 2 {
+	if len(cpus) == 0 || p.LocalWorld < 2 {
 		return -1
 	}
-	return cpus[p.LocalRank%len(cpus)]
+	return cpus[cpuSlot(p.LocalRank, p.LocalWorld, len(cpus))]
+}
+
+// cpuSlot maps a local rank to one of ncpu CPUs. When the ranks fit, each
+// has its own. When they do not, ranks share CPUs evenly and, with an even
+// number of CPUs, ranks whose numbers differ in one bit — the partners of
+// every recursive-doubling step, and ring neighbours 2k, 2k+1 — never
+// share one: the CPU's parity is the parity of the rank's set bits. Two
+// processes on one CPU cannot run at once, so a partner there would cost
+// a context switch per step.
+func cpuSlot(localRank, localWorld, ncpu int) int {
+	if localWorld <= ncpu || ncpu%2 != 0 {
+		return localRank % ncpu
+	}
+	return (bits.OnesCount(uint(localRank))%2 + 2*(localRank/2)) % ncpu
 }
 
 // goMaxProcs caps a Go rank's GOMAXPROCS at its share of the host's CPUs

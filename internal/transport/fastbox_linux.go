@@ -13,49 +13,84 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 )
 
-// A fastbox is a one-message mailbox per direction of a shared-memory link
-// for small collectives (recursive doubling, barriers, the loss of a step):
-// the executor writes the message and bumps a counter, the peer's executor
-// spins on that counter and folds the payload straight out of it. No
-// goroutine hand-off, no system call, no wake-up: an 8-byte allreduce costs
-// a few cache-line transfers. Waiting spins briefly, then yields the CPU
-// (sched_yield, for more ranks than cores), then sleeps in short naps, so a
-// late peer costs little CPU; every wait watches the mesh for failure and
-// the call's deadline.
+// A fastbox is a two-slot mailbox per direction of a shared-memory link for
+// small collectives (recursive doubling, barriers, the loss of a step): the
+// executor writes the message into the next slot and publishes its number,
+// the peer's executor spins on that slot and folds the payload straight out
+// of it. No goroutine hand-off, no system call, no wake-up. Each slot's
+// first cache line holds the message number, the size, the descriptor, the
+// first payload bytes and the producer's count of messages it has taken
+// from the other direction: in an exchange (both ranks send, then both
+// receive) a sender learns that its slot is free from the line it has just
+// read, so an 8-byte allreduce costs one cache-line write and one read per
+// rank. The consumer also publishes its count on a line of its own, read
+// only when the piggybacked count is not enough (one-way traffic: chains,
+// trees). Waiting spins briefly, then yields the CPU (sched_yield, for more
+// ranks than cores), then sleeps in short naps, so a late peer costs little
+// CPU; every wait watches the mesh for failure and the call's deadline.
 
 // FastboxPayload is the largest message a fastbox carries.
 const FastboxPayload = 4096
 
 const (
-	// Layout of one fastbox: the producer's first cache line holds the
-	// counter, the size, the dead word, the descriptor and the first 24
-	// payload bytes, so a small message costs the consumer one cache-line
-	// transfer; the consumer's ack lives on its own line after the payload.
-	fastboxData = 40
-	fastboxAck  = 4160 // 64-aligned, past fastboxData+FastboxPayload
-	fastboxSpan = fastboxAck + 64
+	// Layout of one slot: message number, the producer's count of
+	// messages taken from the other direction, size, descriptor, payload.
+	slotTaken   = 8
+	slotSize    = 16
+	slotDesc    = 24
+	fastboxData = 48
+	slotSpan    = 4160 // 64-aligned, past fastboxData+FastboxPayload
+	fastboxAck  = 2 * slotSpan
+	fastboxDead = fastboxAck + 64
+	fastboxSpan = fastboxDead + 64
 	shmSize     = 2*(shmCtrl+ShmRingSize) + 2*fastboxSpan
 )
 
+// fastSlot is one message slot in shared memory.
+type fastSlot struct {
+	seq   *atomic.Uint64 // number of the message in the slot (1, 2, ...)
+	taken *atomic.Uint64 // the producer's count of messages taken from the other direction
+	size  *atomic.Uint32 // payload length
+	desc  *[24]byte      // descriptor
+	data  []byte
+}
+
+// fastbox is one direction of a link's fastboxes. The counters without a
+// pointer are the local side's own bookkeeping; only the executor (one
+// collective at a time) touches them.
 type fastbox struct {
-	seq  *atomic.Uint64 // messages published (producer)
-	ack  *atomic.Uint64 // messages consumed (consumer)
-	desc *[24]byte      // descriptor of the current message
-	size *atomic.Uint32 // payload length of the current message
-	dead *atomic.Uint32 // the producer's communicator failed: take nothing more
-	data []byte
+	slots [2]fastSlot
+	ack   *atomic.Uint64 // messages consumed (consumer)
+	dead  *atomic.Uint32 // the producer's communicator failed: take nothing more
+
+	sent  uint64 // producer: messages published
+	freed uint64 // producer: messages known consumed
+	got   uint64 // consumer: messages consumed
 }
 
 func fastboxAt(mem []byte) fastbox {
 	base := unsafe.Pointer(unsafe.SliceData(mem))
-	return fastbox{
-		seq:  (*atomic.Uint64)(base),
-		size: (*atomic.Uint32)(unsafe.Add(base, 8)),
-		dead: (*atomic.Uint32)(unsafe.Add(base, 12)),
-		desc: (*[24]byte)(unsafe.Add(base, 16)),
-		data: mem[fastboxData : fastboxData+FastboxPayload],
-		ack:  (*atomic.Uint64)(unsafe.Add(base, fastboxAck)),
+	var b fastbox
+	for i := range b.slots {
+		off := i * slotSpan
+		sb := unsafe.Add(base, off)
+		b.slots[i] = fastSlot{
+			seq:   (*atomic.Uint64)(sb),
+			taken: (*atomic.Uint64)(unsafe.Add(sb, slotTaken)),
+			size:  (*atomic.Uint32)(unsafe.Add(sb, slotSize)),
+			desc:  (*[24]byte)(unsafe.Add(sb, slotDesc)),
+			data:  mem[off+fastboxData : off+fastboxData+FastboxPayload],
+		}
 	}
+	b.ack = (*atomic.Uint64)(unsafe.Add(base, fastboxAck))
+	b.dead = (*atomic.Uint32)(unsafe.Add(base, fastboxDead))
+	return b
+}
+
+// pending reports whether the producer has published a message this side
+// has not taken.
+func (b *fastbox) pending() bool {
+	return b.slots[b.got&1].seq.Load() == b.got+1
 }
 
 func putDesc(b *[24]byte, d *Desc) {
@@ -78,6 +113,7 @@ type waiter struct {
 	failed   <-chan struct{}
 	cancel   <-chan struct{}
 	link     *Link
+	local    bool // the peer is in this process
 }
 
 const (
@@ -87,8 +123,8 @@ const (
 
 func (w *waiter) pause() error {
 	w.i++
-	if w.i&7 != 0 {
-		return nil
+	if w.i&63 != 0 {
+		return nil // a plain poll costs a nanosecond, a clock read tens
 	}
 	now := time.Now()
 	if w.start.IsZero() {
@@ -97,9 +133,14 @@ func (w *waiter) pause() error {
 			w.deadline = now.Add(w.timeout)
 		}
 	}
+	// Two one-case selects: each is a lock-free poll, a two-case select
+	// locks both channels.
 	select {
 	case <-w.failed:
 		return errMeshFailed
+	default:
+	}
+	select {
 	case <-w.cancel:
 		return errCanceled
 	default:
@@ -118,8 +159,15 @@ func (w *waiter) pause() error {
 	case since < fastYield:
 		// Let other goroutines (in-process peers) and other processes
 		// (more ranks than cores) run before polling again.
-		runtime.Gosched()
-		syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		// Give the CPU to the peer: a goroutine of this process (in-
+		// process ranks) or another process (more ranks than cores).
+		// sched_yield returns at once: a raw call spares the runtime's
+		// hand-off of this thread's P.
+		if w.local {
+			runtime.Gosched()
+		} else {
+			syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+		}
 	default:
 		time.Sleep(fastNap)
 	}
@@ -140,27 +188,43 @@ func (l *Link) Fast() (FastLink, bool) {
 }
 
 // Send publishes one message (at most FastboxPayload bytes), waiting (at
-// most timeout, counted from when the wait starts) for the peer to have
-// consumed the previous one.
+// most timeout, counted from when the wait starts) for a free slot: the
+// peer must have taken the message before the previous one.
 func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
 	if err := f.peerFailed(c, false); err != nil {
 		return err
 	}
 	box := &c.fastOut
-	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
-	for box.seq.Load() != box.ack.Load() {
-		if err := w.pause(); err != nil {
-			return f.err(err)
+	if box.sent-box.freed >= 2 {
+		// The peer's newest message to us says how many of ours it had
+		// taken; its consumer count is the fallback.
+		if in := &c.fastIn; in.got > 0 {
+			box.freed = max(box.freed, in.slots[(in.got-1)&1].taken.Load())
+		}
+		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local}
+		for box.sent-box.freed >= 2 {
+			if box.freed = box.ack.Load(); box.sent-box.freed < 2 {
+				break
+			}
+			if err := w.pause(); err != nil {
+				return f.err(err)
+			}
 		}
 	}
-	if len(p) > len(box.data) {
-		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(p), len(box.data))
+	if len(p) > FastboxPayload {
+		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(p), FastboxPayload)
 	}
-	putDesc(box.desc, d)
-	box.size.Store(uint32(len(p)))
-	copy(box.data, p)
-	box.seq.Add(1)
+	sl := &box.slots[box.sent&1]
+	// Plain stores, published by the atomic store of the message number
+	// (an atomic store of each would stall on the line's ownership once
+	// per word).
+	putDesc(sl.desc, d)
+	*(*uint32)(unsafe.Pointer(sl.size)) = uint32(len(p))
+	*(*uint64)(unsafe.Pointer(sl.taken)) = c.fastIn.got
+	copy(sl.data, p)
+	box.sent++
+	sl.seq.Store(box.sent)
 	return nil
 }
 
@@ -169,12 +233,13 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
-	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l}
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local}
 	me := f.l.mesh.id.Rank
 	if err := f.peerFailed(c, true); err != nil {
 		return err
 	}
-	for box.seq.Load() == box.ack.Load() {
+	sl := &box.slots[box.got&1]
+	for sl.seq.Load() != box.got+1 {
 		if err := w.pause(); err != nil {
 			return f.err(err)
 		}
@@ -198,10 +263,10 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	}
 	want := *d
 	want.Seq = 0
-	if len(dst) > len(box.data) {
-		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(dst), len(box.data))
+	if len(dst) > FastboxPayload {
+		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(dst), FastboxPayload)
 	}
-	if got := getDesc(box.desc); got != want || int(box.size.Load()) != len(dst) {
+	if got := getDesc(sl.desc); got != want || int(sl.size.Load()) != len(dst) {
 		e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
 			Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(got), me, f.l.describe(want))}
 		f.l.mesh.fail(e)
@@ -209,11 +274,12 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	}
 	var err error
 	if fold {
-		err = reduce.Apply(dst, box.data[:len(dst)], dt, op)
+		err = reduce.Apply(dst, sl.data[:len(dst)], dt, op)
 	} else {
-		copy(dst, box.data[:len(dst)])
+		copy(dst, sl.data[:len(dst)])
 	}
-	box.ack.Add(1)
+	box.got++
+	box.ack.Store(box.got)
 	return err
 }
 
@@ -231,7 +297,7 @@ func (f FastLink) peerFailed(c *shmConn, recv bool) error {
 	case 0:
 		return nil
 	case fastboxClosed:
-		if recv && c.fastIn.seq.Load() != c.fastIn.ack.Load() {
+		if recv && c.fastIn.pending() {
 			return nil // its last message, published before it closed
 		}
 		me := l.mesh.id.Rank
@@ -287,15 +353,15 @@ var (
 // no-progress conditions tell the two apart.)
 func (l *Link) FastPending() (Desc, uint64, bool) {
 	c, ok := l.conn.(*shmConn)
-	if !ok || c.fastIn.seq == nil {
+	if !ok || c.fastIn.ack == nil {
 		return Desc{}, 0, false
 	}
 	frames := l.rxFrames.Load()
-	pending := c.fastIn.seq.Load() != c.fastIn.ack.Load() // load the fastbox first: the peer wrote its ring before it
+	pending := c.fastIn.pending() // load the fastbox first: the peer wrote its ring before it
 	if !pending || c.in.head.Load() != c.in.tail.Load() {
 		return Desc{}, frames, false
 	}
-	return getDesc(c.fastIn.desc), frames, true
+	return getDesc(c.fastIn.slots[c.fastIn.got&1].desc), frames, true
 }
 
 // IsDeadline reports whether a fastbox wait ended at its deadline.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,7 @@ type shmConn struct {
 	in      ring    // we consume
 	fastOut fastbox // small messages we send, driven by the executor
 	fastIn  fastbox // small messages we receive
+	local   bool    // the peer is a goroutine of this process (in-process ranks)
 
 	dataBell  chan struct{} // a data doorbell arrived
 	spaceBell chan struct{} // a space doorbell arrived
@@ -181,7 +183,8 @@ func newShmConn(uc *net.UnixConn, mem []byte, dialer bool) *shmConn {
 	a, b := ringAt(mem[:half]), ringAt(mem[half:2*half])
 	fa, fb := fastboxAt(mem[2*half:2*half+fastboxSpan]), fastboxAt(mem[2*half+fastboxSpan:])
 	c := &shmConn{sock: uc, mem: mem, dataBell: make(chan struct{}, 1), spaceBell: make(chan struct{}, 1),
-		peerGone: make(chan struct{}), closed: make(chan struct{}), rTimer: stoppedTimer(), wTimer: stoppedTimer()}
+		peerGone: make(chan struct{}), closed: make(chan struct{}), rTimer: stoppedTimer(), wTimer: stoppedTimer(),
+		local: peerPID(uc) == os.Getpid()}
 	if dialer {
 		c.out, c.in, c.fastOut, c.fastIn = a, b, fa, fb
 	} else {
@@ -449,4 +452,19 @@ func (l *Link) sever() {
 		return
 	}
 	l.conn.Close()
+}
+
+// peerPID returns the process at the other end of a unix socket, or -1.
+func peerPID(uc *net.UnixConn) int {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	pid := -1
+	_ = raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }
