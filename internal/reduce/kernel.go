@@ -39,8 +39,16 @@ func Apply(dst, src []byte, dt DType, op Op) error {
 	}
 	switch dt {
 	case Float32:
+		if op == Sum || op == Avg {
+			sumFloat32(view[float32](dst), view[float32](src))
+			return nil
+		}
 		apply(view[float32](dst), view[float32](src), op)
 	case Float64:
+		if op == Sum || op == Avg {
+			sumFloat64(view[float64](dst), view[float64](src))
+			return nil
+		}
 		apply(view[float64](dst), view[float64](src), op)
 	case Int32:
 		apply(view[int32](dst), view[int32](src), op)
