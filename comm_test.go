@@ -529,3 +529,36 @@ func TestLibp2pRendezvousRefusesAWrongSecret(t *testing.T) {
 		t.Fatalf("rank with the wrong secret: %v", errs[1])
 	}
 }
+
+// TestSmallAndLargeCallsInterleave alternates fastbox-sized and ring-sized
+// allreduces: a rank that finishes a small call and starts a large one
+// sends ring frames while its peer may still be waiting for its fastbox
+// message, which must not be taken for a mismatched call.
+func TestSmallAndLargeCallsInterleave(t *testing.T) {
+	const n, iters = 3, 300
+	comms := startComms(t, n, nil)
+	noErrors(t, each(comms, func(r int, c *Comm) error {
+		small, large := make([]float32, 1000), make([]int64, 65536)
+		for i := range iters {
+			for j := range small {
+				small[j] = float32(r + i)
+			}
+			if err := c.AllReduce(context.Background(), Float32s(small), Sum); err != nil {
+				return fmt.Errorf("iteration %d small: %w", i, err)
+			}
+			if want := float32(n*i + n*(n-1)/2); small[0] != want || small[len(small)-1] != want {
+				return fmt.Errorf("iteration %d small: %v, want %v", i, small[0], want)
+			}
+			for j := range large {
+				large[j] = int64(r*i + j)
+			}
+			if err := c.AllReduce(context.Background(), Int64s(large), Max); err != nil {
+				return fmt.Errorf("iteration %d large: %w", i, err)
+			}
+			if want := int64((n-1)*i + 7); large[7] != want {
+				return fmt.Errorf("iteration %d large: %v, want %v", i, large[7], want)
+			}
+		}
+		return nil
+	}))
+}

@@ -40,7 +40,7 @@ const (
 	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
 	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
-	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "tcp" (default) or "libp2p"
+	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
 	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
 )
 
@@ -95,12 +95,13 @@ type Config struct {
 	OpTimeout      time.Duration
 	PeerTimeout    time.Duration
 	ConnectTimeout time.Duration
-	// ControlPlane is how ranks reach the rendezvous: "tcp" (the default:
-	// length-prefixed JSON messages with an HMAC challenge–response over
-	// the job secret) or "libp2p" (the same messages over a Noise-secured
-	// libp2p stream to a coordinator whose peer identity is derived from
-	// the job secret, so an impostor is refused before anything is sent).
-	// Every rank and the coordinator must use the same one.
+	// ControlPlane is how ranks reach the rendezvous: "libp2p" (the
+	// default when the job has a secret: length-prefixed JSON messages
+	// over a Noise-secured libp2p stream to a coordinator whose peer
+	// identity is derived from the job secret, so an impostor is refused
+	// before anything is sent) or "tcp" (the same messages over TCP with
+	// an HMAC challenge–response over the secret; the default of an
+	// insecure job). Every rank and the coordinator must use the same one.
 	ControlPlane string
 	// DataPlane is how gradients move: "sockets" (unix sockets and shared
 	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
@@ -188,12 +189,17 @@ func ConfigFromEnv() (Config, error) {
 	return c, nil
 }
 
-// controlPlane resolves the default control plane (tcp).
+// controlPlane resolves the default control plane: libp2p when the job
+// has a secret (its coordinator's identity derives from it), tcp for an
+// insecure job.
 func (c *Config) controlPlane() string {
 	if c.ControlPlane != "" {
 		return c.ControlPlane
 	}
-	return "tcp"
+	if len(c.Secret) == 0 {
+		return "tcp"
+	}
+	return "libp2p"
 }
 
 // Validate reports every invalid field.

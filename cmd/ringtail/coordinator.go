@@ -49,7 +49,7 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.SetOutput(io.Discard)
 	var (
 		listen     = fs.String("listen", "", "`host:port` to listen on (port 0: a free one, logged)")
-		control    = fs.String("control-plane", "tcp", "tcp or libp2p (ranks then need RINGTAIL_CONTROL_PLANE=libp2p)")
+		control    = fs.String("control-plane", "libp2p", "libp2p (the ranks' default) or tcp (ranks then need RINGTAIL_CONTROL_PLANE=tcp)")
 		np         = fs.Int("np", 0, "number of ranks in the job")
 		secretFile = fs.String("secret-file", "", "read the job secret from `file`")
 		jobID      = fs.String("job-id", "", "the ranks' RINGTAIL_JOB_ID")

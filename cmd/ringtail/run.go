@@ -58,7 +58,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		secretFile    = fs.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE, else random)")
 		timeout       = fs.Duration("timeout", 0, "the ranks' operation timeout, RINGTAIL_TIMEOUT (default: the runtime's)")
 		bindTo        = fs.String("bind-to", "core", "core: bind each local rank to one CPU when they fit (like mpirun); none")
-		controlPlane  = fs.String("control-plane", "tcp", "how ranks reach the rendezvous: tcp (HMAC-authenticated) or libp2p (Noise, coordinator identity derived from the secret)")
+		controlPlane  = fs.String("control-plane", "libp2p", "how ranks reach the rendezvous: libp2p (Noise, coordinator identity derived from the secret) or tcp (HMAC-authenticated)")
 		grace         = fs.Duration("grace", launch.DefaultGrace, "time stopped ranks have between SIGTERM and SIGKILL")
 		masterAddr    = fs.String("master-addr", "", "this host's `address` as the ranks reach it (default: 127.0.0.1 for local jobs, else the address routing to the first remote host)")
 		masterPort    = fs.Int("master-port", 0, "the coordinator's `port` (default: a free one)")

@@ -29,8 +29,9 @@ type Config struct {
 	// one CPU when the ranks of the host fit its CPUs, as OpenMPI binds by
 	// default; "none" leaves the scheduler free.
 	BindTo string
-	// ControlPlane is "tcp" (default) or "libp2p": how the ranks reach the
-	// launcher's rendezvous (see the root package's Config.ControlPlane).
+	// ControlPlane is "libp2p" (the default, also "") or "tcp": how the
+	// ranks reach the launcher's rendezvous (see the root package's
+	// Config.ControlPlane); the ranks are told which.
 	ControlPlane string
 	// NP is the number of ranks.
 	NP int

@@ -49,8 +49,9 @@ func DerivedJobID(masterAddr string, masterPort int) string {
 type CoordinatorConfig struct {
 	// Listen is the TCP address to listen on, host:port.
 	Listen string
-	// ControlPlane is "tcp" (default) or "libp2p" (ranks then need
-	// RINGTAIL_CONTROL_PLANE=libp2p).
+	// ControlPlane is "libp2p" (the default, also "": the ranks' default
+	// when they have the secret) or "tcp" (ranks then need
+	// RINGTAIL_CONTROL_PLANE=tcp).
 	ControlPlane string
 	// World is the number of ranks of the job.
 	World int
@@ -101,17 +102,22 @@ func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 		return err
 	}
 	jobID := cfg.JobID
+	plane := controlPlane(cfg.ControlPlane)
 	host, portStr, _ := net.SplitHostPort(cfg.Listen)
-	if jobID == "" && cfg.ControlPlane == "libp2p" {
-		// The libp2p identity derives from the job id: it must be known
-		// before listening.
+	if jobID == "" && plane == "libp2p" {
+		// The libp2p identity derives from the job id, and the job id
+		// from the port: an ephemeral port is chosen before listening.
 		p, _ := strconv.Atoi(portStr)
 		if p == 0 {
-			return fmt.Errorf("launch: a libp2p coordinator on an ephemeral port needs a job id")
+			var err error
+			if p, err = freePort(ctx, host); err != nil {
+				return fmt.Errorf("launch: coordinator: %w", err)
+			}
+			cfg.Listen = net.JoinHostPort(host, strconv.Itoa(p))
 		}
 		jobID = DerivedJobID(host, p)
 	}
-	ln, port, err := listenCoordinator(ctx, cfg.ControlPlane, cfg.Listen, jobID, cfg.Secret)
+	ln, port, err := listenCoordinator(ctx, plane, cfg.Listen, jobID, cfg.Secret)
 	if err != nil {
 		return fmt.Errorf("launch: coordinator: %w", err)
 	}
@@ -125,6 +131,28 @@ func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 	err = ServeRendezvous(cfg.Logger)(ctx, ln, Job{ID: jobID, Secret: cfg.Secret, World: cfg.World})
 	cfg.Logger.Info().Err(err).Msg("coordinator: stopped")
 	return err
+}
+
+// freePort returns a TCP port on host that was free a moment ago (another
+// process may take it before the caller listens; listening then fails).
+func freePort(ctx context.Context, host string) (int, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	return port, ln.Close()
+}
+
+// controlPlane resolves a configured control plane: a launcher or a
+// coordinator always holds the job secret, so the default is libp2p, as
+// it is for ranks that have the secret.
+func controlPlane(configured string) string {
+	if configured == "" {
+		return "libp2p"
+	}
+	return configured
 }
 
 // listenCoordinator opens the rendezvous listener on bind (host:port): a

@@ -9,15 +9,17 @@ import (
 	"testing"
 	"time"
 
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/p2p"
 )
 
 // startCoordinator runs ServeCoordinator until the test ends and returns
-// its address and job id.
-func startCoordinator(t *testing.T, cfg launch.CoordinatorConfig) (*net.TCPAddr, string) {
+// its TCP port and job id.
+func startCoordinator(t *testing.T, cfg launch.CoordinatorConfig) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	type ready struct {
@@ -36,12 +38,34 @@ func startCoordinator(t *testing.T, cfg launch.CoordinatorConfig) (*net.TCPAddr,
 	})
 	select {
 	case r := <-readyc:
-		return r.addr.(*net.TCPAddr), r.jobID
+		return portOf(t, r.addr), r.jobID
 	case err := <-done:
 		done <- err // for the cleanup
 		t.Fatalf("ServeCoordinator: %v", err)
 	}
-	return nil, ""
+	return 0, ""
+}
+
+// portOf returns the TCP port of a coordinator's address: a TCP one, or a
+// libp2p multiaddress.
+func portOf(t *testing.T, a net.Addr) int {
+	t.Helper()
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.Port
+	}
+	pa, ok := a.(p2p.Addr)
+	if !ok {
+		t.Fatalf("coordinator address %v (%T)", a, a)
+	}
+	v, err := pa.Multiaddr.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		t.Fatalf("coordinator address %v: %v", a, err)
+	}
+	port, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("coordinator address %v: %v", a, err)
+	}
+	return port
 }
 
 // rankConfig is what a rank started by torchrun or Slurm would read from
@@ -55,16 +79,16 @@ func rankConfig(rank, world, port int, secret, jobID string) ringtail.Config {
 }
 
 func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
-	addr, jobID := startCoordinator(t, launch.CoordinatorConfig{
+	port, jobID := startCoordinator(t, launch.CoordinatorConfig{
 		Listen: "127.0.0.1:0", World: 2, Secret: []byte("s"), Logger: zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	// Without a job id the coordinator derives the one the ranks derive
 	// from MASTER_ADDR:MASTER_PORT when RINGTAIL_JOB_ID is unset.
-	if want := launch.DerivedJobID("127.0.0.1", addr.Port); jobID != want {
+	if want := launch.DerivedJobID("127.0.0.1", port); jobID != want {
 		t.Fatalf("job id %q, want %q", jobID, want)
 	}
 	t.Setenv("MASTER_ADDR", "127.0.0.1")
-	t.Setenv("MASTER_PORT", strconv.Itoa(addr.Port))
+	t.Setenv("MASTER_PORT", strconv.Itoa(port))
 	t.Setenv("RINGTAIL_JOB_ID", "")
 	fromEnv, err := ringtail.ConfigFromEnv()
 	if err != nil || fromEnv.JobID != jobID {
@@ -78,7 +102,7 @@ func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
 	errs := make([]error, 2)
 	for r := range 2 {
 		wg.Go(func() {
-			comm, err := ringtail.New(ctx, rankConfig(r, 2, addr.Port, "s", jobID))
+			comm, err := ringtail.New(ctx, rankConfig(r, 2, port, "s", jobID))
 			if err != nil {
 				errs[r] = err
 				return
@@ -98,10 +122,10 @@ func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
 }
 
 func TestServeCoordinatorRefusesAWrongSecret(t *testing.T) {
-	addr, _ := startCoordinator(t, launch.CoordinatorConfig{Listen: "127.0.0.1:0", World: 2, Secret: []byte("right"), JobID: "j"})
+	port, _ := startCoordinator(t, launch.CoordinatorConfig{Listen: "127.0.0.1:0", World: 2, Secret: []byte("right"), JobID: "j"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := ringtail.New(ctx, rankConfig(0, 2, addr.Port, "wrong", "j"))
+	_, err := ringtail.New(ctx, rankConfig(0, 2, port, "wrong", "j"))
 	if err == nil || !strings.Contains(err.Error(), "wrong job secret") {
 		t.Fatalf("New with a wrong secret: %v", err)
 	}

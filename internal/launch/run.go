@@ -106,11 +106,12 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if isLoopback(masterAddr) {
 		bind = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MasterPort))
 	}
-	ln, port, err := listenCoordinator(ctx, cfg.ControlPlane, bind, cfg.JobID, cfg.Secret)
+	plane := controlPlane(cfg.ControlPlane)
+	ln, port, err := listenCoordinator(ctx, plane, bind, cfg.JobID, cfg.Secret)
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
 	}
-	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: cfg.ControlPlane}
+	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.

@@ -161,7 +161,7 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 	var got launch.Job
 	var port int
 	j.Coordinator = func(ctx context.Context, ln net.Listener, job launch.Job) error {
-		got, port = job, ln.Addr().(*net.TCPAddr).Port
+		got, port = job, portOf(t, ln.Addr())
 		<-ctx.Done()
 		return ln.Close()
 	}

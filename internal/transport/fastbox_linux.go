@@ -257,9 +257,12 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 				return err
 			}
 		}
-		if w.i&1023 == 0 && f.l.waiting.Load() != 0 {
+		if w.i&1023 == 0 && f.l.waiting.Load() != 0 && sl.seq.Load() != box.got+1 {
 			// The peer sent this call's message the long way: it is not
-			// the same call (a larger count, most likely).
+			// the same call (a larger count, most likely). (The slot is
+			// checked after the frame: a peer that finished this call
+			// published its fastbox message before its next call's
+			// frames, so it would be seen here.)
 			v := f.l.waiting.Load()
 			theirs := Desc{Kind: uint8(v), DType: uint8(v >> 8), RedOp: uint8(v >> 16), Count: f.l.waitingCount.Load()}
 			want := *d
