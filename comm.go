@@ -208,8 +208,29 @@ func (c *Comm) connect(ctx context.Context) error {
 		return fmt.Errorf("ringtail: %w", err)
 	}
 	c.mesh = mesh
-	c.executor, err = exec.New(mesh, cfg.ChunkBytes)
-	return err
+	if c.executor, err = exec.New(mesh, cfg.ChunkBytes); err != nil {
+		return err
+	}
+	return c.agreeOnFastboxes(ctx)
+}
+
+// agreeOnFastboxes enables the fastbox path if every rank has fastboxes on
+// all its links. A rank with one link that is not shared memory (another
+// host, a failed upgrade) would run a call's exchange with a same-host peer
+// over the ring while the peer waits in its fastbox; so all ranks decide
+// together, with a Min over the general path.
+func (c *Comm) agreeOnFastboxes(ctx context.Context) error {
+	all := []int32{0}
+	if c.mesh.AllFast() {
+		all[0] = 1
+	}
+	if c.cfg.WorldSize > 1 {
+		if err := c.AllReduce(ctx, Int32s(all), Min); err != nil {
+			return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", c.cfg.Rank, err)
+		}
+	}
+	c.executor.EnableFast(all[0] == 1)
+	return nil
 }
 
 func (c *Comm) startCoordinator(addr string) error {

@@ -562,3 +562,27 @@ func TestSmallAndLargeCallsInterleave(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestFastboxesNeedEveryRankOnSharedMemory runs small calls in a job where
+// one rank reaches the others over TCP while the other two share memory:
+// the fastbox path must be off for everyone, or a rank would wait in its
+// fastbox for a peer that sends over the ring.
+func TestFastboxesNeedEveryRankOnSharedMemory(t *testing.T) {
+	const n = 3
+	comms := startComms(t, n, func(c *Config) { c.DisableUnix = c.Rank == 2 })
+	noErrors(t, each(comms, func(r int, c *Comm) error {
+		buf := make([]float32, 5)
+		for i := range 200 {
+			for j := range buf {
+				buf[j] = float32(r + i + j)
+			}
+			if err := c.AllReduce(context.Background(), Float32s(buf), Sum); err != nil {
+				return fmt.Errorf("call %d: %w", i, err)
+			}
+			if want := float32(n*(i+4) + n*(n-1)/2); buf[4] != want {
+				return fmt.Errorf("call %d: %v, want %v", i, buf[4], want)
+			}
+		}
+		return c.Barrier(context.Background())
+	}))
+}

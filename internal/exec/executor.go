@@ -24,6 +24,7 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
+	fastOK     bool                  // every rank agreed that fastboxes may be used (EnableFast)
 	fast       map[fastKey]*fastProg // programs compiled for fastboxes (nil: not eligible)
 	lastFast   fastKey               // the previous call's key and program, checked before the map
 	lastProg   *fastProg

@@ -38,12 +38,22 @@ type fastProg struct {
 	scratch int // bytes
 }
 
+// EnableFast allows programs to run on fastboxes. Both ends of every link
+// a call uses must take the same path, so the communicator enables it only
+// when every rank has fastboxes on all its links (one host, shared memory
+// everywhere), which it learns with a collective on the general path.
+func (e *Executor) EnableFast(ok bool) {
+	e.fastOK = ok
+	e.lastFast, e.lastProg = fastKey{}, nil
+	clear(e.fast)
+}
+
 // fastProgram returns p compiled for the fastbox path, or nil when p cannot
 // run there: a message exceeds a fastbox or a link it uses has none (not
 // shared memory). The answer is cached per program (programs are cached by
 // the communicator) and element size.
 func (e *Executor) fastProgram(p *plan.Program, call *Call) *fastProg {
-	if e.mesh == nil {
+	if e.mesh == nil || !e.fastOK {
 		return nil
 	}
 	key := fastKey{p, call.DType.Size()}

@@ -305,6 +305,19 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 // Link returns the link to peer on channel.
 func (m *Mesh) Link(peer, channel int) *Link { return m.links[peer][channel] }
 
+// AllFast reports whether every link of this rank has a fastbox (every
+// peer is on this host and the link was upgraded to shared memory).
+func (m *Mesh) AllFast() bool {
+	for _, row := range m.links {
+		for _, l := range row {
+			if _, ok := l.Fast(); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Rank returns this rank.
 func (m *Mesh) Rank() int { return m.id.Rank }
 
