@@ -586,3 +586,42 @@ func TestFastboxesNeedEveryRankOnSharedMemory(t *testing.T) {
 		return c.Barrier(context.Background())
 	}))
 }
+
+// TestRankClosingMidCallFailsTheOthersFast: rank 2 closes its communicator
+// while ranks 0 and 1 run small (fastbox) and mid-sized (fastbox ring)
+// allreduces. Rank 1 may hear of it first and relay the close to rank 0,
+// whose link then only records it ("fail if used again"): a fastbox wait
+// must treat that as the use, not wait out its two-second grace.
+func TestRankClosingMidCallFailsTheOthersFast(t *testing.T) {
+	for _, count := range []int{2, 16384} {
+		t.Run(fmt.Sprintf("count=%d", count), func(t *testing.T) {
+			comms := startComms(t, 3, nil)
+			noErrors(t, each(comms, func(r int, c *Comm) error {
+				return c.AllReduce(context.Background(), Float32s(make([]float32, count)), Sum)
+			}))
+			start := time.Now()
+			errs := each(comms, func(r int, c *Comm) error {
+				if r == 2 {
+					return c.Close()
+				}
+				for {
+					if err := c.AllReduce(context.Background(), Float32s(make([]float32, count)), Sum); err != nil {
+						return err
+					}
+				}
+			})
+			took := time.Since(start)
+			if errs[2] != nil {
+				t.Fatalf("rank 2 Close: %v", errs[2])
+			}
+			for r := range 2 {
+				if rank, ok := RankOf(errs[r]); !ok || rank != 2 {
+					t.Errorf("rank %d: %v, want an error naming rank 2", r, errs[r])
+				}
+			}
+			if took > time.Second {
+				t.Errorf("the others failed after %v, want well under the 2 s grace", took)
+			}
+		})
+	}
+}

@@ -324,12 +324,33 @@ func (f FastLink) peerFailed(c *shmConn, recv bool) error {
 		l.mesh.Fail(e)
 		return l.mesh.Err()
 	}
+	// Wait for the failure itself (its Abort frame, or the peer's death),
+	// so that this rank names the culprit every rank names. The Abort of
+	// a close may instead have marked the link gone (a clean close between
+	// collectives fails the mesh only when the link is used again): this
+	// is that use.
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
-	select {
-	case <-l.mesh.failed:
-	case <-l.mesh.Deaths():
-	case <-t.C:
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-l.mesh.failed:
+			break wait
+		case <-l.mesh.Deaths():
+			break wait
+		case <-tick.C:
+			if gone := l.gone(); gone != nil {
+				l.mesh.fail(gone) // a tolerant mesh marks the peer dead instead
+				if de := l.mesh.DeadErr(l.peer); de != nil {
+					return de
+				}
+				return l.mesh.Err()
+			}
+		case <-t.C:
+			break wait
+		}
 	}
 	e := l.mesh.DeadErr(l.peer)
 	if e == nil {

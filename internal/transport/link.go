@@ -507,6 +507,13 @@ func (l *Link) markGone(e *Error) bool {
 	return true
 }
 
+// gone returns what markGone recorded, or nil.
+func (l *Link) gone() *Error {
+	l.postMu.Lock()
+	defer l.postMu.Unlock()
+	return l.peerGone
+}
+
 // Send posts a send request; it completes in order on the request's Done
 // channel. It fails if the peer is dead or has closed its communicator.
 func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
