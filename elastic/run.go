@@ -190,9 +190,10 @@ func (w *Worker) form(ctx context.Context, gctx context.Context, v view.View) er
 	cfg.Generation = v.Gen
 	cfg.JobID, cfg.Secret = w.cfg.JobID, w.cfg.Secret
 	cfg.ExternalCoordinator = true
-	// The proposer hosts internal/rendezvous over TCP (HMAC-authenticated
-	// both ways), so the ranks must use the TCP control plane.
-	cfg.ControlPlane = "tcp"
+	// The proposer hosts internal/rendezvous on the libp2p control plane
+	// (Noise to a coordinator identity derived from the job secret, and
+	// the rendezvous's HMAC challenge–response inside).
+	cfg.ControlPlane = "libp2p"
 	host, port, err := net.SplitHostPort(v.Coord)
 	if err != nil {
 		stop()

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic/view"
+	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 )
 
@@ -292,7 +294,7 @@ func (w *Worker) die(err error) {
 // propose hosts a rendezvous for the decider's proposal, adopts the view
 // and sends it to every node.
 func (w *Worker) propose(p view.Proposal) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(w.cfg.advertiseIP(), "0"))
+	ln, coord, err := w.listenRendezvous()
 	if err != nil {
 		w.log.Error().Err(err).Uint64("gen", p.Gen).Msg("elastic: cannot host the rendezvous; retrying")
 		return
@@ -311,7 +313,7 @@ func (w *Worker) propose(p view.Proposal) {
 		defer w.wg.Done()
 		_ = srv.Serve(ctx, ln)
 	}()
-	v := view.View{Gen: p.Gen, Members: p.Members, Proposer: w.name, Coord: ln.Addr().String()}
+	v := view.View{Gen: p.Gen, Members: p.Members, Proposer: w.name, Coord: coord}
 	w.coords[v.Gen] = cancel
 	if !w.d.Receive(v, w.clock.Now()) {
 		cancel()
@@ -319,6 +321,29 @@ func (w *Worker) propose(p view.Proposal) {
 		return
 	}
 	w.adopt(v)
+}
+
+// listenRendezvous opens a generation's rendezvous on the libp2p control
+// plane: a host whose identity derives from the job secret and id, as the
+// ranks (ringtail.New with the libp2p control plane) expect, on a free
+// port of the advertised IP. It returns the listener and its host:port.
+func (w *Worker) listenRendezvous() (net.Listener, string, error) {
+	ip := w.cfg.advertiseIP()
+	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: w.cfg.JobID, Secret: w.cfg.Secret, ListenIP: ip})
+	if err != nil {
+		return nil, "", err
+	}
+	a, ok := ln.Addr().(p2p.Addr)
+	if !ok {
+		ln.Close()
+		return nil, "", fmt.Errorf("elastic: rendezvous address %v", ln.Addr())
+	}
+	port, err := a.Multiaddr.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		ln.Close()
+		return nil, "", fmt.Errorf("elastic: rendezvous address %v: %w", a, err)
+	}
+	return ln, net.JoinHostPort(ip, port), nil
 }
 
 // adopt makes v the current view: the previous generation's context ends.
