@@ -26,37 +26,18 @@ func freePort(t testing.TB) int {
 // startComms creates n communicators in this process over real sockets.
 func startComms(t testing.TB, n int, mutate func(*Config)) []*Comm {
 	t.Helper()
-	port := freePort(t)
-	comms := make([]*Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := DefaultConfig(r, n)
-			cfg.MasterPort = port
-			cfg.Secret = []byte("test-secret")
-			cfg.JobID = "test"
-			cfg.OpTimeout = 20 * time.Second
-			cfg.PeerTimeout = 3 * time.Second
-			cfg.ConnectTimeout = 20 * time.Second
-			if mutate != nil {
-				mutate(&cfg)
-			}
-			comms[r], errs[r] = New(context.Background(), cfg)
-		}(r)
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			for _, c := range comms {
-				if c != nil {
-					c.Close()
-				}
-			}
-			t.Fatalf("rank %d: %v", r, err)
+	comms, err := NewLocal(context.Background(), n, func(cfg *Config) {
+		cfg.Secret = []byte("test-secret")
+		cfg.JobID = "test"
+		cfg.OpTimeout = 20 * time.Second
+		cfg.PeerTimeout = 3 * time.Second
+		cfg.ConnectTimeout = 20 * time.Second
+		if mutate != nil {
+			mutate(cfg)
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		for _, c := range comms {

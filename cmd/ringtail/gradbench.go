@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,7 +121,10 @@ func gradBenchRun(o gradBenchOpts, cs, scheme string) (float64, error) {
 		}
 		dead = o.deadSet
 	}
-	comms, err := gradBenchComms(n)
+	comms, err := ringtail.NewLocal(context.Background(), n, func(c *ringtail.Config) {
+		c.Insecure, c.JobID, c.TolerateDeaths = true, "bench-gradcode", true
+		c.PeerTimeout, c.OpTimeout, c.ConnectTimeout = time.Second, time.Minute, 30*time.Second
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -227,38 +229,4 @@ func gradBenchBSP(ctx context.Context, c *ringtail.Comm, o gradBenchOpts, comput
 		}
 	}
 	return time.Since(start), nil
-}
-
-// gradBenchComms connects n tolerant communicators in this process.
-func gradBenchComms(n int) ([]*ringtail.Comm, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	comms := make([]*ringtail.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := ringtail.DefaultConfig(r, n)
-			cfg.MasterPort, cfg.Insecure, cfg.JobID = port, true, "bench-gradcode"
-			cfg.TolerateDeaths = true
-			cfg.PeerTimeout, cfg.OpTimeout, cfg.ConnectTimeout = time.Second, time.Minute, 30*time.Second
-			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
-		}(r)
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-		return nil, fmt.Errorf("bench gradcode: connecting: %w", err)
-	}
-	return comms, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,18 +14,11 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return commtest.FreePort(t) }
 
 func overridesFor(rank, world, port int, extra ...string) string {
 	lines := []string{

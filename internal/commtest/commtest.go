@@ -7,7 +7,6 @@ package commtest
 import (
 	"context"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,43 +24,30 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Start creates n communicators concurrently (rank 0 hosts the rendezvous)
-// with test-sized timeouts — operations 20 s, silent peers 5 s, joining
-// 20 s — adjusted per rank by mutate (may be nil). It fails the test if any
-// rank cannot join, and closes them all when the test ends.
+// Start creates n communicators concurrently (ringtail.NewLocal: rank 0
+// hosts the rendezvous) with test-sized timeouts — operations 20 s, silent
+// peers 5 s, joining 20 s — adjusted per rank by mutate (may be nil). It
+// fails the test if any rank cannot join, and closes them all when the
+// test ends.
 func Start(t testing.TB, n int, mutate func(*ringtail.Config)) []*ringtail.Comm {
 	t.Helper()
-	port := FreePort(t)
-	comms := make([]*ringtail.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			cfg := ringtail.DefaultConfig(r, n)
-			cfg.MasterPort = port
-			cfg.Secret = []byte("commtest-secret")
-			cfg.JobID = "commtest"
-			cfg.OpTimeout = 20 * time.Second
-			cfg.PeerTimeout = 5 * time.Second
-			cfg.ConnectTimeout = 20 * time.Second
-			if mutate != nil {
-				mutate(&cfg)
-			}
-			comms[r], errs[r] = ringtail.New(context.Background(), cfg)
-		})
-	}
-	wg.Wait()
-	t.Cleanup(func() {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
+	comms, err := ringtail.NewLocal(context.Background(), n, func(cfg *ringtail.Config) {
+		cfg.Secret = []byte("commtest-secret")
+		cfg.JobID = "commtest"
+		cfg.OpTimeout = 20 * time.Second
+		cfg.PeerTimeout = 5 * time.Second
+		cfg.ConnectTimeout = 20 * time.Second
+		if mutate != nil {
+			mutate(cfg)
 		}
 	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
 	return comms
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -104,9 +103,14 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	comms, err := startLocalComms(ctx, cfg.Ranks, cfg.OpTimeout)
+	comms, err := ringtail.NewLocal(ctx, cfg.Ranks, func(c *ringtail.Config) {
+		c.JobID = "ringtail-bench-straggler"
+		c.Secret = []byte("ringtail-bench-straggler-in-process")
+		c.OpTimeout = cfg.OpTimeout
+		c.ConnectTimeout = 30 * time.Second
+	})
 	if err != nil {
-		return SyntheticResult{}, err
+		return SyntheticResult{}, fmt.Errorf("driver: %w", err)
 	}
 	defer func() {
 		for _, c := range comms {
@@ -238,43 +242,6 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 		out.Late += int64(f.Late)
 	}
 	return nil
-}
-
-// startLocalComms joins n ranks in this process over real sockets, rank 0
-// hosting the rendezvous on a free loopback port.
-func startLocalComms(ctx context.Context, n int, opTimeout time.Duration) ([]*ringtail.Comm, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("driver: finding a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	comms := make([]*ringtail.Comm, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := 0; r < n; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := ringtail.DefaultConfig(r, n)
-			cfg.MasterPort = port
-			cfg.JobID = "ringtail-bench-straggler"
-			cfg.Secret = []byte("ringtail-bench-straggler-in-process")
-			cfg.OpTimeout = opTimeout
-			cfg.ConnectTimeout = 30 * time.Second
-			comms[r], errs[r] = ringtail.New(ctx, cfg)
-		}()
-	}
-	wg.Wait()
-	if err := firstError(errs); err != nil {
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-		return nil, fmt.Errorf("driver: starting %d in-process ranks: %w", n, err)
-	}
-	return comms, nil
 }
 
 func firstError(errs []error) error {

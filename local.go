@@ -1,0 +1,51 @@
+package ringtail
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+)
+
+// NewLocal joins n ranks inside this process over the real transports (one
+// Comm per rank; shared memory between them), for benchmarks, simulations
+// and tests that drive every rank from goroutines. Rank 0 hosts the
+// rendezvous on a loopback port that was free a moment ago. Each rank's
+// configuration is DefaultConfig(rank, n) with that port, then configure
+// (may be nil) — set the secret, job id and timeouts there. If any rank
+// fails to join, every Comm is closed and the first failure is returned,
+// naming its rank.
+func NewLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("ringtail: finding a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	comms := make([]*Comm, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			cfg := DefaultConfig(r, n)
+			cfg.MasterPort = port
+			if configure != nil {
+				configure(&cfg)
+			}
+			comms[r], errs[r] = New(ctx, cfg)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil {
+			continue
+		}
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, fmt.Errorf("ringtail: %d ranks in this process: rank %d: %w", n, r, err)
+	}
+	return comms, nil
+}
