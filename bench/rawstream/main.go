@@ -19,9 +19,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/bench"
 )
 
 type result struct {
@@ -30,24 +31,6 @@ type result struct {
 	Iters     int     `json:"iters"`
 	TimeUS    float64 `json:"time_us"`
 	GBps      float64 `json:"gbps"`
-}
-
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(strings.TrimSpace(s)), "B"), "I")
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(t, "K"):
-		mult, t = 1<<10, t[:len(t)-1]
-	case strings.HasSuffix(t, "M"):
-		mult, t = 1<<20, t[:len(t)-1]
-	case strings.HasSuffix(t, "G"):
-		mult, t = 1<<30, t[:len(t)-1]
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return n * mult, nil
 }
 
 // listen opens a loopback listener of the given kind.
@@ -140,8 +123,8 @@ func main() {
 	warmup := flag.Int("warmup", 2, "untimed transfers")
 	asJSON := flag.Bool("json", false, "print one JSON object per socket kind")
 	flag.Parse()
-	size, err := parseSize(*sizeS)
-	if err != nil || *iters < 1 || *warmup < 0 {
+	size, err := bench.ParseSize(*sizeS)
+	if err != nil || size <= 0 || *iters < 1 || *warmup < 0 {
 		fmt.Fprintln(os.Stderr, "rawstream: need a positive -size and -iters")
 		os.Exit(2)
 	}
