@@ -33,16 +33,8 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 	chronicaSamples := fs.Int("chronica-samples", 2048, "CHRONICA epoch size in samples")
 	dist := fs.String("dist", "loguniform", "CHRONICA sample-size distribution: loguniform or uniform")
 	seed := fs.Uint64("seed", 1, "seed for CHRONICA sizes, shuffle and feedback noise")
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail bench balance: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseFlags(fs, "ringtail bench balance", args, stderr); !ok {
+		return code
 	}
 	if *exec != "sleep" && *exec != "virtual" {
 		fmt.Fprintf(stderr, "ringtail bench balance: --exec must be sleep or virtual, not %q\n", *exec)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -124,16 +123,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var f sweepFlags
 	f.register(fs)
-	quietErrors(fs, args[1:])
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail bench: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, "ringtail bench", args[1:], stderr); !ok {
+		return code
 	}
 	spec, err := f.spec(coll)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -51,16 +50,8 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 5, "measurements (the median is reported)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on each measurement")
 	verbose := fs.Bool("verbose", false, "pass the ranks' stderr through")
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail bench recovery: unexpected arguments %q\n", fs.Args())
-		return 2
+	if code, ok := parseFlags(fs, "ringtail bench recovery", args, stderr); !ok {
+		return code
 	}
 	if *np < 2 || *victim < 0 || *victim >= *np || *runs < 1 || *elems < 1 || *pace < 0 {
 		fmt.Fprintln(stderr, "ringtail bench recovery: need --np ≥ 2, 0 ≤ --victim < --np, --runs ≥ 1, --elems ≥ 1, --pace ≥ 0")
@@ -92,8 +83,10 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	slices.Sort(detect)
 	row.DetectS = detect[len(detect)/2]
 	if *jsonOut {
-		b, _ := json.Marshal(row)
-		fmt.Fprintln(stdout, string(b))
+		if err := printJSONLine(stdout, row); err != nil {
+			fmt.Fprintf(stderr, "ringtail bench recovery: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	fmt.Fprintf(stdout, "recovery (median of %d): %.1f ms, max %.1f ms\n", *runs, row.RecoveryS*1e3, row.RecoveryMax*1e3)

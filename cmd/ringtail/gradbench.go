@@ -55,12 +55,8 @@ func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.slow, "slowdown", 4, "slowdown factor of a transient straggler (case b)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (case, scheme)")
 	speeds := fs.String("speeds", "1,1,2,2,4,4", "relative compute speeds, one per rank (at least 3)")
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, "ringtail bench gradcode", args, stderr); !ok {
+		return code
 	}
 	if o.iters < 1 || o.work <= 0 || o.length < 1 || o.slow < 1 {
 		fmt.Fprintln(stderr, "bench gradcode: --iters, --work, --len must be positive and --slowdown ≥ 1")

@@ -4,10 +4,14 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -76,6 +80,59 @@ func quietErrors(fs *flag.FlagSet, args []string) {
 		}
 	}
 	fs.Usage = func() {}
+}
+
+// parseFlags parses a subcommand's flags (with quietErrors: a flag error
+// prints once, -h exits 0) and refuses positional arguments, naming the
+// subcommand. When ok is false the subcommand returns code.
+func parseFlags(fs *flag.FlagSet, name string, args []string, stderr io.Writer) (code int, ok bool) {
+	quietErrors(fs, args)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+// parseRanks parses a comma-separated list of world sizes in 1..most.
+func parseRanks(list string, most int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("%q is not a world size in 1..%d", f, most)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// splitNames splits a comma-separated list of names; "" is none.
+func splitNames(list string) []string {
+	if list == "" {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		out = append(out, strings.TrimSpace(p))
+	}
+	return out
+}
+
+// printJSONLine writes v as one line of JSON.
+func printJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,16 +41,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	bandwidth := fs.Float64("bandwidth", sim.DefaultBytesPerSec, "per-link bandwidth, bytes/s")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail sim: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, "ringtail sim", args, stderr); !ok {
+		return code
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail sim: "+format+"\n", a...)
@@ -61,18 +50,11 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := sim.CompareConfig{Policy: *policyName, Warmup: *warmup, Steps: *steps, BatchPerRank: *perRank, PerSample: *perSample,
 		Network: sim.Network{Alpha: *alpha, BytesPerSec: *bandwidth}, Seed: *seed, Clock: time.Now}
-	for _, f := range strings.Split(*ranks, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 1<<16 {
-			return usage("--ranks: %q is not a world size in 1..65536", f)
-		}
-		cfg.Ranks = append(cfg.Ranks, n)
+	var err error
+	if cfg.Ranks, err = parseRanks(*ranks, 1<<16); err != nil {
+		return usage("--ranks: %v", err)
 	}
-	if *patterns != "" {
-		for _, p := range strings.Split(*patterns, ",") {
-			cfg.Patterns = append(cfg.Patterns, strings.TrimSpace(p))
-		}
-	}
+	cfg.Patterns = splitNames(*patterns)
 	g, err := bench.ParseSize(*grad)
 	if err != nil || g < 0 || g > 1<<34 {
 		return usage("--grad: %q is not a size", *grad)
@@ -93,12 +75,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	err = sim.Compare(cfg, func(r sim.Row) error {
 		if *asJSON {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(stdout, string(b))
-			return err
+			return printJSONLine(stdout, r)
 		}
 		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d\n", r.Pattern, r.Ranks,
 			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps)

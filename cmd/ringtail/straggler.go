@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,34 +48,19 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
 	logLevel := fs.String("log-level", "warn", "driver log level (debug prints every decision)")
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail bench straggler: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, ok := parseFlags(fs, "ringtail bench straggler", args, stderr); !ok {
+		return code
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
 		return 2
 	}
 	cfg := driver.BenchConfig{Policy: *policyName, Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
-	for _, f := range strings.Split(*ranks, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 64 {
-			return usage("--ranks: %q is not a world size in 1..64", f)
-		}
-		cfg.Ranks = append(cfg.Ranks, n)
+	var err error
+	if cfg.Ranks, err = parseRanks(*ranks, 64); err != nil {
+		return usage("--ranks: %v", err)
 	}
-	if *patterns != "" {
-		for _, p := range strings.Split(*patterns, ",") {
-			cfg.Patterns = append(cfg.Patterns, strings.TrimSpace(p))
-		}
-	}
+	cfg.Patterns = splitNames(*patterns)
 	g, err := bench.ParseSize(*grad)
 	if err != nil || g < 4 || g > 1<<30 {
 		return usage("--grad: %q is not a size in 4B..1G", *grad)
@@ -103,12 +85,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	}
 	err = driver.RunBench(ctx, cfg, func(row driver.BenchRow) error {
 		if *asJSON {
-			b, err := json.Marshal(row)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(stdout, string(b))
-			return err
+			return printJSONLine(stdout, row)
 		}
 		_, err := fmt.Fprintf(stdout, "%-16s %5d %9.4f %9.4f %9.4f %8.3f %8.3f %9.1f %6d\n", row.Pattern, row.Ranks,
 			row.BSP, row.Adaptive, row.Ideal, row.Ratio, row.BSPRatio, row.AppliedPerStep, row.EvictSteps)
