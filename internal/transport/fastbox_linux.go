@@ -342,11 +342,7 @@ wait:
 			break wait
 		case <-tick.C:
 			if gone := l.gone(); gone != nil {
-				l.mesh.fail(gone) // a tolerant mesh marks the peer dead instead
-				if de := l.mesh.DeadErr(l.peer); de != nil {
-					return de
-				}
-				return l.mesh.Err()
+				return l.useGone(gone)
 			}
 		case <-t.C:
 			break wait

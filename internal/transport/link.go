@@ -514,6 +514,17 @@ func (l *Link) gone() *Error {
 	return l.peerGone
 }
 
+// useGone is a use of a link whose peer has gone: it fails the mesh with
+// what markGone recorded (a tolerant mesh marks the peer dead instead) and
+// returns the error the caller reports.
+func (l *Link) useGone(gone *Error) error {
+	l.mesh.fail(gone)
+	if e := l.mesh.DeadErr(l.peer); e != nil {
+		return e
+	}
+	return l.mesh.Err()
+}
+
 // Send posts a send request; it completes in order on the request's Done
 // channel. It fails if the peer is dead or has closed its communicator.
 func (l *Link) Send(req SendReq, cancel <-chan struct{}) error {
@@ -535,11 +546,7 @@ func post[R SendReq | RecvReq](l *Link, ch chan<- R, req R, cancel <-chan struct
 		return e
 	}
 	if l.peerGone != nil {
-		l.mesh.fail(l.peerGone) // a tolerant mesh marks the peer dead instead
-		if e := l.mesh.DeadErr(l.peer); e != nil {
-			return e
-		}
-		return l.mesh.Err()
+		return l.useGone(l.peerGone)
 	}
 	select {
 	case ch <- req:
