@@ -250,7 +250,6 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
 	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local}
-	me := f.l.mesh.id.Rank
 	if err := f.peerFailed(c, true); err != nil {
 		return err
 	}
@@ -259,7 +258,7 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 		if err := w.pause(); err != nil {
 			return f.err(err)
 		}
-		if w.i&1023 == 0 && c.fastIn.dead.Load() != 0 {
+		if w.i&1023 == 0 && box.dead.Load() != 0 {
 			if err := f.peerFailed(c, true); err != nil {
 				return err
 			}
@@ -271,25 +270,16 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 			// published its fastbox message before its next call's
 			// frames, so it would be seen here.)
 			v := f.l.waiting.Load()
-			theirs := Desc{Kind: uint8(v), DType: uint8(v >> 8), RedOp: uint8(v >> 16), Count: f.l.waitingCount.Load()}
-			want := *d
-			want.Seq = 0
-			e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
-				Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(theirs), me, f.l.describe(want))}
-			f.l.mesh.fail(e)
-			return e
+			return f.mismatch(Desc{Kind: uint8(v), DType: uint8(v >> 8), RedOp: uint8(v >> 16), Count: f.l.waitingCount.Load()}, d)
 		}
 	}
-	want := *d
-	want.Seq = 0
 	if len(dst) > FastboxPayload {
 		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(dst), FastboxPayload)
 	}
+	want := *d
+	want.Seq = 0
 	if got := getDesc(sl.desc); got != want || int(sl.size.Load()) != len(dst) {
-		e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
-			Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(got), me, f.l.describe(want))}
-		f.l.mesh.fail(e)
-		return e
+		return f.mismatch(got, d)
 	}
 	var err error
 	if fold {
@@ -300,6 +290,18 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	box.got++
 	box.ack.Store(box.got)
 	return err
+}
+
+// mismatch fails the mesh: the peer made call theirs where this rank made
+// mine.
+func (f FastLink) mismatch(theirs Desc, mine *Desc) error {
+	me := f.l.mesh.id.Rank
+	want := *mine
+	want.Seq = 0
+	e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
+		Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(theirs), me, f.l.describe(want))}
+	f.l.mesh.fail(e)
+	return e
 }
 
 // peerFailed returns an error if the peer is known dead or has marked its
