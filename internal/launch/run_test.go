@@ -21,30 +21,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // testJob is a launch.Config for helper ranks plus what the test checks.
 type testJob struct {
 	launch.Config
-	stdout, stderr *lockedBuffer
+	stdout, stderr *syncbuf.Buffer
 	marker         string
 	readyDir       string
 }
@@ -54,7 +37,7 @@ type testJob struct {
 // whatever the test's outcome).
 func newJob(t *testing.T, np int, mode string, args ...string) *testJob {
 	t.Helper()
-	j := &testJob{stdout: new(lockedBuffer), stderr: new(lockedBuffer), readyDir: t.TempDir()}
+	j := &testJob{stdout: new(syncbuf.Buffer), stderr: new(syncbuf.Buffer), readyDir: t.TempDir()}
 	j.marker = fmt.Sprintf("m%d-%s", time.Now().UnixNano(), regexp.MustCompile(`\W`).ReplaceAllString(t.Name(), "_"))
 	j.Config = launch.Config{
 		NP:      np,

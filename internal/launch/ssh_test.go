@@ -3,14 +3,14 @@
 package launch
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
 
 // nastyWords are words a shell must receive unchanged.
@@ -79,14 +79,14 @@ func TestSSHCommandShape(t *testing.T) {
 
 // runRemote runs SSHCommand's remote command under sh, as a login shell
 // would, with stdin a pipe whose write end the caller gets.
-func runRemote(t *testing.T, r RemoteRank) (cmd *exec.Cmd, stdin *os.File, out *lockedBuffer) {
+func runRemote(t *testing.T, r RemoteRank) (cmd *exec.Cmd, stdin *os.File, out *syncbuf.Buffer) {
 	t.Helper()
 	argv := SSHCommand([]string{"ssh"}, r)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out = new(lockedBuffer)
+	out = new(syncbuf.Buffer)
 	cmd = exec.Command("sh", "-c", argv[len(argv)-1])
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, out, out
 	if err := cmd.Start(); err != nil {
@@ -161,25 +161,6 @@ func TestRemoteScriptExitsWithoutSecret(t *testing.T) {
 	if got := cmd.ProcessState.ExitCode(); got != 126 {
 		t.Fatalf("status %d, want 126 when stdin ends before the secret", got)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that exec's copying goroutine and the
-// test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func waitFor(t *testing.T, cond func() bool) {

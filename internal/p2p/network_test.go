@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -26,7 +27,7 @@ type rankMesh struct {
 	errs   []error
 }
 
-func formMesh(t *testing.T, n int, timeout time.Duration, secret func(r int) string, logs *syncBuffer) *rankMesh {
+func formMesh(t *testing.T, n int, timeout time.Duration, secret func(r int) string, logs *syncbuf.Buffer) *rankMesh {
 	t.Helper()
 	rm := &rankMesh{nets: make([]*Network, n), meshes: make([]*transport.Mesh, n), errs: make([]error, n)}
 	lns := make([]transport.Listener, n)
@@ -81,23 +82,6 @@ func formMesh(t *testing.T, n int, timeout time.Duration, secret func(r int) str
 	}
 	wg.Wait()
 	return rm
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func int32Bytes(v []int32) []byte {
@@ -197,7 +181,7 @@ func TestMessagesArriveInOrderAndReduce(t *testing.T) {
 }
 
 func TestWrongSecretIsRefusedAndLogged(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	rm := formMesh(t, 2, time.Second, func(r int) string { return fmt.Sprint("secret-", r) }, logs)
 	if rm.errs[0] == nil || rm.errs[1] == nil {
 		t.Fatalf("mesh formed with different secrets: %v", rm.errs)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
 
 const (
@@ -25,7 +26,7 @@ const (
 
 // coordinator serves the unchanged rendezvous.Server over libp2p with the
 // identity derived from secret; it returns the coordinator's port.
-func coordinator(t *testing.T, secret string, port, world int, logs *syncBuffer) int {
+func coordinator(t *testing.T, secret string, port, world int, logs *syncbuf.Buffer) int {
 	t.Helper()
 	ln, err := ListenCoordinator(CoordinatorConfig{JobID: jobID, Secret: []byte(secret), Port: port})
 	if err != nil {
@@ -82,7 +83,7 @@ func join(ctx context.Context, h *Host, port, world, rank int, coordSecret, secr
 }
 
 func TestRendezvousOverLibp2p(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	port := coordinator(t, jobSecret, 0, 3, logs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -50,7 +51,7 @@ type testMesh struct {
 	net    Network
 }
 
-func formMesh(t *testing.T, network Network, shm bool, n int, secret func(r int) string, logs *syncBuffer) (*testMesh, []error) {
+func formMesh(t *testing.T, network Network, shm bool, n int, secret func(r int) string, logs *syncbuf.Buffer) (*testMesh, []error) {
 	t.Helper()
 	tm := &testMesh{meshes: make([]*Mesh, n), lns: make([]Listener, n), net: network}
 	eps := make([]Endpoint, n)
@@ -89,23 +90,6 @@ func formMesh(t *testing.T, network Network, shm bool, n int, secret func(r int)
 		}
 	})
 	return tm, errs
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func same(string) func(int) string { return func(int) string { return "secret" } }
@@ -175,7 +159,7 @@ func TestConformanceWrongSecretIsRefusedAndLogged(t *testing.T) {
 	for name, mk := range networks(t) {
 		t.Run(name, func(t *testing.T) {
 			network, shm := mk()
-			logs := &syncBuffer{}
+			logs := &syncbuf.Buffer{}
 			_, errs := formMesh(t, network, shm, 2, func(r int) string { return fmt.Sprint("secret-", r) }, logs)
 			if errs[0] == nil || errs[1] == nil {
 				t.Fatalf("mesh formed with different secrets: %v", errs)
