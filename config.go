@@ -138,26 +138,33 @@ func DefaultConfig(rank, world int) Config {
 
 // ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
 // constants) over DefaultConfig. It reports every malformed variable.
-func ConfigFromEnv() (Config, error) {
+func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
+
+// ConfigFromLookup is ConfigFromEnv reading variables through lookup (for
+// callers that overlay their own settings on the environment, such as
+// the C API's overrides). It asks for every variable it knows, whichever
+// others are set.
+func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	c := DefaultConfig(0, 1)
-	var env envcfg.Reader
+	env := envcfg.Reader{Lookup: lookup}
 	env.Int(EnvRank, &c.Rank)
 	env.Int(EnvWorldSize, &c.WorldSize)
 	c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
 	env.Int(EnvLocalRank, &c.LocalRank)
 	env.Int(EnvLocalWorldSize, &c.LocalWorldSize)
-	if v := os.Getenv(EnvMasterAddr); v != "" {
+	if v := env.Get(EnvMasterAddr); v != "" {
 		c.MasterAddr = v
 	}
 	env.Int(EnvMasterPort, &c.MasterPort)
-	if v := os.Getenv(EnvJobID); v != "" {
+	if v := env.Get(EnvJobID); v != "" {
 		c.JobID = v
 	} else if c.MasterPort != 0 {
 		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
 	}
-	if v, ok := os.LookupEnv(EnvSecret); ok {
-		c.Secret = []byte(v)
-	} else if f := os.Getenv(EnvSecretFile); f != "" {
+	secret, hasSecret := env.LookupVar(EnvSecret)
+	if f := env.Get(EnvSecretFile); hasSecret {
+		c.Secret = []byte(secret)
+	} else if f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			env.Fail(fmt.Errorf("%s: %w", EnvSecretFile, err))
@@ -165,15 +172,15 @@ func ConfigFromEnv() (Config, error) {
 		c.Secret = []byte(strings.TrimSpace(string(b)))
 	}
 	c.Insecure = env.Bool(EnvInsecure)
-	c.ExternalCoordinator = os.Getenv(EnvCoordinator) == "external"
-	c.ListenIP = os.Getenv(EnvListenIP)
+	c.ExternalCoordinator = env.Get(EnvCoordinator) == "external"
+	c.ListenIP = env.Get(EnvListenIP)
 	c.DisableUnix = env.Bool(EnvNoUnix)
 	c.DisableShm = env.Bool(EnvNoShm)
 	c.TolerateDeaths = env.Bool(EnvTolerate)
-	if v := os.Getenv(EnvControlPlane); v != "" {
+	if v := env.Get(EnvControlPlane); v != "" {
 		c.ControlPlane = v
 	}
-	if v := os.Getenv(EnvDataPlane); v != "" {
+	if v := env.Get(EnvDataPlane); v != "" {
 		c.DataPlane = v
 	}
 	env.Duration(EnvTimeout, &c.OpTimeout)

@@ -13,11 +13,31 @@ import (
 )
 
 // Reader reads variables and remembers each one it could not parse.
-type Reader struct{ errs []error }
+type Reader struct {
+	// Lookup finds a variable; nil is os.LookupEnv.
+	Lookup func(name string) (string, bool)
+	errs   []error
+}
+
+func (r *Reader) lookup(name string) (string, bool) {
+	if r.Lookup != nil {
+		return r.Lookup(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// Get returns the value of name, or "" when it is unset.
+func (r *Reader) Get(name string) string {
+	v, _ := r.lookup(name)
+	return v
+}
+
+// LookupVar returns the value of name and whether it is set.
+func (r *Reader) LookupVar(name string) (string, bool) { return r.lookup(name) }
 
 // Int sets *dst from name when the variable is set.
 func (r *Reader) Int(name string, dst *int) {
-	if v, ok := os.LookupEnv(name); ok {
+	if v, ok := r.lookup(name); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("%s=%q is not an integer", name, v))
@@ -29,7 +49,7 @@ func (r *Reader) Int(name string, dst *int) {
 
 // Duration sets *dst from name (e.g. "30s", "5m") when the variable is set.
 func (r *Reader) Duration(name string, dst *time.Duration) {
-	if v, ok := os.LookupEnv(name); ok {
+	if v, ok := r.lookup(name); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil {
 			r.errs = append(r.errs, fmt.Errorf("%s=%q is not a duration (e.g. 30s, 5m)", name, v))
@@ -41,7 +61,7 @@ func (r *Reader) Duration(name string, dst *time.Duration) {
 
 // Bool reports whether name is set to 1, true or yes.
 func (r *Reader) Bool(name string) bool {
-	v := os.Getenv(name)
+	v := r.Get(name)
 	return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "yes")
 }
 
