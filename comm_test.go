@@ -326,30 +326,45 @@ func TestContextDeadlineNamesTheRankWaitedOn(t *testing.T) {
 	}
 }
 
+// TestWrongSecretIsRefused joins a rank with the wrong secret over each
+// control plane: the TCP rendezvous refuses its HMAC answer, the libp2p
+// one its derived coordinator key (Noise fails before anything is sent).
 func TestWrongSecretIsRefused(t *testing.T) {
+	for _, plane := range []string{"tcp", "libp2p"} {
+		t.Run(plane, func(t *testing.T) {
+			errs := joinWithSecrets(t, plane, "secret-0", "secret-1")
+			if errs[1] == nil {
+				t.Fatal("rank with the wrong secret joined")
+			}
+			if plane == "libp2p" && !strings.Contains(errs[1].Error(), "coordinator key") {
+				t.Fatalf("rank with the wrong secret: %v", errs[1])
+			}
+			t.Logf("rank 1: %v", errs[1])
+		})
+	}
+}
+
+// joinWithSecrets starts one rank per secret over the given control plane
+// and returns each rank's New error (closing those that joined).
+func joinWithSecrets(t *testing.T, plane string, secrets ...string) []error {
 	port := freePort(t)
-	errs := make([]error, 2)
+	errs := make([]error, len(secrets))
 	var wg sync.WaitGroup
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := DefaultConfig(r, 2)
-			cfg.MasterPort = port
-			cfg.Secret = []byte(fmt.Sprintf("secret-%d", r))
+	for r := range secrets {
+		wg.Go(func() {
+			cfg := DefaultConfig(r, len(secrets))
+			cfg.MasterPort, cfg.ControlPlane = port, plane
+			cfg.Secret = []byte(secrets[r])
 			cfg.ConnectTimeout = 3 * time.Second
 			c, err := New(context.Background(), cfg)
 			if c != nil {
 				c.Close()
 			}
 			errs[r] = err
-		}(r)
+		})
 	}
 	wg.Wait()
-	if errs[1] == nil {
-		t.Fatal("rank with the wrong secret joined")
-	}
-	t.Logf("rank 1: %v", errs[1])
+	return errs
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -483,31 +498,6 @@ func TestLibp2pControlAndDataPlanes(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestLibp2pRendezvousRefusesAWrongSecret(t *testing.T) {
-	port := freePort(t)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := 0; r < 2; r++ {
-		wg.Add(1)
-		go func(r int) {
-			defer wg.Done()
-			cfg := DefaultConfig(r, 2)
-			cfg.MasterPort, cfg.ControlPlane = port, "libp2p"
-			cfg.Secret = []byte(fmt.Sprintf("secret-%d", r))
-			cfg.ConnectTimeout = 3 * time.Second
-			c, err := New(context.Background(), cfg)
-			if c != nil {
-				c.Close()
-			}
-			errs[r] = err
-		}(r)
-	}
-	wg.Wait()
-	if errs[1] == nil || !strings.Contains(errs[1].Error(), "coordinator key") {
-		t.Fatalf("rank with the wrong secret: %v", errs[1])
 	}
 }
 
