@@ -194,8 +194,17 @@ func (c *cluster) waitAll(d time.Duration, what string, ids []string, ok func(st
 	return got
 }
 
-// stop asks every rank to stop a few steps from now and checks that the
-// listed ranks returned nil with bit-identical models.
+// startAll starts a rank per id, the i-th on ports[i], all seeded with
+// seeds and bounded by min and max np.
+func (c *cluster) startAll(ctx context.Context, ids []string, ports []int, seeds []string, minNP, maxNP int) {
+	for i, id := range ids {
+		c.start(ctx, testConfig(id, ports[i], seeds, minNP, maxNP))
+	}
+}
+
+// stop asks every rank to stop a few steps from now, checks that the
+// listed ranks returned nil with bit-identical models, and closes their
+// workers.
 func (c *cluster) stop(ids []string) {
 	c.t.Helper()
 	e := c.waitFor(10*time.Second, "a step before stopping", func(stepEvent) bool { return true })
@@ -222,6 +231,9 @@ func (c *cluster) stop(ids []string) {
 				c.t.Fatalf("%s's model differs from %s's at %d: %v vs %v", id, ids[0], i, tr.model[i], ref[i])
 			}
 		}
+	}
+	for _, id := range ids {
+		c.worker(id).Close()
 	}
 }
 

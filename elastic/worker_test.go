@@ -20,9 +20,7 @@ func TestInProcessDeathAndJoin(t *testing.T) {
 	ports := freePorts(t, 5)
 	seeds := seedList(ports)
 	ids := []string{"rank-0", "rank-1", "rank-2", "rank-3"}
-	for i, id := range ids {
-		c.start(ctx, testConfig(id, ports[i], seeds, 2, 4))
-	}
+	c.startAll(ctx, ids, ports, seeds, 2, 4)
 	first := c.waitAll(30*time.Second, "generation 1 on all four", ids, func(e stepEvent) bool { return e.step >= 3 })
 	for i, id := range ids {
 		e := first[id]
@@ -56,9 +54,6 @@ func TestInProcessDeathAndJoin(t *testing.T) {
 	}
 	t.Logf("joined: generation %d", grown["rank-4"].gen)
 	c.stop(all)
-	for _, id := range all {
-		c.worker(id).Close()
-	}
 }
 
 // With min-np 3, losing one of three ranks leaves the job waiting for a
@@ -105,9 +100,7 @@ func TestInProcessBelowMinNPRescuedByJoin(t *testing.T) {
 	ports := freePorts(t, 4)
 	seeds := seedList(ports)
 	ids := []string{"a", "b", "c"}
-	for i, id := range ids {
-		c.start(ctx, testConfig(id, ports[i], seeds, 3, 3))
-	}
+	c.startAll(ctx, ids, ports, seeds, 3, 3)
 	c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
 	c.worker("c").crashForTest()
 	time.Sleep(1500 * time.Millisecond) // below min-np now: no generation forms
@@ -121,9 +114,6 @@ func TestInProcessBelowMinNPRescuedByJoin(t *testing.T) {
 	c.start(ctx, testConfig("d", ports[3], seeds, 3, 3))
 	c.waitAll(20*time.Second, "a generation with the joiner", []string{"a", "b", "d"}, func(e stepEvent) bool { return e.gen > 1 && e.size == 3 })
 	c.stop([]string{"a", "b", "d"})
-	for _, id := range []string{"a", "b", "d"} {
-		c.worker(id).Close()
-	}
 }
 
 // KILL_RESTART in process: rank 0 evicts rank 1; rank 1's Run returns
@@ -135,9 +125,7 @@ func TestInProcessEvict(t *testing.T) {
 	ports := freePorts(t, 3)
 	seeds := seedList(ports)
 	ids := []string{"a", "b", "c"}
-	for i, id := range ids {
-		c.start(ctx, testConfig(id, ports[i], seeds, 2, 3))
-	}
+	c.startAll(ctx, ids, ports, seeds, 2, 3)
 	c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
 	if err := c.worker("a").Evict(ctx, 1, "persistent straggler"); err != nil {
 		t.Fatal(err)
@@ -152,9 +140,6 @@ func TestInProcessEvict(t *testing.T) {
 	}
 	c.waitAll(10*time.Second, "a generation of two", []string{"a", "c"}, func(e stepEvent) bool { return e.gen > 1 && e.size == 2 })
 	c.stop([]string{"a", "c"})
-	for _, id := range ids {
-		c.worker(id).Close()
-	}
 }
 
 // Join, train, stop and Close leave no goroutine behind (memberlist, the
@@ -168,14 +153,9 @@ func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
 		ports := freePorts(t, 2)
 		seeds := seedList(ports)
 		ids := []string{"a", "b"}
-		for i, id := range ids {
-			c.start(ctx, testConfig(id, ports[i], seeds, 1, 2))
-		}
+		c.startAll(ctx, ids, ports, seeds, 1, 2)
 		c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
 		c.stop(ids)
-		for _, id := range ids {
-			c.worker(id).Close()
-		}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > before {
