@@ -11,6 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
@@ -207,6 +209,23 @@ func (c *Config) controlPlane() string {
 		return "tcp"
 	}
 	return "libp2p"
+}
+
+// tunables are the settings that choose algorithms (internal/algo).
+func (c *Config) tunables() algo.Tunables {
+	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes}
+}
+
+// settings maps a validated Config to the engine's.
+func (c *Config) settings() engine.Settings {
+	return engine.Settings{
+		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
+		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
+		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
+		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
+		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, FastSpin: c.FastSpin, Tunables: c.tunables(),
+		Logger: c.Logger, Network: c.network,
+	}
 }
 
 // Validate reports every invalid field.

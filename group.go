@@ -2,17 +2,12 @@ package ringtail
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/fnv"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/transport"
-	"github.com/ringtail-ml/ringtail/ring"
-	"github.com/ringtail-ml/ringtail/tree"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // The calls in this file let some ranks work without the others: a ring
@@ -23,86 +18,38 @@ import (
 // the first n−s results).
 
 // AllReduceAmong is AllReduce over the ranks in members only (in ring order);
-// only those ranks may call it, with the same members.
+// only those ranks may call it, with the same members. Each member list is
+// a group with its own call numbers.
 func (c *Comm) AllReduceAmong(ctx context.Context, buf Buffer, op Op, members []int) error {
-	cl := call{kind: kindAllReduce, data: buf, op: op, count: buf.Len()}
+	cl := engine.Call{Spec: spec(wire.AllReduce, buf), DType: buf.DType, Op: op, Data: buf.Bytes}
+	cl.Spec.Avg = op == Avg
+	cl.Spec.Members = members
 	var argErr error
-	key, err := groupKey(members, c.cfg.WorldSize, c.cfg.Rank)
-	if err != nil {
+	if _, err := engine.MembersKey(members, c.cfg.WorldSize, c.cfg.Rank); err != nil {
 		argErr = err
-	} else if !op.Valid() {
-		argErr = fmt.Errorf("invalid reduction op %v", op)
 	}
-	cl.root = int(hashMembers(key))
-	if err := c.precheck(cl, c.check("AllReduceAmong", buf), argErr); err != nil {
-		return err
-	}
-	n, avg := buf.Len(), op == Avg
-	small := len(buf.Bytes) <= c.cfg.SmallBytes
-	order := append([]int(nil), members...)
-	return c.run(ctx, cl, func() (*plan.Program, error) {
-		if small {
-			return tree.AllReduce(order, c.cfg.WorldSize, c.cfg.Rank, n, avg)
-		}
-		return ring.AllReduce(ring.Spec{Order: order, World: c.cfg.WorldSize, Rank: c.cfg.Rank, Channels: c.cfg.Channels}, n, avg)
-	}, progKey{kind: kindAllReduce, count: n, avg: avg, small: small, group: key})
-}
-
-func groupKey(members []int, world, me int) (string, error) {
-	if len(members) == 0 {
-		return "", errors.New("empty member list")
-	}
-	seen := make(map[int]bool, len(members))
-	in := false
-	var b strings.Builder
-	for i, r := range members {
-		if r < 0 || r >= world || seen[r] {
-			return "", fmt.Errorf("members %v are not distinct ranks in 0..%d", members, world-1)
-		}
-		seen[r] = true
-		in = in || r == me
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(r))
-	}
-	if !in {
-		return "", fmt.Errorf("rank %d is not among members %v", me, members)
-	}
-	return b.String(), nil
-}
-
-func hashMembers(key string) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return h.Sum32() & 0x7fffffff
+	return c.run(ctx, &cl, checkBuffer("AllReduceAmong", buf), argErr, opErr(op))
 }
 
 // Send sends buf to rank peer, which must call Recv with a buffer of the
 // same length and type.
 func (c *Comm) Send(ctx context.Context, peer int, buf Buffer) error {
-	return c.p2p(ctx, peer, buf, plan.Send)
+	return c.p2p(ctx, peer, buf, true)
 }
 
 // Recv receives into buf what rank peer sends with Send.
 func (c *Comm) Recv(ctx context.Context, peer int, buf Buffer) error {
-	return c.p2p(ctx, peer, buf, plan.Recv)
+	return c.p2p(ctx, peer, buf, false)
 }
 
-func (c *Comm) p2p(ctx context.Context, peer int, buf Buffer, kind plan.OpKind) error {
-	cl := call{kind: kindP2P, data: buf, count: buf.Len()}
+func (c *Comm) p2p(ctx context.Context, peer int, buf Buffer, send bool) error {
+	cl := engine.Call{Spec: spec(wire.PointToPoint, buf), DType: buf.DType, Data: buf.Bytes}
+	cl.Spec.Peer, cl.Spec.Send = peer, send
 	var peerErr error
 	if peer < 0 || peer >= c.cfg.WorldSize || peer == c.cfg.Rank {
 		peerErr = fmt.Errorf("peer %d is not another rank of 0..%d", peer, c.cfg.WorldSize-1)
 	}
-	if err := c.precheck(cl, c.check("Send/Recv", buf), peerErr); err != nil {
-		return err
-	}
-	n := buf.Len()
-	return c.run(ctx, cl, func() (*plan.Program, error) {
-		return &plan.Program{Algorithm: "p2p", Rank: c.cfg.Rank, World: c.cfg.WorldSize, DataLen: n,
-			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: peer, Buf: plan.Data, Len: n}}}}}}}, nil
-	}, progKey{kind: kindP2P, count: n, root: peer, small: kind == plan.Send})
+	return c.run(ctx, &cl, checkBuffer("Send/Recv", buf), peerErr)
 }
 
 // Contribution is a message a peer sent with Contribute, buffered whole on
@@ -113,15 +60,16 @@ type Contribution struct {
 	Data    Buffer
 	Arrived time.Time
 
-	raw  transport.Contribution
-	mesh *transport.Mesh
+	raw  transport.Eager
+	e    *engine.Engine
+	done bool
 }
 
 // Release returns the contribution's memory to the communicator.
 func (ct *Contribution) Release() {
-	if ct.mesh != nil {
-		ct.mesh.Release(ct.raw)
-		ct.mesh = nil
+	if ct.e != nil && !ct.done {
+		ct.e.Release(ct.raw)
+		ct.done = true
 	}
 }
 
@@ -130,50 +78,10 @@ func (ct *Contribution) Release() {
 // up with NextContribution. It returns once the data is handed to the
 // transport (for shared memory and sockets: in the peer's buffers).
 func (c *Comm) Contribute(ctx context.Context, peer int, buf Buffer, tag uint32) error {
-	if err := c.check("Contribute", buf); err != nil {
+	if err := checkBuffer("Contribute", buf); err != nil {
 		return err
 	}
-	if peer < 0 || peer >= c.cfg.WorldSize || peer == c.cfg.Rank {
-		return fmt.Errorf("ringtail: Contribute to %d: not another rank of 0..%d", peer, c.cfg.WorldSize-1)
-	}
-	if c.mesh == nil {
-		return ErrClosed
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-	defer cancel()
-	done := make(chan transport.Result, 1)
-	desc := transport.Desc{Kind: transport.KindContribution, DType: uint8(buf.DType), Root: tag, Count: uint64(buf.Len())}
-	link := c.mesh.Link(peer, 0)
-	if err := link.Send(transport.SendReq{Desc: desc, Buf: buf.Bytes, Chunk: c.cfg.ChunkBytes, Done: done}, ctx.Done()); err != nil {
-		if transport.IsCanceled(err) {
-			return c.timeoutOn(peer, ctx.Err())
-		}
-		return err
-	}
-	for {
-		select {
-		case <-done:
-			return nil
-		case <-c.mesh.Failed():
-			return c.mesh.Err()
-		case <-c.mesh.Deaths():
-			if e := c.mesh.DeadErr(peer); e != nil {
-				return e // the peer died mid-send (tolerated: the communicator lives on)
-			}
-		case <-ctx.Done():
-			return c.timeoutOn(peer, ctx.Err())
-		}
-	}
-}
-
-func (c *Comm) timeoutOn(peer int, err error) error {
-	e := &Error{Kind: KindTimeout, Rank: peer, Reporter: c.cfg.Rank, Local: c.cfg.Rank, Err: err,
-		Detail: fmt.Sprintf("rank %d was sending to rank %d", c.cfg.Rank, peer)}
-	if errors.Is(err, context.Canceled) {
-		e.Kind = KindCanceled
-	}
-	c.mesh.Fail(e)
-	return e
+	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, tag))
 }
 
 // NextContribution returns the earliest-arrived contribution not yet taken
@@ -181,43 +89,19 @@ func (c *Comm) timeoutOn(peer int, err error) error {
 // communicator stays usable: a deadline here is a policy (wait at most t_w),
 // not a failure. Contributions from other ranks are kept for later calls.
 func (c *Comm) NextContribution(ctx context.Context, from []int) (*Contribution, error) {
-	if c.mesh == nil {
-		return nil, ErrClosed
-	}
-	want := func(r int) bool {
-		for _, f := range from {
-			if f == r {
-				return true
-			}
-		}
-		return false
-	}
-	c.stashMu.Lock()
-	for i, ct := range c.stash {
-		if want(ct.From) {
-			c.stash = append(c.stash[:i], c.stash[i+1:]...)
-			c.stashMu.Unlock()
-			return c.wrap(ct), nil
-		}
-	}
-	c.stashMu.Unlock()
-	for {
-		select {
-		case ct := <-c.mesh.Inbox():
-			if want(ct.From) {
-				return c.wrap(ct), nil
-			}
-			c.stashMu.Lock()
-			c.stash = append(c.stash, ct)
-			c.stashMu.Unlock()
-		case <-c.mesh.Failed():
-			return nil, c.mesh.Err()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
+	return c.take(ctx, from, nil)
 }
 
-func (c *Comm) wrap(ct transport.Contribution) *Contribution {
-	return &Contribution{From: ct.From, Tag: ct.Tag, Data: Buffer{Bytes: ct.Data, DType: DType(ct.DType)}, Arrived: ct.Arrived, raw: ct, mesh: c.mesh}
+// TakeContribution returns the contribution from rank from with the given
+// tag, waiting for it like NextContribution.
+func (c *Comm) TakeContribution(ctx context.Context, from int, tag uint32) (*Contribution, error) {
+	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t == tag })
+}
+
+func (c *Comm) take(ctx context.Context, from []int, want func(int, uint32) bool) (*Contribution, error) {
+	m, err := c.e.Take(ctx, from, want)
+	if err != nil {
+		return nil, public(err)
+	}
+	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}, nil
 }

@@ -2,9 +2,12 @@ package ringtail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // NewLocal joins n ranks inside this process over the real transports (one
@@ -16,6 +19,25 @@ import (
 // fails to join, every Comm is closed and the first failure is returned,
 // naming its rank.
 func NewLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
+	// The port was free a moment ago; another process may take it before
+	// rank 0 binds it, so a few fresh tries.
+	var err error
+	for range 5 {
+		var comms []*Comm
+		if comms, err = newLocal(ctx, n, configure); err == nil || !portTaken(err) {
+			return comms, err
+		}
+	}
+	return nil, err
+}
+
+// portTaken reports whether err is a bind that found its port taken (the
+// libp2p listener reports it only in its text).
+func portTaken(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func newLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("ringtail: finding a free port: %w", err)

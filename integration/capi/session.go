@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/ringtail-ml/ringtail"
-	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 // Return codes; they must equal the RT_* macros of include/ringtail.h (a
@@ -259,7 +258,7 @@ func code(err error) int {
 			return codeClosed
 		case ringtail.KindLocal:
 			return codeLocal
-		case transport.KindAuth:
+		case ringtail.KindAuth:
 			return codeAuth
 		}
 	}

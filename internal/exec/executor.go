@@ -18,6 +18,9 @@ type Call struct {
 	Op    reduce.Op
 	Data  []byte
 	Input []byte
+	// Done reports how many calls of a group this rank has completed, for
+	// the stall rules (transport.Stall); nil counts none.
+	Done func(group uint32) uint64
 }
 
 // Executor runs programs for one rank. It is not safe for concurrent use:
@@ -39,6 +42,13 @@ type Executor struct {
 	step       []int    // per channel: current step
 	left       []int    // per channel: network ops of the current step not yet done
 	done       [][]bool // per channel: which ops of the current step are done
+
+	// The running call, for the stall rules (see stall.go).
+	prog     *plan.Program
+	fp       *fastProg
+	fastPos  int // runFast: index of the op running
+	callDone func(group uint32) uint64
+	stall    transport.Stall
 }
 
 // New returns an executor that sends in frames of at most chunk bytes.
@@ -46,7 +56,9 @@ func New(mesh *transport.Mesh, chunk int) (*Executor, error) {
 	if chunk <= 0 {
 		return nil, fmt.Errorf("exec: chunk %d", chunk)
 	}
-	return &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[fastKey]*fastProg{}}, nil
+	e := &Executor{mesh: mesh, chunk: chunk, compl: make(chan transport.Result, 256), fast: map[fastKey]*fastProg{}}
+	e.stall = transport.Stall{Done: e.groupDone, Expects: e.expects}
+	return e, nil
 }
 
 const tagBits = 16 // a result's tag is channel<<tagBits | op index
@@ -56,8 +68,12 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 // buffer lengths (in elements of call.DType). The timeout is a duration,
 // not a deadline, so a small call that never waits never reads the clock.
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
+	e.prog, e.callDone = p, call.Done
 	if fp := e.fastProgram(p, call); fp != nil {
-		return e.runFast(ctx, timeout, fp, p, call)
+		e.fp = fp
+		err := e.runFast(ctx, timeout, fp, p, call)
+		e.fp = nil
+		return err
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {
@@ -168,6 +184,7 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 	}
 	defer e.check.Stop()
 	deaths := e.deaths()
+	var st stallWatch
 	running := 0
 	for c := 0; c < nch; c++ {
 		e.step[c] = 0
@@ -181,11 +198,18 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 	}
 	for running > 0 {
 		select {
-		case <-e.check.C:
+		case now := <-e.check.C:
 			if err := e.checkFastboxes(p, call); err != nil {
 				return err
 			}
+			if err := e.watchStall(&st, now, p, call); err != nil {
+				return err
+			}
 			e.check.Reset(fastboxCheck)
+		case <-e.bell():
+			if err := e.answerStall(&st, call); err != nil {
+				return err
+			}
 		case r := <-e.compl:
 			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
 			e.done[c][i] = true
@@ -286,22 +310,6 @@ func (e *Executor) fail(p *plan.Program, err error) error {
 }
 
 func (e *Executor) waitingOn(p *plan.Program) int {
-	blame := transport.NoRank
-	for c := range p.Channels {
-		if e.step[c] >= len(p.Channels[c].Steps) {
-			continue
-		}
-		for i, o := range p.Channels[c].Steps[e.step[c]].Ops {
-			if i < len(e.done[c]) && e.done[c][i] || o.Kind.Local() {
-				continue
-			}
-			if o.Kind == plan.Recv || o.Kind == plan.RecvReduce {
-				return o.Peer
-			}
-			if blame == transport.NoRank {
-				blame = o.Peer
-			}
-		}
-	}
-	return blame
+	peer, _ := e.awaited(p)
+	return peer
 }

@@ -27,6 +27,7 @@ type fastOp struct {
 	srcOff   int // bytes
 	div      int
 	peer     int
+	channel  int
 	link     transport.FastLink
 	fold     bool // RecvReduce
 }
@@ -86,7 +87,7 @@ func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
 						continue
 					}
 					op := fastOp{kind: o.Kind, buf: o.Buf, src: o.Src, off: o.Off * es, n: o.Len * es,
-						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, fold: o.Kind == plan.RecvReduce}
+						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, channel: c, fold: o.Kind == plan.RecvReduce}
 					if !o.Kind.Local() {
 						f, has := mesh.Link(o.Peer, c).Fast()
 						if !has || op.n > transport.FastboxPayload {
@@ -123,17 +124,18 @@ func (e *Executor) runFast(ctx context.Context, timeout time.Duration, fp *fastP
 	}
 	cancel := ctx.Done()
 	for i := range fp.ops {
+		e.fastPos = i
 		o := &fp.ops[i]
 		dst := bufs[o.buf][o.off : o.off+o.n]
 		var err error
 		switch o.kind {
 		case plan.Send:
-			if err := o.link.Send(&call.Desc, dst, timeout, cancel); err != nil {
+			if err := o.link.Send(&call.Desc, dst, timeout, cancel, &e.stall); err != nil {
 				return e.failFast(ctx, o.peer, err, true)
 			}
 			continue
 		case plan.Recv, plan.RecvReduce:
-			if err := o.link.Recv(&call.Desc, dst, o.fold, call.DType, call.Op, timeout, cancel); err != nil {
+			if err := o.link.Recv(&call.Desc, dst, o.fold, call.DType, call.Op, timeout, cancel, &e.stall); err != nil {
 				return e.failFast(ctx, o.peer, err, true)
 			}
 			continue
@@ -216,7 +218,8 @@ func (e *Executor) checkFastboxes(p *plan.Program, call *Call) error {
 			e.strikes = 0
 			me := e.mesh.Rank()
 			err := &transport.Error{Kind: transport.KindMismatch, Rank: o.Peer, Reporter: me, Local: me,
-				Detail: fmt.Sprintf("rank %d made a small call (%d elements, kind %d) where rank %d called one of %d elements", o.Peer, theirs.Count, theirs.Kind, me, call.Desc.Count)}
+				Detail: fmt.Sprintf("rank %d made a small call (%v #%d, %d elements) where rank %d called %v #%d of %d elements",
+					o.Peer, theirs.Collective, theirs.Call, theirs.Count, me, call.Desc.Collective, call.Desc.Call, call.Desc.Count)}
 			e.mesh.Fail(err)
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // rankMesh is one communicator of n ranks, each with its own p2p.Network
@@ -135,7 +136,7 @@ func TestMessagesArriveInOrderAndReduce(t *testing.T) {
 		}
 	}
 	const count = 5000
-	desc := transport.Desc{Kind: 1, DType: uint8(reduce.Int32), RedOp: uint8(reduce.Sum), Count: count, Seq: 1}
+	desc := transport.Desc{Collective: wire.AllReduce, DType: uint8(reduce.Int32), RedOp: uint8(reduce.Sum), Count: count, Call: 1}
 	a, b, acc := make([]int32, count), make([]int32, count), make([]int32, count)
 	for i := range a {
 		a[i], b[i], acc[i] = int32(i), int32(2*i), 1

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // A fastbox is a two-slot mailbox per direction of a shared-memory link for
@@ -44,8 +45,8 @@ const (
 	// messages taken from the other direction, size, descriptor, payload.
 	slotTaken   = 8
 	slotSize    = 16
-	slotDesc    = 24
-	fastboxData = 48
+	slotDesc    = 24 // wire.DescSize bytes
+	fastboxData = 64
 	slotSpan    = (fastboxData + FastboxPayload + 63) &^ 63
 	fastboxAck  = 2 * slotSpan
 	fastboxDead = fastboxAck + 64
@@ -55,10 +56,10 @@ const (
 
 // fastSlot is one message slot in shared memory.
 type fastSlot struct {
-	seq   *atomic.Uint64 // number of the message in the slot (1, 2, ...)
-	taken *atomic.Uint64 // the producer's count of messages taken from the other direction
-	size  *atomic.Uint32 // payload length
-	desc  *[24]byte      // descriptor
+	seq   *atomic.Uint64       // number of the message in the slot (1, 2, ...)
+	taken *atomic.Uint64       // the producer's count of messages taken from the other direction
+	size  *atomic.Uint32       // payload length
+	desc  *[wire.DescSize]byte // descriptor
 	data  []byte
 }
 
@@ -85,7 +86,7 @@ func fastboxAt(mem []byte) fastbox {
 			seq:   (*atomic.Uint64)(sb),
 			taken: (*atomic.Uint64)(unsafe.Add(sb, slotTaken)),
 			size:  (*atomic.Uint32)(unsafe.Add(sb, slotSize)),
-			desc:  (*[24]byte)(unsafe.Add(sb, slotDesc)),
+			desc:  (*[wire.DescSize]byte)(unsafe.Add(sb, slotDesc)),
 			data:  mem[off+fastboxData : off+fastboxData+FastboxPayload],
 		}
 	}
@@ -100,16 +101,6 @@ func (b *fastbox) pending() bool {
 	return b.slots[b.got&1].seq.Load() == b.got+1
 }
 
-func putDesc(b *[24]byte, d *Desc) {
-	b[0], b[1], b[2] = d.Kind, d.DType, d.RedOp
-	*(*uint32)(unsafe.Pointer(&b[4])) = d.Root
-	*(*uint64)(unsafe.Pointer(&b[8])) = d.Count
-}
-
-func getDesc(b *[24]byte) Desc {
-	return Desc{Kind: b[0], DType: b[1], RedOp: b[2], Root: *(*uint32)(unsafe.Pointer(&b[4])), Count: *(*uint64)(unsafe.Pointer(&b[8]))}
-}
-
 // waiter paces a wait: spin, then yield, then nap; it reports whether the
 // caller must stop (mesh failed or deadline passed).
 type waiter struct {
@@ -122,6 +113,40 @@ type waiter struct {
 	link     *Link
 	local    bool      // the peer is in this process
 	yielded  time.Time // when the last sched_yield returned
+	desc     Desc      // the call waited in (a copy: the caller's stays on its stack)
+	stall    *Stall    // how to judge a stall (nil: only the deadline)
+	asked    time.Time // when the peer was last asked what it is doing
+	answers  uint64    // answers seen when it was asked
+}
+
+// check runs a long wait's stall rules; non-nil when the wait must end.
+func (w *waiter) check(now time.Time) error {
+	m := w.link.mesh
+	if w.stall == nil {
+		return nil
+	}
+	if m.Asked() {
+		m.AnswerAsks(&w.desc, w.stall.Done)
+	}
+	if w.link.Answers() > w.answers {
+		st, n := w.link.Answer()
+		w.answers = n
+		if f, why := JudgeState(&w.desc, &st); why != "" {
+			e := w.link.StallError(&w.desc, &st, f, why)
+			m.fail(e)
+			return e
+		}
+	}
+	if now.Sub(w.start) < QueryAfter || now.Sub(w.asked) < QueryAfter {
+		return nil
+	}
+	w.asked, w.answers = now, w.link.Answers()
+	w.link.Ask(&w.desc)
+	if e := m.JudgeHeld(&w.desc, w.stall.Done, w.stall.Expects); e != nil {
+		m.fail(e)
+		return e
+	}
+	return nil
 }
 
 const (
@@ -170,6 +195,9 @@ func (w *waiter) pause() error {
 			w.link.mesh.Fail(de)
 			return errMeshFailed
 		}
+		if err := w.check(now); err != nil {
+			return err
+		}
 	}
 	switch since := now.Sub(w.start); {
 	case since < w.link.mesh.cfg.FastSpin:
@@ -205,8 +233,9 @@ func (l *Link) Fast() (FastLink, bool) {
 
 // Send publishes one message (at most FastboxPayload bytes), waiting (at
 // most timeout, counted from when the wait starts) for a free slot: the
-// peer must have taken the message before the previous one.
-func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}) error {
+// peer must have taken the message before the previous one. A long wait
+// applies the stall rules (see Stall).
+func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	c := f.l.conn.(*shmConn)
 	if err := f.peerFailed(c, false); err != nil {
 		return err
@@ -218,7 +247,7 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 		if in := &c.fastIn; in.got > 0 {
 			box.freed = max(box.freed, in.slots[(in.got-1)&1].taken.Load())
 		}
-		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local}
+		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall}
 		for box.sent-box.freed >= 2 {
 			if box.freed = box.ack.Load(); box.sent-box.freed < 2 {
 				break
@@ -235,7 +264,7 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 	// Plain stores, published by the atomic store of the message number
 	// (an atomic store of each would stall on the line's ownership once
 	// per word).
-	putDesc(sl.desc, d)
+	wire.PutDesc(sl.desc[:], d)
 	*(*uint32)(unsafe.Pointer(sl.size)) = uint32(len(p))
 	*(*uint64)(unsafe.Pointer(sl.taken)) = c.fastIn.got
 	copy(sl.data, p)
@@ -245,11 +274,11 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 }
 
 // Recv waits for the peer's next message, checks it against d, and copies
-// or folds it into dst.
-func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}) error {
+// or folds it into dst. A long wait applies the stall rules (see Stall).
+func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
-	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local}
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall}
 	if err := f.peerFailed(c, true); err != nil {
 		return err
 	}
@@ -263,22 +292,22 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 				return err
 			}
 		}
-		if w.i&1023 == 0 && f.l.waiting.Load() != 0 && sl.seq.Load() != box.got+1 {
-			// The peer sent this call's message the long way: it is not
-			// the same call (a larger count, most likely). (The slot is
-			// checked after the frame: a peer that finished this call
-			// published its fastbox message before its next call's
-			// frames, so it would be seen here.)
-			v := f.l.waiting.Load()
-			return f.mismatch(Desc{Kind: uint8(v), DType: uint8(v >> 8), RedOp: uint8(v >> 16), Count: f.l.waitingCount.Load()}, d)
+		if w.i&1023 == 0 && f.l.holding.Load() && sl.seq.Load() != box.got+1 {
+			// The peer sent a ring frame where this rank waits for its
+			// fastbox message: it is not the same call (a larger count,
+			// most likely, or a later call: it sent nothing of this one
+			// here). The slot is checked after the frame: a peer that
+			// finished this call published its fastbox message before
+			// its next call's frames, so it would be seen here.
+			if theirs, ok := f.l.Held(); ok && sl.seq.Load() != box.got+1 {
+				return f.mismatch(theirs, d)
+			}
 		}
 	}
 	if len(dst) > FastboxPayload {
 		return fmt.Errorf("fastbox: %d-byte message exceeds %d", len(dst), FastboxPayload)
 	}
-	want := *d
-	want.Seq = 0
-	if got := getDesc(sl.desc); got != want || int(sl.size.Load()) != len(dst) {
+	if got := wire.GetDesc(sl.desc[:]); got != *d || int(sl.size.Load()) != len(dst) {
 		return f.mismatch(got, d)
 	}
 	var err error
@@ -293,13 +322,15 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 }
 
 // mismatch fails the mesh: the peer made call theirs where this rank made
-// mine.
+// mine (the same Desc: the two took different paths for it, so they
+// disagree on the algorithm, e.g. their small-message thresholds).
 func (f FastLink) mismatch(theirs Desc, mine *Desc) error {
-	me := f.l.mesh.id.Rank
-	want := *mine
-	want.Seq = 0
-	e := &Error{Kind: KindMismatch, Rank: f.l.peer, Reporter: me, Local: me,
-		Detail: fmt.Sprintf("rank %d called %s, rank %d called %s", f.l.peer, f.l.describe(theirs), me, f.l.describe(want))}
+	why := ""
+	fld := theirs.Diff(mine)
+	if fld == wire.FieldNone {
+		why = "one sent it through the fastbox, the other on the ring: they disagree on the algorithm (different SmallBytes settings?)"
+	}
+	e := f.l.mismatch(&theirs, mine, fld, why)
 	f.l.mesh.fail(e)
 	return e
 }
@@ -399,7 +430,7 @@ func (l *Link) FastPending() (Desc, uint64, bool) {
 	if !pending || c.in.head.Load() != c.in.tail.Load() {
 		return Desc{}, frames, false
 	}
-	return getDesc(c.fastIn.slots[c.fastIn.got&1].desc), frames, true
+	return wire.GetDesc(c.fastIn.slots[c.fastIn.got&1].desc[:]), frames, true
 }
 
 // IsDeadline reports whether a fastbox wait ended at its deadline.
@@ -408,6 +439,9 @@ func IsDeadline(err error) bool { return err == errFastDeadline }
 func (f FastLink) err(err error) error {
 	if err == errMeshFailed {
 		return f.l.mesh.Err()
+	}
+	if _, ok := err.(*Error); ok {
+		return f.l.mesh.Err() // a stall verdict failed the mesh
 	}
 	return err
 }

@@ -18,12 +18,12 @@ type FastLink struct{}
 func (l *Link) Fast() (FastLink, bool) { return FastLink{}, false }
 
 // Send is never called on this platform.
-func (FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}) error {
+func (FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	return nil
 }
 
 // Recv is never called on this platform.
-func (FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}) error {
+func (FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	return nil
 }
 

@@ -40,6 +40,17 @@ func (id Identity) Validate() error {
 // ErrAuth is wrapped by every authentication failure.
 var ErrAuth = errors.New("authentication failed")
 
+// JobTag is the keyed tag a Hello carries for id's job: it names the job
+// to a rank that knows the secret and tells a stranger nothing.
+func (id Identity) JobTag() [wire.JobTagSize]byte {
+	h := hmac.New(sha256.New, id.Secret)
+	h.Write([]byte("ringtail/v2/job\x00"))
+	h.Write([]byte(id.JobID))
+	var out [wire.JobTagSize]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
 func mac(secret []byte, role string, hello []byte, nonce []byte) [wire.MACSize]byte {
 	h := hmac.New(sha256.New, secret)
 	h.Write([]byte("ringtail/v1/" + role + "\x00"))
@@ -50,14 +61,16 @@ func mac(secret []byte, role string, hello []byte, nonce []byte) [wire.MACSize]b
 	return out
 }
 
-func deadlineFrom(ctx context.Context, conn net.Conn, limit time.Duration) func() {
+// deadlineFrom bounds conn's I/O by limit and ctx; it returns the deadline
+// and the function that lifts it.
+func deadlineFrom(ctx context.Context, conn net.Conn, limit time.Duration) (time.Time, func()) {
 	dl := time.Now().Add(limit)
 	if d, ok := ctx.Deadline(); ok && d.Before(dl) {
 		dl = d
 	}
 	_ = conn.SetDeadline(dl)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
-	return func() {
+	return dl, func() {
 		stop()
 		_ = conn.SetDeadline(time.Time{})
 	}
@@ -66,14 +79,20 @@ func deadlineFrom(ctx context.Context, conn net.Conn, limit time.Duration) func(
 // HandshakeTimeout bounds one handshake when the context allows longer.
 const HandshakeTimeout = 10 * time.Second
 
+// HelloTimeout bounds the wait for a dialer's first frame: a rank sends
+// its Hello as soon as it connects, so an idle connection is a stranger's
+// and gives its slot back quickly.
+const HelloTimeout = 3 * time.Second
+
 // DialHandshake authenticates a freshly dialed connection to rank peer on
 // the given channel. Both sides prove the secret (HMAC-SHA256 challenge–
 // response over both nonces and the whole Hello), so neither a stranger nor
 // an impostor listener is ever sent a data frame.
 func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channel int) error {
-	defer deadlineFrom(ctx, conn, HandshakeTimeout)()
+	_, lift := deadlineFrom(ctx, conn, HandshakeTimeout)
+	defer lift()
 	hello := wire.Hello{Version: wire.Version, Channel: uint16(channel), Rank: uint32(id.Rank), Peer: uint32(peer),
-		World: uint32(id.World), Generation: id.Generation, JobID: id.JobID}
+		World: uint32(id.World), Generation: id.Generation, JobTag: id.JobTag()}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
 		return err
 	}
@@ -124,33 +143,37 @@ func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channe
 // returns the dialer's Hello; on any failure it has already told the dialer
 // why (when the dialer got that far) and the caller should close the
 // connection and log the refusal with conn.RemoteAddr().
+//
+// Nothing about this rank's job is revealed before the dialer has proved
+// the secret: the challenge is sent whatever the Hello says, a dialer that
+// fails it is told only that authentication failed, and the reasons that
+// name the job, world, rank or generation go to authenticated dialers
+// alone. The Hello is at most wire.MaxControlPayload bytes, read into one
+// small buffer.
 func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hello, error) {
-	defer deadlineFrom(ctx, conn, HandshakeTimeout)()
+	dl, lift := deadlineFrom(ctx, conn, HandshakeTimeout)
+	defer lift()
+	if h := time.Now().Add(HelloTimeout); h.Before(dl) {
+		_ = conn.SetReadDeadline(h)
+	}
 	p, err := wire.ReadControl(conn, wire.TypeHello)
 	if err != nil {
 		return wire.Hello{}, fmt.Errorf("read hello: %w", err)
 	}
+	_ = conn.SetReadDeadline(dl)
 	hello, err := wire.ParseHello(p)
 	if err != nil {
 		return hello, err
 	}
-	refuse := func(format string, args ...any) (wire.Hello, error) {
-		reason := fmt.Sprintf(format, args...)
-		v := wire.Verdict{Reason: reason}
+	refuse := func(tell, format string, args ...any) (wire.Hello, error) {
+		v := wire.Verdict{Reason: tell}
 		_ = wire.WriteControl(conn, wire.TypeVerdict, v.Marshal())
-		return hello, fmt.Errorf("%w: %s", ErrAuth, reason)
+		return hello, fmt.Errorf("%w: "+format, append([]any{ErrAuth}, args...)...)
 	}
-	switch {
-	case hello.Version != wire.Version:
-		return refuse("protocol version %d, want %d", hello.Version, wire.Version)
-	case hello.JobID != id.JobID:
-		return refuse("job %q, this is job %q", hello.JobID, id.JobID)
-	case int(hello.World) != id.World:
-		return refuse("world size %d, this job has %d", hello.World, id.World)
-	case int(hello.Peer) != id.Rank:
-		return refuse("dialed rank %d but reached rank %d", hello.Peer, id.Rank)
-	case hello.Generation != id.Generation:
-		return refuse("generation %d, this rank is at generation %d", hello.Generation, id.Generation)
+	if hello.Version != wire.Version {
+		// Versions differ in frame layout: nothing more can be said safely.
+		return refuse(fmt.Sprintf("protocol version %d, want %d", hello.Version, wire.Version),
+			"protocol version %d, want %d", hello.Version, wire.Version)
 	}
 	var ch wire.Challenge
 	if _, err := rand.Read(ch.Nonce[:]); err != nil {
@@ -169,7 +192,20 @@ func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hell
 		return hello, err
 	}
 	if want := mac(id.Secret, "dialer", p, ch.Nonce[:]); !hmac.Equal(want[:], got[:]) {
-		return refuse("rank %d does not know the job secret", hello.Rank)
+		return refuse("authentication failed", "a dialer claiming rank %d does not know the job secret", hello.Rank)
+	}
+	// Authenticated: the dialer knows the secret, so it may hear why its
+	// call is refused.
+	switch {
+	case hello.JobTag != id.JobTag():
+		return refuse(fmt.Sprintf("wrong job: this is job %q", id.JobID), "dialer is of another job than %q", id.JobID)
+	case int(hello.World) != id.World:
+		return refuse(fmt.Sprintf("world size %d, this job has %d", hello.World, id.World), "world size %d, this job has %d", hello.World, id.World)
+	case int(hello.Peer) != id.Rank:
+		return refuse(fmt.Sprintf("dialed rank %d but reached rank %d", hello.Peer, id.Rank), "dialed rank %d but reached rank %d", hello.Peer, id.Rank)
+	case hello.Generation != id.Generation:
+		return refuse(fmt.Sprintf("generation %d, this rank is at generation %d", hello.Generation, id.Generation),
+			"generation %d, this rank is at generation %d", hello.Generation, id.Generation)
 	}
 	ok := wire.Verdict{OK: true}
 	if err := wire.WriteControl(conn, wire.TypeVerdict, ok.Marshal()); err != nil {

@@ -14,45 +14,23 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
-// Desc describes the collective call a data frame belongs to. Every Data
-// frame carries it, so a receiver detects a peer making a different call.
-// Seq is not set by callers: each link numbers its messages itself (per
-// direction), which catches a skipped or extra message even when only some
-// ranks take part in a call.
-type Desc struct {
-	Kind  uint8
-	DType uint8
-	RedOp uint8
-	Root  uint32
-	Count uint64
-	Seq   uint32
-}
+// Desc describes the call a data frame belongs to (see wire.Desc). Every
+// Data frame carries it, so a receiver detects a peer making a different
+// call and names the field that differs.
+type Desc = wire.Desc
 
-func (d *Desc) header(channel, n int, seq uint32) wire.Header {
-	return wire.Header{Type: wire.TypeData, Kind: d.Kind, DType: d.DType, RedOp: d.RedOp, Channel: uint16(channel),
-		Seq: seq, Root: d.Root, Count: d.Count, Len: uint32(n)}
-}
+// MaxEager bounds one eager message (the receiver allocates it whole).
+const MaxEager = 1 << 30
 
-// KindContribution marks an eager message: the receiver does not match it
-// with a posted receive but buffers it whole in the mesh's inbox (see
-// Mesh.Inbox). Root carries the sender's tag (e.g. a training step).
-const KindContribution uint8 = 0xC0
-
-// MaxContribution bounds one contribution (the receiver allocates it).
-const MaxContribution = 1 << 30
-
-// Contribution is an eagerly received message.
-type Contribution struct {
+// Eager is an eagerly received message: the receiver's link reader buffers
+// it whole on arrival, without a posted receive (see Mesh.Inbox).
+type Eager struct {
 	From    int
 	Tag     uint32
 	DType   reduce.DType
 	Data    []byte
 	Arrived time.Time
 }
-
-// DescribeFunc renders a collective descriptor for error messages (the root
-// package knows the names of collective kinds; this package does not).
-type DescribeFunc func(Desc) string
 
 // SendReq asks a link to send Buf as one message, split into frames of at
 // most Chunk bytes (at least one frame, even when Buf is empty).
@@ -83,15 +61,19 @@ type Result struct{ Tag int }
 // LinkConfig tunes liveness detection and buffers of every link.
 type LinkConfig struct {
 	// Silence is how long a peer may send nothing at all (not even a
-	// heartbeat) before it is declared dead or frozen.
+	// heartbeat) before it is declared dead or frozen. A read that times
+	// out is retried once for a short grace (Silence/4) before the peer
+	// is blamed, so a rank that was itself frozen and has just resumed
+	// finds the heartbeats waiting for it instead of blaming a healthy
+	// peer; the total silence before a verdict is Silence.
 	Silence time.Duration
 	// Heartbeat is how long a link may write nothing before it sends a
-	// heartbeat; it must be well below Silence.
+	// heartbeat; it must be at most a quarter of Silence.
 	Heartbeat time.Duration
 	// Chunk is the expected frame size, used to size reduce scratch.
 	Chunk int
-	// Describe renders descriptors in mismatch errors (optional).
-	Describe DescribeFunc
+	// Names renders element types and operators in mismatch errors.
+	Names wire.Names
 }
 
 // Validate checks the link timings.
@@ -99,8 +81,8 @@ func (c LinkConfig) Validate() error {
 	if c.Silence <= 0 || c.Heartbeat <= 0 {
 		return fmt.Errorf("transport: silence %v and heartbeat %v must be positive", c.Silence, c.Heartbeat)
 	}
-	if c.Heartbeat*2 > c.Silence {
-		return fmt.Errorf("transport: heartbeat %v must be at most half the silence timeout %v", c.Heartbeat, c.Silence)
+	if c.Heartbeat*4 > c.Silence {
+		return fmt.Errorf("transport: heartbeat %v must be at most a quarter of the silence timeout %v", c.Heartbeat, c.Silence)
 	}
 	if c.Chunk <= 0 || c.Chunk > wire.MaxDataPayload {
 		return fmt.Errorf("transport: chunk %d outside 1..%d", c.Chunk, wire.MaxDataPayload)
@@ -108,13 +90,27 @@ func (c LinkConfig) Validate() error {
 	return nil
 }
 
+// grace is the re-check of a read that timed out (see LinkConfig.Silence).
+func (c LinkConfig) grace() time.Duration { return c.Silence / 4 }
+
 // readPiece bounds one payload read between read-deadline refreshes, so a
 // slow but live link is never mistaken for a silent one.
 const readPiece = 256 << 10
 
+// heldCheck is how often a reader holding a frame that no receive has
+// claimed asks whether this rank will ever claim it (see Mesh.judgeHeld).
+const heldCheck = 50 * time.Millisecond
+
+// ctrlFrame is a control frame queued for the writer (a Query or a State).
+type ctrlFrame struct {
+	t       wire.Type
+	payload []byte
+}
+
 // Link is one authenticated connection to a peer on one channel. Its
-// reader goroutine owns br, hdrR, scratch; its writer goroutine owns hdrW
-// and bufs; wsem serialises frames between the writer and an abort.
+// reader goroutine owns rd, hdrR, scratch and heldTimer; its writer
+// goroutine owns hdrW and bufs; wsem serialises frames between the writer
+// and an abort.
 type Link struct {
 	mesh    *Mesh
 	peer    int
@@ -124,14 +120,16 @@ type Link struct {
 
 	sends chan SendReq
 	posts chan RecvReq
+	ctrl  chan ctrlFrame // queries and answers, written by the writer
 	wsem  chan struct{}
 
-	fold    inPlaceFold             // the in-place reduction in progress (reader-owned)
-	foldFn  func(off int, p []byte) // l.applyFold, bound once
-	rd      io.Reader               // buffered socket, or the shared-memory conn itself
-	inPlace inPlaceReader           // non-nil for shared memory: reduce without copying out
-	hdrR    [wire.HeaderSize]byte
-	scratch []byte
+	fold      inPlaceFold             // the in-place reduction in progress (reader-owned)
+	foldFn    func(off int, p []byte) // l.applyFold, bound once
+	rd        io.Reader               // buffered socket, or the shared-memory conn itself
+	inPlace   inPlaceReader           // non-nil for shared memory: reduce without copying out
+	hdrR      [wire.HeaderSize]byte
+	scratch   []byte
+	heldTimer *time.Timer
 
 	hdrW      [wire.HeaderSize]byte
 	bufs      net.Buffers
@@ -140,11 +138,18 @@ type Link struct {
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
 
-	// waiting describes a data frame the reader holds while no receive is
-	// posted (kind | dtype<<8 | redop<<16 | 1<<24, and the count), or 0.
-	waiting      atomic.Uint64
-	waitingCount atomic.Uint64
-	rxFrames     atomic.Uint64 // data frames received, for progress checks
+	// A data frame the reader holds while no receive is posted: holding
+	// says there is one (polled by fastbox waits), held is its Desc.
+	holding atomic.Bool
+	heldMu  sync.Mutex
+	held    Desc
+
+	rxFrames atomic.Uint64 // data frames received, for progress checks
+
+	// The peer's latest answer to a Query; states counts answers.
+	stateMu sync.Mutex
+	state   wire.State
+	states  atomic.Uint64
 
 	// postMu orders the executor's posts against a graceful close by the
 	// peer: once peerGone is set, nothing more is posted to this link.
@@ -161,16 +166,36 @@ type inPlaceReader interface {
 func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
 	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
-		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), wsem: make(chan struct{}, 1),
-		bufs: make(net.Buffers, 0, 2),
+		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), ctrl: make(chan ctrlFrame, 4),
+		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2),
 	}
 	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
 		l.rd, l.inPlace = conn, ip
+		setGrace(conn, cfg.grace())
 	} else {
-		l.rd, l.scratch = bufio.NewReaderSize(conn, 64<<10), make([]byte, cfg.Chunk)
+		l.rd, l.scratch = bufio.NewReaderSize(liveReader{conn, cfg.grace()}, 64<<10), make([]byte, cfg.Chunk)
 	}
 	return l
+}
+
+// liveReader reads a connection whose read deadline marks a silent peer.
+// When a read times out it tries once more for a short grace: if the peer's
+// heartbeats were only waiting in the socket (this process was frozen
+// while its deadline passed), they are read now, and only a peer silent
+// for the grace too is reported.
+type liveReader struct {
+	conn  net.Conn
+	grace time.Duration
+}
+
+func (r liveReader) Read(p []byte) (int, error) {
+	n, err := r.conn.Read(p)
+	if n == 0 && err != nil && isTimeout(err) {
+		_ = r.conn.SetReadDeadline(time.Now().Add(r.grace))
+		n, err = r.conn.Read(p)
+	}
+	return n, err
 }
 
 // inPlaceFold is a reduction applied piece by piece to bytes read in place.
@@ -190,13 +215,20 @@ func (l *Link) applyFold(off int, p []byte) {
 // Shared reports whether the link moves data through shared memory.
 func (l *Link) Shared() bool { return l.inPlace != nil }
 
+// Peer returns the rank at the other end.
+func (l *Link) Peer() int { return l.peer }
+
 func (l *Link) start(wg *sync.WaitGroup) {
 	wg.Add(2)
 	go func() { defer wg.Done(); l.readLoop() }()
 	go func() { defer wg.Done(); l.writeLoop() }()
 }
 
-func (l *Link) deadline() { _ = l.conn.SetReadDeadline(time.Now().Add(l.cfg.Silence)) }
+// deadline arms the silence timeout for the next read; a read that runs
+// into it is re-checked for a grace (liveReader), so the total is Silence.
+func (l *Link) deadline() {
+	_ = l.conn.SetReadDeadline(time.Now().Add(l.cfg.Silence - l.cfg.grace()))
+}
 
 func (l *Link) readFull(p []byte) error {
 	for len(p) > 0 {
@@ -208,6 +240,17 @@ func (l *Link) readFull(p []byte) error {
 		p = p[n:]
 	}
 	return nil
+}
+
+// readControl reads the payload of a control frame; false when the link
+// failed.
+func (l *Link) readControl(h *wire.Header) ([]byte, bool) {
+	p := make([]byte, h.Len)
+	if err := l.readFull(p); err != nil {
+		l.readFailed(err)
+		return nil, false
+	}
+	return p, true
 }
 
 func (l *Link) readLoop() {
@@ -227,9 +270,8 @@ func (l *Link) readLoop() {
 		case wire.TypeHeartbeat:
 			continue
 		case wire.TypeAbort:
-			p := make([]byte, h.Len)
-			if err := l.readFull(p); err != nil {
-				l.readFailed(err)
+			p, ok := l.readControl(&h)
+			if !ok {
 				return
 			}
 			a, err := wire.ParseAbort(p)
@@ -243,13 +285,41 @@ func (l *Link) readLoop() {
 			}
 			l.mesh.fail(e)
 			return
+		case wire.TypeQuery:
+			p, ok := l.readControl(&h)
+			if !ok {
+				return
+			}
+			q, err := wire.ParseQuery(p)
+			if err != nil {
+				l.readFailed(err)
+				return
+			}
+			l.mesh.answer(l, &q)
+			continue
+		case wire.TypeState:
+			p, ok := l.readControl(&h)
+			if !ok {
+				return
+			}
+			st, err := wire.ParseState(p)
+			if err != nil {
+				l.readFailed(err)
+				return
+			}
+			l.stateMu.Lock()
+			l.state = st
+			l.stateMu.Unlock()
+			l.states.Add(1)
+			l.mesh.ring()
+			continue
 		case wire.TypeData:
 		default:
 			l.readFailed(fmt.Errorf("%w: unexpected %v frame", wire.ErrMalformed, h.Type))
 			return
 		}
-		if h.Kind == KindContribution && !have {
-			if !l.readContribution(&h) {
+		if h.Desc.Collective == wire.Eager && !have {
+			if !l.readEager(&h) {
 				return
 			}
 			continue
@@ -258,17 +328,10 @@ func (l *Link) readLoop() {
 			select {
 			case cur = <-l.posts:
 			default:
-				// No receive posted yet: publish what is waiting, so an
-				// executor spinning on this peer's fastbox for a smaller
-				// message of "the same" call can report the mismatch.
-				l.waiting.Store(uint64(h.Kind) | uint64(h.DType)<<8 | uint64(h.RedOp)<<16 | 1<<24)
-				l.waitingCount.Store(h.Count)
-				select {
-				case cur = <-l.posts:
-				case <-l.mesh.failed:
+				var ok bool
+				if cur, ok = l.hold(&h.Desc); !ok {
 					return
 				}
-				l.waiting.Store(0)
 			}
 			have, got = true, 0
 		}
@@ -319,15 +382,60 @@ func (l *Link) readLoop() {
 	}
 }
 
-// readContribution assembles an eager message that starts with header h
-// and hands it to the mesh inbox. It returns false when the link failed.
-func (l *Link) readContribution(h *wire.Header) bool {
+// hold waits for the receive that will take a data frame that arrived
+// before it was posted. Meanwhile the frame's Desc is published (Held), so
+// that an executor waiting on this peer's fastbox, or judging a stall, can
+// see it; and every heldCheck the mesh judges whether this rank will ever
+// post that receive (a rank that finished the frame's call without it
+// never will: a mismatch). It returns false when the mesh failed.
+func (l *Link) hold(d *Desc) (RecvReq, bool) {
+	l.heldMu.Lock()
+	l.held = *d
+	l.heldMu.Unlock()
+	l.holding.Store(true)
+	defer l.holding.Store(false)
+	if l.heldTimer == nil {
+		l.heldTimer = time.NewTimer(heldCheck)
+	} else {
+		l.heldTimer.Reset(heldCheck)
+	}
+	defer l.heldTimer.Stop()
+	for {
+		select {
+		case cur := <-l.posts:
+			return cur, true
+		case <-l.mesh.failed:
+			return RecvReq{}, false
+		case <-l.heldTimer.C:
+			if e := l.mesh.judgeHeld(l, d); e != nil {
+				l.mesh.fail(e)
+				return RecvReq{}, false
+			}
+			l.heldTimer.Reset(heldCheck)
+		}
+	}
+}
+
+// Held returns the Desc of the data frame the reader holds for want of a
+// posted receive, if any.
+func (l *Link) Held() (Desc, bool) {
+	if !l.holding.Load() {
+		return Desc{}, false
+	}
+	l.heldMu.Lock()
+	defer l.heldMu.Unlock()
+	return l.held, l.holding.Load()
+}
+
+// readEager assembles an eager message that starts with header h and
+// hands it to the mesh inbox. It returns false when the link failed.
+func (l *Link) readEager(h *wire.Header) bool {
 	me := l.mesh.id.Rank
-	dt := reduce.DType(h.DType)
-	size := uint64(dt.Size()) * h.Count
-	if h.Seq != l.recvSeq || !dt.Valid() || size > MaxContribution || uint64(h.Len) > size {
+	dt := reduce.DType(h.Desc.DType)
+	size := uint64(dt.Size()) * h.Desc.Count
+	if h.Seq != l.recvSeq || !dt.Valid() || size > MaxEager || uint64(h.Len) > size {
 		l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me,
-			Detail: fmt.Sprintf("bad contribution header from rank %d (seq %d, want %d; %d × %v)", l.peer, h.Seq, l.recvSeq, h.Count, dt)})
+			Detail: fmt.Sprintf("bad eager message header from rank %d (seq %d, want %d; %d × %v)", l.peer, h.Seq, l.recvSeq, h.Desc.Count, dt)})
 		return false
 	}
 	buf := l.mesh.takeBuffer(int(size))
@@ -350,14 +458,14 @@ func (l *Link) readContribution(h *wire.Header) bool {
 			l.readFailed(err)
 			return false
 		}
-		if next.Type != wire.TypeData || next.Kind != KindContribution || next.Seq != h.Seq || uint64(next.Len) > uint64(len(buf)-got) {
-			l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me, Detail: "contribution interrupted by another frame"})
+		if next.Type != wire.TypeData || next.Desc != h.Desc || next.Seq != h.Seq || uint64(next.Len) > uint64(len(buf)-got) {
+			l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me, Detail: "eager message interrupted by another frame"})
 			return false
 		}
 		n = int(next.Len)
 	}
 	l.recvSeq++
-	c := Contribution{From: l.peer, Tag: h.Root, DType: dt, Data: buf, Arrived: time.Now()}
+	c := Eager{From: l.peer, Tag: h.Desc.Tag, DType: dt, Data: buf, Arrived: time.Now()}
 	select {
 	case l.mesh.inbox <- c:
 		return true
@@ -366,35 +474,42 @@ func (l *Link) readContribution(h *wire.Header) bool {
 	}
 }
 
-// check compares a data frame with the posted receive: the same collective
-// call (kind, type, op, root, count and sequence number) and no more bytes
-// than expected.
+// check compares a data frame with the posted receive: the same call (every
+// field of the Desc, the call number included), the link's next message,
+// and no more bytes than expected.
 func (l *Link) check(cur *RecvReq, h *wire.Header, got int) *Error {
-	d := cur.Desc
-	d.Seq = 0
-	theirs := Desc{Kind: h.Kind, DType: h.DType, RedOp: h.RedOp, Root: h.Root, Count: h.Count}
-	if theirs != d {
-		detail := fmt.Sprintf("rank %d called %s, rank %d called %s", l.peer, l.describe(theirs), l.mesh.id.Rank, l.describe(d))
-		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+	me := l.mesh.id.Rank
+	if f := h.Desc.Diff(&cur.Desc); f != wire.FieldNone {
+		return l.mismatch(&h.Desc, &cur.Desc, f, "")
 	}
 	if h.Seq != l.recvSeq {
-		detail := fmt.Sprintf("rank %d sent its message %d on this link during %s, rank %d expected message %d: one of them skipped or added a call",
-			l.peer, h.Seq, l.describe(d), l.mesh.id.Rank, l.recvSeq)
-		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+		detail := fmt.Sprintf("rank %d sent its message %d on this link during %s, rank %d expected message %d: one of them skipped or added a message",
+			l.peer, h.Seq, l.describe(&cur.Desc), me, l.recvSeq)
+		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: me, Local: me, Detail: detail}
 	}
 	if int(h.Len) > len(cur.Buf)-got {
-		detail := fmt.Sprintf("rank %d sent %d bytes where %d remained of a %d-byte message in %s", l.peer, h.Len, len(cur.Buf)-got, len(cur.Buf), l.describe(d))
-		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: detail}
+		detail := fmt.Sprintf("rank %d sent %d bytes where %d remained of a %d-byte message in %s", l.peer, h.Len, len(cur.Buf)-got, len(cur.Buf), l.describe(&cur.Desc))
+		return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: me, Local: me, Detail: detail}
 	}
 	return nil
 }
 
-func (l *Link) describe(d Desc) string {
-	if l.cfg.Describe != nil {
-		return l.cfg.Describe(d)
+// mismatch is the error for a peer whose call theirs differs from this
+// rank's call mine in field f (why, when set, explains a difference that
+// no field shows).
+func (l *Link) mismatch(theirs, mine *Desc, f wire.Field, why string) *Error {
+	me := l.mesh.id.Rank
+	detail := fmt.Sprintf("rank %d called %s, rank %d called %s", l.peer, l.describe(theirs), me, l.describe(mine))
+	if f != wire.FieldNone {
+		detail += fmt.Sprintf(": they disagree on the %v", f)
 	}
-	return fmt.Sprintf("%+v", d)
+	if why != "" {
+		detail += ": " + why
+	}
+	return &Error{Kind: KindMismatch, Rank: l.peer, Reporter: me, Local: me, Detail: detail}
 }
+
+func (l *Link) describe(d *Desc) string { return d.Format(l.cfg.Names) }
 
 func (l *Link) readFailed(err error) {
 	e := &Error{Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank}
@@ -426,36 +541,95 @@ func (l *Link) writeLoop() {
 		select {
 		case req := <-l.sends:
 			if err := l.writeData(&req); err != nil {
-				if !l.mesh.isFailed() {
-					l.mesh.fail(&Error{Kind: KindPeerDied, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: "write failed", Err: err})
-				}
+				l.writeFailed(err)
 				return
 			}
 			req.Done <- Result{Tag: req.Tag}
+		case c := <-l.ctrl:
+			if err := l.writeControl(c.t, c.payload); err != nil {
+				return // the reader or the executor reports the failure
+			}
 		case now := <-tick.C:
 			if now.Sub(l.lastWrite) < l.cfg.Heartbeat {
 				continue
 			}
-			h := wire.Header{Type: wire.TypeHeartbeat}
-			l.lock()
-			h.Put(l.hdrW[:])
-			_, err := l.conn.Write(l.hdrW[:])
-			l.unlock()
-			if err != nil {
-				return // the reader or the executor reports the failure
+			if err := l.writeControl(wire.TypeHeartbeat, nil); err != nil {
+				return
 			}
-			l.lastWrite = now
 		case <-l.mesh.failed:
 			return
 		}
 	}
 }
 
+// writeFailed reports a broken write. A peer that failed first sent an
+// Abort before it closed, and the Abort is in the stream this link's
+// reader is reading: the reader gets a moment to deliver it (the true
+// cause, naming the rank that failed first) before the peer is blamed for
+// the broken write.
+func (l *Link) writeFailed(err error) {
+	if l.mesh.failingNow() {
+		return
+	}
+	t := time.NewTimer(min(l.cfg.grace(), time.Second))
+	defer t.Stop()
+	select {
+	case <-l.mesh.failed:
+		return
+	case <-t.C:
+	}
+	l.mesh.fail(&Error{Kind: KindPeerDied, Rank: l.peer, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Detail: "write failed", Err: err})
+}
+
+// writeControl writes one control frame between data frames (a nil
+// payload: a bare header, the heartbeat).
+func (l *Link) writeControl(t wire.Type, payload []byte) error {
+	l.lock()
+	var err error
+	if payload == nil {
+		h := wire.Header{Type: t}
+		h.Put(l.hdrW[:])
+		_, err = l.conn.Write(l.hdrW[:])
+	} else {
+		err = wire.WriteControl(l.conn, t, payload)
+	}
+	l.unlock()
+	if err == nil {
+		l.lastWrite = time.Now()
+	}
+	return err
+}
+
+// queue hands a control frame to the writer without blocking; a frame that
+// finds the queue full is dropped (queries are repeated, and an answer to
+// an older query is as good as a newer one).
+func (l *Link) queue(t wire.Type, payload []byte) {
+	select {
+	case l.ctrl <- ctrlFrame{t, payload}:
+	default:
+	}
+}
+
+// Ask sends the peer a Query about the call d this rank waits in; its
+// answer arrives as a State (see Answer).
+func (l *Link) Ask(d *Desc) { l.queue(wire.TypeQuery, wire.MarshalQuery(d)) }
+
+// Answer returns the peer's latest answer to a Query and how many answers
+// had arrived when it was read.
+func (l *Link) Answer() (wire.State, uint64) {
+	l.stateMu.Lock()
+	defer l.stateMu.Unlock()
+	return l.state, l.states.Load()
+}
+
+// Answers returns how many answers to Queries have arrived.
+func (l *Link) Answers() uint64 { return l.states.Load() }
+
 func (l *Link) writeData(req *SendReq) error {
 	buf := req.Buf
 	for off := 0; ; {
 		n := min(req.Chunk, len(buf)-off)
-		h := req.Desc.header(l.channel, n, l.sendSeq)
+		h := wire.Header{Type: wire.TypeData, Channel: uint16(l.channel), Len: uint32(n), Seq: l.sendSeq, Desc: req.Desc}
 		l.lock()
 		h.Put(l.hdrW[:])
 		l.bufArr = [2][]byte{l.hdrW[:], buf[off : off+n]}
@@ -470,7 +644,7 @@ func (l *Link) writeData(req *SendReq) error {
 		if off >= len(buf) {
 			break
 		}
-		if l.mesh.isFailed() {
+		if l.mesh.failingNow() {
 			return errors.New("communicator failed")
 		}
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -32,6 +33,12 @@ type MeshConfig struct {
 	// FastSpin is how long a fastbox wait polls before it starts yielding
 	// the CPU (0: yield at once — right when ranks outnumber CPUs).
 	FastSpin time.Duration
+	// State answers a peer's Query while this rank is between calls: what
+	// it has done in the asker's group (wire.State with Active false, the
+	// count of calls of the group completed and the last one's Desc). It
+	// returns false while a call is running; the executor answers then
+	// (AnswerAsks). Nil: every Query is left to the executor.
+	State func(group uint32) (wire.State, bool)
 	// TolerateDeaths keeps the mesh alive when a peer dies or goes silent:
 	// the peer is marked dead, its links are closed, and only a collective
 	// that involves it fails (and then fails the mesh, whose links may no
@@ -71,7 +78,8 @@ type Mesh struct {
 	links [][]*Link // [peer][channel]; nil row for self
 
 	failOnce sync.Once
-	failed   chan struct{}
+	failing  atomic.Bool   // set first thing when the mesh fails: writers stop
+	failed   chan struct{} // closed once the aborts have gone out
 	err      *Error
 	closing  chan struct{}
 	closeMu  sync.Once
@@ -80,14 +88,25 @@ type Mesh struct {
 	acceptWG sync.WaitGroup
 
 	refusedMu sync.Mutex
-	refused   []string // why connections were refused while forming
+	refused   []string  // why connections were refused while forming (the first maxRefused)
+	nRefused  int       // how many were refused in all
+	refusedAt time.Time // when a refusal was last logged (rate limit)
+
+	pendingMu sync.Mutex
+	pending   map[string]int // handshakes in progress by remote host
+	nPending  int
+
+	asksMu sync.Mutex
+	asks   []ask         // queries the executor must answer (a call was running)
+	asked  atomic.Bool   // asks is not empty
+	bell   chan struct{} // wakes the executor: an ask, an answer, a held frame
 
 	anyDead    atomic.Bool // some peer is dead: DeadErr must look
 	deadMu     sync.Mutex
 	dead       []*Error      // by rank: why the peer is dead, or nil
 	deathNotes chan struct{} // closed (and replaced) at each death
 
-	inbox  chan Contribution // eager messages from every peer, in arrival order
+	inbox  chan Eager // eager messages from every peer, in arrival order
 	poolMu sync.Mutex
 	pool   map[int][][]byte // released contribution buffers by size
 }
@@ -106,8 +125,8 @@ func (m *Mesh) takeBuffer(n int) []byte {
 	return make([]byte, n)
 }
 
-// Release returns a contribution's buffer for reuse.
-func (m *Mesh) Release(c Contribution) {
+// Release returns an eager message's buffer for reuse.
+func (m *Mesh) Release(c Eager) {
 	m.poolMu.Lock()
 	defer m.poolMu.Unlock()
 	if len(m.pool[len(c.Data)]) < poolDepth {
@@ -115,8 +134,8 @@ func (m *Mesh) Release(c Contribution) {
 	}
 }
 
-// Inbox delivers eager messages (contributions) from every peer.
-func (m *Mesh) Inbox() <-chan Contribution { return m.inbox }
+// Inbox delivers eager messages from every peer.
+func (m *Mesh) Inbox() <-chan Eager { return m.inbox }
 
 // Connect forms the mesh: rank i dials every rank j > i on every channel and
 // accepts from every rank below it. It returns once all links are
@@ -132,7 +151,8 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 		cfg.FastSpin = DefaultFastSpin
 	}
 	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{}),
-		inbox: make(chan Contribution, 4*cfg.Identity.World), pool: map[int][][]byte{},
+		inbox: make(chan Eager, 4*cfg.Identity.World), pool: map[int][][]byte{}, pending: map[string]int{},
+		bell: make(chan struct{}, 1),
 		dead: make([]*Error, cfg.Identity.World), deathNotes: make(chan struct{})}
 	n, me := cfg.Identity.World, cfg.Identity.Rank
 	m.links = make([][]*Link, n)
@@ -206,7 +226,11 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	if firstErr != nil {
 		m.refusedMu.Lock()
 		if len(m.refused) > 0 {
-			firstErr = fmt.Errorf("%w; refused meanwhile: %s", firstErr, strings.Join(m.refused, "; "))
+			more := ""
+			if m.nRefused > len(m.refused) {
+				more = fmt.Sprintf(" (and %d more)", m.nRefused-len(m.refused))
+			}
+			firstErr = fmt.Errorf("%w; refused meanwhile: %s%s", firstErr, strings.Join(m.refused, "; "), more)
 		}
 		m.refusedMu.Unlock()
 	}
@@ -251,7 +275,11 @@ func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
 				return sc, nil
 			}
 			c.Close()
-			return nil, err // authentication problems do not heal by retrying
+			if errors.Is(err, ErrAuth) || errors.Is(err, wire.ErrMalformed) || ctx.Err() != nil {
+				return nil, err // refusals do not heal by retrying
+			}
+			// Closed before a verdict: the peer is busy refusing strangers
+			// (too many unauthenticated connections); try again.
 		}
 		select {
 		case <-ctx.Done():
@@ -262,9 +290,21 @@ func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
 	}
 }
 
+// Limits on connections that have not yet authenticated, so that strangers
+// cannot make a rank hold unbounded memory or goroutines: each is one small
+// handshake buffer and one goroutine, bounded in number per remote host
+// and in all, and HandshakeTimeout in time.
+const (
+	maxPending        = 64 // handshakes in progress
+	maxPendingPerHost = 16
+	maxRefused        = 8 // refusals kept for the mesh-forming error
+	refusalLogEvery   = time.Second
+)
+
 // acceptLoop authenticates every incoming connection; deliver hands an
 // authenticated one to Connect (false once the mesh is complete). Refusals
-// are logged with the remote address.
+// are logged with the remote address (at most one a second, with the
+// count of those not logged).
 func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -273,17 +313,21 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 		if err != nil {
 			return
 		}
+		host := remoteHost(c)
+		if !m.admit(host) {
+			m.refuse(c, errors.New("too many unauthenticated connections"))
+			c.Close()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer m.release(host)
 			ctx, cancel := context.WithTimeout(context.Background(), HandshakeTimeout)
 			defer cancel()
 			hello, err := AcceptHandshake(ctx, c, m.id)
 			if err != nil {
-				m.log.Warn().Str("remote", c.RemoteAddr().String()).Err(err).Msg("refused data-plane connection")
-				m.refusedMu.Lock()
-				m.refused = append(m.refused, fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
-				m.refusedMu.Unlock()
+				m.refuse(c, err)
 				c.Close()
 				return
 			}
@@ -299,6 +343,57 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 				c.Close()
 			}
 		}()
+	}
+}
+
+// remoteHost is the host part of a connection's remote address (unix
+// sockets have none: they all count as one host, this one).
+func remoteHost(c net.Conn) string {
+	a := c.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	if h, _, err := net.SplitHostPort(a.String()); err == nil {
+		return h
+	}
+	return a.Network()
+}
+
+// admit reserves a handshake slot for a connection from host, or reports
+// that its host or the rank has too many handshakes in progress.
+func (m *Mesh) admit(host string) bool {
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	if m.nPending >= maxPending || m.pending[host] >= maxPendingPerHost {
+		return false
+	}
+	m.nPending++
+	m.pending[host]++
+	return true
+}
+
+func (m *Mesh) release(host string) {
+	m.pendingMu.Lock()
+	defer m.pendingMu.Unlock()
+	m.nPending--
+	if m.pending[host]--; m.pending[host] <= 0 {
+		delete(m.pending, host)
+	}
+}
+
+// refuse records a refused connection: the first few are kept for the
+// error of a mesh that cannot form, and refusals are logged at warn, at
+// most one a second (with how many went unlogged).
+func (m *Mesh) refuse(c net.Conn, err error) {
+	m.refusedMu.Lock()
+	defer m.refusedMu.Unlock()
+	m.nRefused++
+	if len(m.refused) < maxRefused {
+		m.refused = append(m.refused, fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
+	}
+	if now := time.Now(); now.Sub(m.refusedAt) >= refusalLogEvery {
+		m.log.Warn().Str("remote", c.RemoteAddr().String()).Int("refused_total", m.nRefused).Err(err).Msg("refused data-plane connection")
+		m.refusedAt = now
 	}
 }
 
@@ -324,6 +419,7 @@ func (m *Mesh) Rank() int { return m.id.Rank }
 // Failed is closed when the mesh has failed; Err then says why.
 func (m *Mesh) Failed() <-chan struct{} { return m.failed }
 
+// isFailed reports whether the mesh has failed and told its peers.
 func (m *Mesh) isFailed() bool {
 	select {
 	case <-m.failed:
@@ -365,13 +461,15 @@ func (m *Mesh) fail(e *Error) {
 	m.failAll(e)
 }
 
+// failAll ends the mesh with e. The aborts go out before Failed closes, so
+// that no caller is released (and no process exits) before every peer has
+// been told who failed first: a survivor that exits early must not be
+// mistaken for the culprit by a peer that hears of its exit first.
 func (m *Mesh) failAll(e *Error) {
 	m.failOnce.Do(func() {
+		m.failing.Store(true)
 		m.err = e
-		close(m.failed)
-		select {
-		case <-m.closing:
-		default:
+		if !m.closingNow() {
 			m.log.Error().Err(e).Msg("communicator failed")
 		}
 		a := &wire.AbortError{Origin: e.Reporter, Culprit: e.Rank, Code: uint8(e.Kind), Reason: e.Detail}
@@ -399,8 +497,13 @@ func (m *Mesh) failAll(e *Error) {
 			}
 		}
 		wg.Wait()
+		close(m.failed)
 	})
 }
+
+// failingNow reports whether the mesh has started failing (its aborts may
+// still be on their way).
+func (m *Mesh) failingNow() bool { return m.failing.Load() }
 
 func (m *Mesh) closingNow() bool {
 	select {

@@ -74,10 +74,11 @@ type shmConn struct {
 	closeOnce sync.Once
 	life      sync.RWMutex // readers/writers hold R; Close takes W before unmapping
 
-	bellMu sync.Mutex  // serialises doorbell writes
-	bell   [1]byte     // doorbell byte, under bellMu
-	rTimer *time.Timer // owned by the reading goroutine
-	wTimer *time.Timer // owned by the writing goroutine
+	bellMu sync.Mutex    // serialises doorbell writes
+	bell   [1]byte       // doorbell byte, under bellMu
+	rTimer *time.Timer   // owned by the reading goroutine
+	grace  time.Duration // a read that times out re-checks for this long (setGrace)
+	wTimer *time.Timer   // owned by the writing goroutine
 	rdl    atomic.Int64
 	wdl    atomic.Int64
 }
@@ -267,6 +268,7 @@ func (c *shmConn) wait(bell chan struct{}, deadline *atomic.Int64, t *time.Timer
 // many can.
 func (c *shmConn) available(need int) (int, error) {
 	r := &c.in
+	graced := false
 	for {
 		if n := int(r.head.Load() - r.tail.Load()); n >= need {
 			return n, nil
@@ -276,10 +278,20 @@ func (c *shmConn) available(need int) (int, error) {
 			r.cWaiting.Store(0)
 			return n, nil
 		}
-		if err := c.wait(c.dataBell, &c.rdl, c.rTimer); err != nil {
+		err := c.wait(c.dataBell, &c.rdl, c.rTimer)
+		if err == errShmTimeout && !graced && c.grace > 0 {
+			// The deadline passed: before blaming the peer, look again
+			// for a grace, in case it was this process that was frozen
+			// while the peer's heartbeats waited in the ring.
+			graced = true
+			c.rdl.Store(time.Now().Add(c.grace).UnixNano())
 			r.cWaiting.Store(0)
-			if n := int(r.head.Load() - r.tail.Load()); n >= need && err == io.EOF {
-				return n, nil // drain what the peer wrote before it went
+			continue
+		}
+		if err != nil {
+			r.cWaiting.Store(0)
+			if n := int(r.head.Load() - r.tail.Load()); n >= need && (err == io.EOF || err == errShmTimeout) {
+				return n, nil // what the peer wrote before it went, or while this rank was frozen
 			}
 			return 0, err
 		}
@@ -337,6 +349,18 @@ func (c *shmConn) ReadFunc(n, unit int, f func(off int, p []byte)) error {
 		start := int(c.in.tail.Load() % ShmRingSize)
 		k := min(avail, n-off, ShmRingSize-start)
 		k -= k % unit
+		if k == 0 {
+			// An element straddles the end of the ring (frames before it
+			// were not a multiple of unit long): assemble it.
+			var elem [16]byte
+			e := elem[:unit]
+			m := copy(e, c.in.data[start:])
+			copy(e[m:], c.in.data)
+			f(off, e)
+			off += unit
+			c.consumed(unit)
+			continue
+		}
 		f(off, c.in.data[start:start+k])
 		off += k
 		c.consumed(k)
@@ -441,6 +465,14 @@ func unixNanoOrZero(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixNano()
+}
+
+// setGrace sets how long a shared-memory read that timed out re-checks
+// before it reports the timeout (see LinkConfig.Silence).
+func setGrace(conn net.Conn, grace time.Duration) {
+	if c, ok := conn.(*shmConn); ok {
+		c.grace = grace
+	}
 }
 
 // sever cuts a link to a dead peer without unmapping shared memory that an

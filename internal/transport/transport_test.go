@@ -107,7 +107,7 @@ func TestConformanceMessagesArriveInOrderAndReduce(t *testing.T) {
 			if shm != tm.meshes[0].Link(1, 0).Shared() {
 				t.Fatalf("shared memory = %v, want %v", !shm, shm)
 			}
-			desc := Desc{Kind: 1, DType: uint8(reduce.Int32), RedOp: uint8(reduce.Sum), Count: 5000, Seq: 1}
+			desc := Desc{Collective: wire.AllReduce, DType: uint8(reduce.Int32), RedOp: uint8(reduce.Sum), Count: 5000, Call: 1}
 			done := make(chan Result, 16)
 			// rank 0 sends two messages to rank 1 on channel 1; rank 1 copies the first, reduces the second.
 			a := make([]int32, 5000)
@@ -234,7 +234,7 @@ func TestConformanceSilentPeerIsDeclaredDead(t *testing.T) {
 	m, err := Connect(ctx, MeshConfig{
 		Identity: Identity{JobID: "job", Rank: 0, World: 2, Secret: []byte("s")}, Channels: 1, Network: network,
 		Listener: ln0, Endpoints: eps, Logger: zerolog.Nop(),
-		Link: LinkConfig{Silence: 300 * time.Millisecond, Heartbeat: 100 * time.Millisecond, Chunk: 4096},
+		Link: LinkConfig{Silence: 300 * time.Millisecond, Heartbeat: 75 * time.Millisecond, Chunk: 4096},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,27 +1,33 @@
-// Package wire is ringtail's data-plane wire format: the fixed 32-byte frame
-// header, the authenticated handshake messages and their limits.
+// Package wire is ringtail's data-plane wire format: the fixed 48-byte frame
+// header with the call descriptor, the authenticated handshake messages,
+// the stall query and their limits.
 //
 // Every multi-byte field is little-endian. Every length field is checked
 // against a limit before any allocation, so a hostile or corrupted peer
 // gets an error, never a large allocation or a panic (see the fuzz tests).
 //
-// Frame layout (32 bytes, then Len payload bytes):
+// Frame layout (48 bytes, then Len payload bytes):
 //
-//	0  Type    u8   Data, Heartbeat, Abort, Hello, Challenge, Response, Verdict
-//	1  Flags   u8   reserved, zero
-//	2  Kind    u8   collective kind of a Data frame (allreduce, ...)
-//	3  DType   u8   element type of the collective
-//	4  RedOp   u8   reduction operator (0 when none)
-//	5  -       u8   reserved, zero
-//	6  Channel u16  channel (parallel ring) the frame belongs to
-//	8  Seq     u32  collective sequence number on this communicator
-//	12 Root    u32  root rank (broadcast) or 0
-//	16 Count   u64  element count of the collective as the sender called it
-//	24 Len     u32  payload length in bytes
-//	28 -       u32  reserved, zero
+//	0  Type       u8   Data, Heartbeat, Abort, Hello, Challenge, Response, Verdict, Query, State
+//	1  Flags      u8   reserved, zero
+//	2  Channel    u16  channel (parallel ring) of a Data frame
+//	4  Len        u32  payload length in bytes
+//	8  Seq        u32  message number on this link and direction (Data)
+//	12 -          u32  reserved, zero
+//	16 Collective u8   the call's kind (Desc; zero on non-Data frames)
+//	17 DType      u8   element type
+//	18 RedOp      u8   reduction operator (0 when none)
+//	19 -          u8   reserved, zero
+//	20 Root       u32  root rank of a rooted call
+//	24 Group      u32  0 for every rank, else the hash of the members
+//	28 Tag        u32  tag of an eager or point-to-point message
+//	32 Call       u64  call number within the group, from 1
+//	40 Count      u64  element count as the sender called it
 //
-// Carrying the collective's full descriptor in every Data frame lets a
-// receiver name exactly how a peer's call differs from its own.
+// Carrying the call's full descriptor in every Data frame lets a receiver
+// name exactly which field of a peer's call differs from its own (Desc.Diff),
+// including a skipped or extra call (the call number), at no extra cost on
+// the data path.
 //
 // This package does no I/O beyond io.Reader/io.Writer and must never import
 // net or any other ringtail package.

@@ -8,7 +8,10 @@ import (
 )
 
 // HeaderSize is the size of a frame header in bytes.
-const HeaderSize = 32
+const HeaderSize = 48
+
+// le is the byte order of every field.
+var le = binary.LittleEndian
 
 // Limits on payload sizes, checked before anything is read or allocated.
 const (
@@ -30,6 +33,12 @@ const (
 	TypeChallenge
 	TypeResponse
 	TypeVerdict
+	// TypeQuery asks the peer what it is doing: sent by a rank that has
+	// waited long on the peer; the payload is the asker's Desc.
+	TypeQuery
+	// TypeState answers a Query (see State).
+	TypeState
+	maxType = TypeState
 )
 
 func (t Type) String() string {
@@ -48,6 +57,10 @@ func (t Type) String() string {
 		return "response"
 	case TypeVerdict:
 		return "verdict"
+	case TypeQuery:
+		return "query"
+	case TypeState:
+		return "state"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -56,17 +69,17 @@ func (t Type) String() string {
 // protocol violation from an I/O failure with errors.Is.
 var ErrMalformed = errors.New("malformed frame")
 
-// Header is a decoded frame header.
+// Header is a decoded frame header. Data frames carry their call's Desc;
+// other frames carry a zero Desc.
 type Header struct {
 	Type    Type
-	Kind    uint8
-	DType   uint8
-	RedOp   uint8
 	Channel uint16
-	Seq     uint32
-	Root    uint32
-	Count   uint64
 	Len     uint32
+	// Seq numbers the messages of one direction of one link (a message
+	// is one or more Data frames), so a lost or extra message is caught
+	// even between calls of different groups.
+	Seq  uint32
+	Desc Desc
 }
 
 // Put encodes h into b, which must be at least HeaderSize bytes.
@@ -74,44 +87,41 @@ func (h *Header) Put(b []byte) {
 	_ = b[HeaderSize-1]
 	b[0] = byte(h.Type)
 	b[1] = 0
-	b[2] = h.Kind
-	b[3] = h.DType
-	b[4] = h.RedOp
-	b[5] = 0
-	binary.LittleEndian.PutUint16(b[6:], h.Channel)
-	binary.LittleEndian.PutUint32(b[8:], h.Seq)
-	binary.LittleEndian.PutUint32(b[12:], h.Root)
-	binary.LittleEndian.PutUint64(b[16:], h.Count)
-	binary.LittleEndian.PutUint32(b[24:], h.Len)
-	binary.LittleEndian.PutUint32(b[28:], 0)
+	le.PutUint16(b[2:], h.Channel)
+	le.PutUint32(b[4:], h.Len)
+	le.PutUint32(b[8:], h.Seq)
+	le.PutUint32(b[12:], 0)
+	PutDesc(b[16:], &h.Desc)
 }
 
 // ParseHeader decodes and validates a header: a known type, zero reserved
-// fields and a payload length within that type's limit.
+// fields, a known collective on Data frames (a zero Desc on the others) and
+// a payload length within that type's limit.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrMalformed, len(b), HeaderSize)
 	}
 	h := Header{
 		Type:    Type(b[0]),
-		Kind:    b[2],
-		DType:   b[3],
-		RedOp:   b[4],
-		Channel: binary.LittleEndian.Uint16(b[6:]),
-		Seq:     binary.LittleEndian.Uint32(b[8:]),
-		Root:    binary.LittleEndian.Uint32(b[12:]),
-		Count:   binary.LittleEndian.Uint64(b[16:]),
-		Len:     binary.LittleEndian.Uint32(b[24:]),
+		Channel: le.Uint16(b[2:]),
+		Len:     le.Uint32(b[4:]),
+		Seq:     le.Uint32(b[8:]),
+		Desc:    GetDesc(b[16:]),
 	}
-	if h.Type < TypeData || h.Type > TypeVerdict {
+	if h.Type < TypeData || h.Type > maxType {
 		return Header{}, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}
-	if b[1] != 0 || b[5] != 0 || binary.LittleEndian.Uint32(b[28:]) != 0 {
+	if b[1] != 0 || le.Uint32(b[12:]) != 0 || b[16+3] != 0 {
 		return Header{}, fmt.Errorf("%w: reserved bits set in %v header", ErrMalformed, h.Type)
 	}
 	limit := uint32(MaxControlPayload)
 	if h.Type == TypeData {
 		limit = MaxDataPayload
+		if !h.Desc.Collective.Valid() {
+			return Header{}, fmt.Errorf("%w: data frame of unknown collective %d", ErrMalformed, b[16])
+		}
+	} else if h.Desc != (Desc{}) || h.Seq != 0 || h.Channel != 0 {
+		return Header{}, fmt.Errorf("%w: %v header with data-frame fields", ErrMalformed, h.Type)
 	}
 	if h.Len > limit {
 		return Header{}, fmt.Errorf("%w: %v payload of %d bytes exceeds limit %d", ErrMalformed, h.Type, h.Len, limit)
@@ -153,7 +163,7 @@ func ReadAnyControl(r io.Reader) (Type, []byte, error) {
 		return 0, nil, err
 	}
 	if h.Type == TypeData {
-		return 0, nil, fmt.Errorf("%w: data frame during the handshake", ErrMalformed)
+		return 0, nil, fmt.Errorf("%w: data frame where a control frame belongs", ErrMalformed)
 	}
 	p := make([]byte, h.Len)
 	if _, err := io.ReadFull(r, p); err != nil {

@@ -1,13 +1,13 @@
 package wire
 
 import (
-	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
 )
 
-// Version is the data-plane protocol version carried in Hello.
-const Version = 1
+// Version is the data-plane protocol version carried in Hello (2: the
+// 48-byte header with the call descriptor, keyed job tags, stall queries).
+const Version = 2
 
 // NonceSize and MACSize are the sizes of handshake nonces and HMAC-SHA256 tags.
 const (
@@ -15,12 +15,17 @@ const (
 	MACSize   = 32
 	// MaxJobID bounds the job identifier.
 	MaxJobID = 128
+	// JobTagSize is the size of the keyed job tag a Hello carries instead
+	// of the job identifier.
+	JobTagSize = 16
 	// MaxReason bounds a Verdict's refusal reason.
 	MaxReason = 1024
 )
 
 // Hello opens a connection: the dialer says who it is and which
-// communicator it wants to join.
+// communicator it wants to join. The job is named by a tag keyed with the
+// job secret, so the job identifier never travels in the clear; whatever
+// else a Hello says is only acted on once the dialer has proved the secret.
 type Hello struct {
 	Version    uint16
 	Channel    uint16
@@ -28,46 +33,41 @@ type Hello struct {
 	Peer       uint32 // rank the dialer believes it is calling
 	World      uint32
 	Generation uint64
-	JobID      string
+	JobTag     [JobTagSize]byte
 	Nonce      [NonceSize]byte
 }
 
+// HelloSize is the size of a Hello payload.
+const HelloSize = 2 + 2 + 4 + 4 + 4 + 8 + JobTagSize + NonceSize
+
 // Marshal encodes the Hello.
 func (h *Hello) Marshal() []byte {
-	b := make([]byte, 2+2+4+4+4+8+1+len(h.JobID)+NonceSize)
-	binary.LittleEndian.PutUint16(b, h.Version)
-	binary.LittleEndian.PutUint16(b[2:], h.Channel)
-	binary.LittleEndian.PutUint32(b[4:], h.Rank)
-	binary.LittleEndian.PutUint32(b[8:], h.Peer)
-	binary.LittleEndian.PutUint32(b[12:], h.World)
-	binary.LittleEndian.PutUint64(b[16:], h.Generation)
-	b[24] = byte(len(h.JobID))
-	n := copy(b[25:], h.JobID)
-	copy(b[25+n:], h.Nonce[:])
+	b := make([]byte, HelloSize)
+	le.PutUint16(b, h.Version)
+	le.PutUint16(b[2:], h.Channel)
+	le.PutUint32(b[4:], h.Rank)
+	le.PutUint32(b[8:], h.Peer)
+	le.PutUint32(b[12:], h.World)
+	le.PutUint64(b[16:], h.Generation)
+	copy(b[24:], h.JobTag[:])
+	copy(b[24+JobTagSize:], h.Nonce[:])
 	return b
 }
 
 // ParseHello decodes and validates a Hello payload.
 func ParseHello(p []byte) (Hello, error) {
 	var h Hello
-	if len(p) < 25 {
-		return h, fmt.Errorf("%w: hello of %d bytes", ErrMalformed, len(p))
+	if len(p) != HelloSize {
+		return h, fmt.Errorf("%w: hello of %d bytes, want %d", ErrMalformed, len(p), HelloSize)
 	}
-	h.Version = binary.LittleEndian.Uint16(p)
-	h.Channel = binary.LittleEndian.Uint16(p[2:])
-	h.Rank = binary.LittleEndian.Uint32(p[4:])
-	h.Peer = binary.LittleEndian.Uint32(p[8:])
-	h.World = binary.LittleEndian.Uint32(p[12:])
-	h.Generation = binary.LittleEndian.Uint64(p[16:])
-	n := int(p[24])
-	if n > MaxJobID || len(p) != 25+n+NonceSize {
-		return h, fmt.Errorf("%w: hello with job id of %d bytes in %d", ErrMalformed, n, len(p))
-	}
-	h.JobID = string(p[25 : 25+n])
-	if !utf8.ValidString(h.JobID) {
-		return h, fmt.Errorf("%w: job id is not UTF-8", ErrMalformed)
-	}
-	copy(h.Nonce[:], p[25+n:])
+	h.Version = le.Uint16(p)
+	h.Channel = le.Uint16(p[2:])
+	h.Rank = le.Uint32(p[4:])
+	h.Peer = le.Uint32(p[8:])
+	h.World = le.Uint32(p[12:])
+	h.Generation = le.Uint64(p[16:])
+	copy(h.JobTag[:], p[24:])
+	copy(h.Nonce[:], p[24+JobTagSize:])
 	if h.World == 0 || h.Rank >= h.World || h.Peer >= h.World {
 		return h, fmt.Errorf("%w: hello from rank %d to %d in world %d", ErrMalformed, h.Rank, h.Peer, h.World)
 	}

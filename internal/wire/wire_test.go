@@ -9,11 +9,13 @@ import (
 )
 
 func TestHeaderGoldenBytes(t *testing.T) {
-	h := Header{Type: TypeData, Kind: 1, DType: 2, RedOp: 3, Channel: 0x0102, Seq: 0x03040506, Root: 7, Count: 0x0102030405060708, Len: 0x10}
+	h := Header{Type: TypeData, Channel: 0x0102, Len: 0x10, Seq: 0x03040506,
+		Desc: Desc{Collective: AllReduce, DType: 2, RedOp: 3, Root: 7, Group: 0x0a0b0c0d, Tag: 9, Call: 0x1112131415161718, Count: 0x0102030405060708}}
 	var b [HeaderSize]byte
 	h.Put(b[:])
-	want := []byte{1, 0, 1, 2, 3, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03, 7, 0, 0, 0,
-		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, 0x10, 0, 0, 0, 0, 0, 0, 0}
+	want := []byte{1, 0, 0x02, 0x01, 0x10, 0, 0, 0, 0x06, 0x05, 0x04, 0x03, 0, 0, 0, 0,
+		1, 2, 3, 0, 7, 0, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a, 9, 0, 0, 0,
+		0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}
 	if !bytes.Equal(b[:], want) {
 		t.Fatalf("header bytes\n got %v\nwant %v", b, want)
 	}
@@ -26,18 +28,27 @@ func TestHeaderGoldenBytes(t *testing.T) {
 func TestParseHeaderRejects(t *testing.T) {
 	base := func() []byte {
 		var b [HeaderSize]byte
-		(&Header{Type: TypeData, Len: 4}).Put(b[:])
+		(&Header{Type: TypeData, Len: 4, Desc: Desc{Collective: Broadcast}}).Put(b[:])
 		return b[:]
 	}
 	cases := map[string]func([]byte) []byte{
-		"short":              func(b []byte) []byte { return b[:31] },
-		"unknown type":       func(b []byte) []byte { b[0] = 99; return b },
-		"zero type":          func(b []byte) []byte { b[0] = 0; return b },
-		"flags set":          func(b []byte) []byte { b[1] = 1; return b },
-		"reserved tail":      func(b []byte) []byte { b[31] = 1; return b },
-		"data too long":      func(b []byte) []byte { b[24], b[25], b[26], b[27] = 0, 0, 0, 5; return b },
-		"control too long":   func(b []byte) []byte { b[0] = byte(TypeAbort); b[25] = 0x20; return b },
-		"heartbeat with len": func(b []byte) []byte { b[0] = byte(TypeHeartbeat); return b },
+		"short":                     func(b []byte) []byte { return b[:HeaderSize-1] },
+		"unknown type":              func(b []byte) []byte { b[0] = 99; return b },
+		"zero type":                 func(b []byte) []byte { b[0] = 0; return b },
+		"flags set":                 func(b []byte) []byte { b[1] = 1; return b },
+		"reserved word":             func(b []byte) []byte { b[13] = 1; return b },
+		"reserved desc byte":        func(b []byte) []byte { b[19] = 1; return b },
+		"data without a collective": func(b []byte) []byte { b[16] = 0; return b },
+		"unknown collective":        func(b []byte) []byte { b[16] = 200; return b },
+		"data too long":             func(b []byte) []byte { b[4], b[5], b[6], b[7] = 0, 0, 0, 5; return b },
+		"control too long": func(b []byte) []byte {
+			clear(b)
+			b[0], b[5] = byte(TypeAbort), 0x20
+			return b
+		},
+		"control with a desc":  func(b []byte) []byte { b[0], b[4] = byte(TypeAbort), 0; return b },
+		"heartbeat with len":   func(b []byte) []byte { clear(b); b[0], b[4] = byte(TypeHeartbeat), 1; return b },
+		"heartbeat with a seq": func(b []byte) []byte { clear(b); b[0], b[8] = byte(TypeHeartbeat), 1; return b },
 	}
 	for name, mutate := range cases {
 		if _, err := ParseHeader(mutate(base())); !errors.Is(err, ErrMalformed) {
@@ -46,8 +57,57 @@ func TestParseHeaderRejects(t *testing.T) {
 	}
 }
 
+func TestDescDiffNamesTheFirstDifferingField(t *testing.T) {
+	a := Desc{Collective: Broadcast, DType: 1, Root: 0, Call: 5, Count: 8}
+	cases := []struct {
+		change func(*Desc)
+		want   Field
+	}{
+		{func(*Desc) {}, FieldNone},
+		{func(d *Desc) { d.Root = 1 }, FieldRoot},
+		{func(d *Desc) { d.Call = 6 }, FieldCall},
+		{func(d *Desc) { d.Call, d.Count = 6, 9 }, FieldCall},
+		{func(d *Desc) { d.Count = 9 }, FieldCount},
+		{func(d *Desc) { d.DType = 2 }, FieldDType},
+		{func(d *Desc) { d.RedOp = 2 }, FieldRedOp},
+		{func(d *Desc) { d.Collective = AllReduce }, FieldCollective},
+		{func(d *Desc) { d.Group = 3 }, FieldGroup},
+		{func(d *Desc) { d.Tag = 3 }, FieldTag},
+	}
+	for _, c := range cases {
+		b := a
+		c.change(&b)
+		if got := a.Diff(&b); got != c.want {
+			t.Errorf("%+v vs %+v: Diff = %v, want %v", a, b, got, c.want)
+		}
+	}
+	if got := a.Format(Names{}); got != "Broadcast #5 (count=8, dtype 1, root=0)" {
+		t.Errorf("Format = %q", got)
+	}
+}
+
+func TestQueryAndStateRoundTrip(t *testing.T) {
+	d := Desc{Collective: AllGather, DType: 4, Group: 77, Call: 1 << 40, Count: 3}
+	got, err := ParseQuery(MarshalQuery(&d))
+	if err != nil || got != d {
+		t.Fatalf("query: %+v %v", got, err)
+	}
+	for _, s := range []State{{Active: true, Desc: d, Done: 9}, {Done: 1}} {
+		g, err := ParseState(s.Marshal())
+		if err != nil || g != s {
+			t.Fatalf("state: %+v %v", g, err)
+		}
+	}
+	if _, err := ParseQuery(make([]byte, QuerySize)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("query for collective 0 accepted: %v", err)
+	}
+	if _, err := ParseState(append((&State{}).Marshal(), 0)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("long state accepted: %v", err)
+	}
+}
+
 func TestHandshakeMessagesRoundTrip(t *testing.T) {
-	h := Hello{Version: Version, Channel: 2, Rank: 1, Peer: 3, World: 4, Generation: 9, JobID: "job-α"}
+	h := Hello{Version: Version, Channel: 2, Rank: 1, Peer: 3, World: 4, Generation: 9, JobTag: [JobTagSize]byte{1, 2, 3}}
 	for i := range h.Nonce {
 		h.Nonce[i] = byte(i)
 	}
@@ -74,7 +134,7 @@ func TestHandshakeMessagesRoundTrip(t *testing.T) {
 }
 
 func TestHelloRejectsRankOutsideWorld(t *testing.T) {
-	h := Hello{Version: Version, Rank: 4, Peer: 0, World: 4, JobID: "j"}
+	h := Hello{Version: Version, Rank: 4, Peer: 0, World: 4}
 	if _, err := ParseHello(h.Marshal()); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("rank 4 of 4 accepted: %v", err)
 	}
@@ -110,12 +170,12 @@ func TestControlFramesOverAStream(t *testing.T) {
 // FuzzParseHeader: any 32 bytes either fail with ErrMalformed or decode to a
 // header that re-encodes to the same bytes.
 func FuzzParseHeader(f *testing.F) {
-	for _, h := range []Header{{Type: TypeData, Len: 1 << 20, Count: 5}, {Type: TypeHeartbeat}, {Type: TypeAbort, Len: 12}} {
+	for _, h := range []Header{{Type: TypeData, Len: 1 << 20, Desc: Desc{Collective: AllReduce, Count: 5, Call: 1}}, {Type: TypeHeartbeat}, {Type: TypeAbort, Len: 12}} {
 		var b [HeaderSize]byte
 		h.Put(b[:])
 		f.Add(b[:])
 	}
-	f.Add(make([]byte, 31))
+	f.Add(make([]byte, HeaderSize-1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := ParseHeader(b)
 		if err != nil {
@@ -135,11 +195,13 @@ func FuzzParseHeader(f *testing.F) {
 // FuzzHandshake feeds arbitrary payloads to every handshake and abort
 // decoder: they must never panic, and what they accept must round-trip.
 func FuzzHandshake(f *testing.F) {
-	h := Hello{Version: Version, Rank: 0, Peer: 1, World: 2, JobID: "job"}
+	h := Hello{Version: Version, Rank: 0, Peer: 1, World: 2}
 	f.Add(h.Marshal())
 	f.Add((&Challenge{}).Marshal())
 	f.Add((&Verdict{OK: false, Reason: "no"}).Marshal())
 	f.Add((&AbortError{Origin: 1, Culprit: 0, Reason: "x"}).Marshal())
+	f.Add(MarshalQuery(&Desc{Collective: Barrier, Call: 3}))
+	f.Add((&State{Active: true, Desc: Desc{Collective: Eager, Tag: 1}, Done: 2}).Marshal())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if hl, err := ParseHello(p); err == nil {
@@ -157,6 +219,12 @@ func FuzzHandshake(f *testing.F) {
 			if b, _ := ParseAbort(a.Marshal()); b == nil || *b != *a {
 				t.Fatal("abort does not round-trip")
 			}
+		}
+		if q, err := ParseQuery(p); err == nil && !bytes.Equal(MarshalQuery(&q), p) {
+			t.Fatal("query does not round-trip")
+		}
+		if st, err := ParseState(p); err == nil && !bytes.Equal(st.Marshal(), p) {
+			t.Fatal("state does not round-trip")
 		}
 		// A stream of arbitrary bytes never panics ReadControl.
 		_, _ = ReadControl(bytes.NewReader(p), TypeHello)

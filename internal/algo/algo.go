@@ -1,0 +1,125 @@
+// Package algo is the one place that chooses how a collective runs: given
+// what was called (the collective, its size, the ranks taking part) and
+// the communicator's tunables, Choose returns the program builder's
+// output for one rank. The communicator, --dump-plan, the benchmarks and a
+// future autotuner all call it, so they can never disagree.
+//
+// It is pure: no I/O, no clock, no goroutines. It must not import the
+// transport, the executor or the root package.
+package algo
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+	"github.com/ringtail-ml/ringtail/ring"
+	"github.com/ringtail-ml/ringtail/tree"
+)
+
+// Tunables are the communicator settings that choose algorithms.
+type Tunables struct {
+	// SmallBytes is the size at or below which latency-optimal algorithms
+	// (recursive doubling, binomial tree) replace the ring.
+	SmallBytes int
+	// Channels is the number of parallel rings.
+	Channels int
+	// ChunkBytes is the pipelining unit of a chained broadcast.
+	ChunkBytes int
+}
+
+// Spec is one rank's call, as far as the algorithm depends on it.
+type Spec struct {
+	Collective wire.Collective
+	// Rank is the rank the program is for; World the communicator's size.
+	Rank, World int
+	// Members are the ranks taking part, in ring order (nil: every rank
+	// in rank order).
+	Members []int
+	// Count is the element count of the call (AllGather: of each rank's
+	// input; ReduceScatter: of each rank's output).
+	Count int
+	// ElemSize is the element size in bytes.
+	ElemSize int
+	// Avg divides the reduction by the number of members.
+	Avg bool
+	// Root is the root rank of a Broadcast; Peer the other end of a
+	// point-to-point call, Send says which end this rank is.
+	Root, Peer int
+	Send       bool
+}
+
+// Bytes is the call's size in bytes as the small-message threshold sees it.
+func (s Spec) Bytes() int { return s.Count * s.ElemSize }
+
+// Small reports whether the call takes the latency-optimal algorithm.
+func (s Spec) Small(t Tunables) bool { return s.Bytes() <= t.SmallBytes }
+
+// Name returns the algorithm Choose picks for s, for logs and benchmarks.
+func Name(s Spec, t Tunables) string {
+	switch s.Collective {
+	case wire.AllReduce:
+		if s.Small(t) {
+			return "recursive-doubling"
+		}
+		return "ring"
+	case wire.Barrier:
+		return "recursive-doubling"
+	case wire.Broadcast:
+		if s.Small(t) {
+			return "binomial-tree"
+		}
+		return "chain"
+	case wire.AllGather, wire.ReduceScatter:
+		return "ring"
+	case wire.PointToPoint:
+		return "p2p"
+	}
+	return s.Collective.String()
+}
+
+// ErrUnsupported is wrapped when no algorithm exists for a collective.
+var ErrUnsupported = errors.New("algo: unsupported collective")
+
+// Choose builds rank s.Rank's program for the call.
+func Choose(s Spec, t Tunables) (*plan.Program, error) {
+	order := s.Members
+	if order == nil {
+		order = make([]int, s.World)
+		for i := range order {
+			order[i] = i
+		}
+	}
+	rs := ring.Spec{Order: order, World: s.World, Rank: s.Rank, Channels: t.Channels}
+	switch s.Collective {
+	case wire.AllReduce:
+		if s.Small(t) {
+			return tree.AllReduce(order, s.World, s.Rank, s.Count, s.Avg)
+		}
+		return ring.AllReduce(rs, s.Count, s.Avg)
+	case wire.Barrier:
+		return tree.AllReduce(order, s.World, s.Rank, 0, false)
+	case wire.Broadcast:
+		if s.Small(t) {
+			return tree.Broadcast(order, s.World, s.Rank, s.Root, s.Count)
+		}
+		rs.Channels = 1
+		return ring.Broadcast(rs, s.Root, s.Count, max(1, t.ChunkBytes/max(1, s.ElemSize)))
+	case wire.AllGather:
+		return ring.AllGather(rs, s.Count)
+	case wire.ReduceScatter:
+		return ring.ReduceScatter(rs, s.Count, s.Avg)
+	case wire.PointToPoint:
+		kind := plan.Recv
+		if s.Send {
+			kind = plan.Send
+		}
+		if s.Peer < 0 || s.Peer >= s.World || s.Peer == s.Rank {
+			return nil, fmt.Errorf("algo: peer %d is not another rank of 0..%d", s.Peer, s.World-1)
+		}
+		return &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count,
+			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
+	}
+	return nil, fmt.Errorf("%w %v", ErrUnsupported, s.Collective)
+}

@@ -1,0 +1,318 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/exec"
+	"github.com/ringtail-ml/ringtail/internal/p2p"
+	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// Settings are what the engine needs of a communicator's configuration
+// (the root package validates its Config and maps it here).
+type Settings struct {
+	Rank, World int
+	// MasterAddr:MasterPort is the rendezvous; rank 0 hosts it unless
+	// ExternalCoordinator.
+	MasterAddr          string
+	MasterPort          int
+	ExternalCoordinator bool
+	JobID               string
+	Secret              []byte
+	Generation          uint64
+	// ListenIP is the data plane's address; empty: the one that routes to
+	// MasterAddr.
+	ListenIP       string
+	DisableUnix    bool
+	DisableShm     bool
+	TolerateDeaths bool
+	OpTimeout      time.Duration
+	PeerTimeout    time.Duration
+	ConnectTimeout time.Duration
+	// ControlPlane is "libp2p" or "tcp" (resolved); DataPlane "sockets"
+	// or "libp2p".
+	ControlPlane string
+	DataPlane    string
+	FastSpin     time.Duration
+	Tunables     algo.Tunables
+	Logger       zerolog.Logger
+	// Network replaces the sockets (tests: an in-memory network).
+	Network transport.Network
+}
+
+// ErrClosed is returned by calls on a closed engine.
+var ErrClosed = errors.New("ringtail: communicator closed")
+
+// Names renders element types and operators in error messages.
+var names = wire.Names{
+	DType: func(d uint8) string { return reduce.DType(d).String() },
+	RedOp: func(o uint8) string { return reduce.Op(o).String() },
+}
+
+// Engine is one rank's membership in a job's mesh and everything that runs
+// calls on it.
+type Engine struct {
+	s Settings
+
+	mu     sync.Mutex // serialises calls; guards the fields below
+	closed bool
+	progs  map[progKey]*plan.Program
+	last   struct { // the previous call's program: a training loop repeats one call
+		key progKey
+		p   *plan.Program
+	}
+	world  group             // calls of every rank
+	groups map[uint32]*group // calls of subgroups and point-to-point pairs
+	doneFn func(uint32) uint64
+
+	mesh     *transport.Mesh
+	executor *exec.Executor
+
+	coordStop context.CancelFunc
+	coordDone chan struct{}
+
+	box mailbox
+
+	closers []func() error // released after the mesh (the libp2p data-plane host)
+}
+
+// New joins the job: it starts the rendezvous coordinator if this is rank
+// 0 (unless ExternalCoordinator), registers this rank's endpoint, connects
+// to every other rank and agrees on the transport. It returns when the
+// mesh is complete, or with an error when ctx or ConnectTimeout ends first.
+func New(ctx context.Context, s Settings) (*Engine, error) {
+	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	e.doneFn = e.groupDone
+	if s.World == 1 {
+		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
+		if err != nil {
+			return nil, err
+		}
+		e.executor = ex
+		return e, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
+	defer cancel()
+	if err := e.connect(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.box = newMailbox(e.mesh)
+	return e, nil
+}
+
+func (e *Engine) connect(ctx context.Context) error {
+	s := e.s
+	log := s.Logger.With().Int("rank", s.Rank).Logger()
+	coordAddr := net.JoinHostPort(s.MasterAddr, strconv.Itoa(s.MasterPort))
+	if s.Rank == 0 && !s.ExternalCoordinator {
+		if err := e.startCoordinator(); err != nil {
+			return err
+		}
+	}
+	network := s.Network
+	ip := s.ListenIP
+	if ip == "" {
+		ip = routeIP(s.MasterAddr)
+	}
+	if network == nil && s.DataPlane == "libp2p" {
+		n, err := p2p.NewNetwork(p2p.NetworkConfig{ListenIP: ip})
+		if err != nil {
+			return fmt.Errorf("ringtail: libp2p data plane: %w", err)
+		}
+		e.closers = append(e.closers, n.Close)
+		network = n
+	}
+	if network == nil {
+		sk, err := transport.NewSockets(transport.SocketsConfig{ListenIP: ip, DisableUnix: s.DisableUnix})
+		if err != nil {
+			return fmt.Errorf("ringtail: %w", err)
+		}
+		network = sk
+	}
+	ln, err := network.Listen(ctx)
+	if err != nil {
+		return fmt.Errorf("ringtail: %w", err)
+	}
+	ep, _ := json.Marshal(ln.Endpoint())
+	settings := map[string]string{
+		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
+		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "generation": strconv.FormatUint(s.Generation, 10),
+		"shm": strconv.FormatBool(!s.DisableShm),
+	}
+	req := rendezvous.Request{
+		Addr: coordAddr, JobID: s.JobID, Secret: s.Secret, World: s.World,
+		Group:  "generation-" + strconv.FormatUint(s.Generation, 10),
+		Member: rendezvous.Member{Rank: s.Rank, Endpoint: ep, Settings: settings},
+	}
+	var members []rendezvous.Member
+	if s.ControlPlane == "libp2p" {
+		members, err = registerP2P(ctx, s, req)
+	} else {
+		members, err = rendezvous.Register(ctx, req)
+	}
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("ringtail: rank %d: %w", s.Rank, err)
+	}
+	eps := make([]transport.Endpoint, len(members))
+	for i, m := range members {
+		if err := json.Unmarshal(m.Endpoint, &eps[i]); err != nil {
+			ln.Close()
+			return fmt.Errorf("ringtail: rank %d's endpoint: %w", i, err)
+		}
+	}
+	silence := s.PeerTimeout
+	mesh, err := transport.Connect(ctx, transport.MeshConfig{
+		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret},
+		Channels: s.Tunables.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
+		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
+		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: s.Tunables.ChunkBytes, Names: names},
+	})
+	if err != nil {
+		return fmt.Errorf("ringtail: %w", err)
+	}
+	e.mesh = mesh
+	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
+		return err
+	}
+	return e.agreeOnFastboxes(ctx)
+}
+
+// agreeOnFastboxes enables the fastbox path if every rank has fastboxes on
+// all its links. A rank with one link that is not shared memory (another
+// host, a failed upgrade) would run a call's exchange with a same-host peer
+// over the ring while the peer waits in its fastbox; so all ranks decide
+// together, with a Min over the general path.
+func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
+	all := make([]byte, 4) // one int32, native order
+	if e.mesh.AllFast() {
+		all[0] = 1
+	}
+	c := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 4}, DType: reduce.Int32, Op: reduce.Min, Data: all}
+	if err := e.Run(ctx, c); err != nil {
+		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
+	}
+	e.executor.EnableFast(all[0] == 1)
+	return nil
+}
+
+func (e *Engine) startCoordinator() error {
+	s := e.s
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: s.JobID, Secret: s.Secret, World: s.World, Logger: s.Logger})
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(s.MasterAddr, strconv.Itoa(s.MasterPort))
+	bind := addr
+	loopback := false
+	if ip := net.ParseIP(s.MasterAddr); ip == nil || !ip.IsLoopback() {
+		bind = net.JoinHostPort("", strconv.Itoa(s.MasterPort))
+	} else {
+		loopback = true
+	}
+	var ln net.Listener
+	if s.ControlPlane == "libp2p" {
+		listenIP := "0.0.0.0"
+		if loopback {
+			listenIP = "127.0.0.1"
+		}
+		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: s.JobID, Secret: s.Secret, ListenIP: listenIP, Port: s.MasterPort})
+	} else {
+		ln, err = net.Listen("tcp", bind)
+	}
+	if err != nil {
+		return fmt.Errorf("ringtail: rank 0 cannot host the rendezvous on %s: %w", bind, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e.coordStop, e.coordDone = cancel, make(chan struct{})
+	go func() {
+		defer close(e.coordDone)
+		_ = srv.Serve(ctx, ln)
+	}()
+	return nil
+}
+
+// routeIP returns the local IP that routes to host (no packet is sent), or
+// 127.0.0.1 for loopback or when it cannot be determined.
+func routeIP(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return "127.0.0.1"
+	}
+	conn, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// registerP2P registers over the libp2p control plane: a dial-only host
+// reaches the coordinator at the identity derived from the job secret, so
+// an impostor coordinator is refused by Noise before anything is sent.
+func registerP2P(ctx context.Context, s Settings, req rendezvous.Request) ([]rendezvous.Member, error) {
+	h, err := p2p.NewHost(p2p.HostConfig{DialOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	addr, err := p2p.CoordinatorAddr(s.MasterAddr, s.MasterPort, s.Secret, s.JobID)
+	if err != nil {
+		return nil, err
+	}
+	req.Addr = addr.String()
+	return p2p.Register(ctx, h, req)
+}
+
+// Rank returns this rank.
+func (e *Engine) Rank() int { return e.s.Rank }
+
+// Size returns the world size.
+func (e *Engine) Size() int { return e.s.World }
+
+// Settings returns the settings the engine runs with.
+func (e *Engine) Settings() Settings { return e.s }
+
+// Dead lists the ranks known to have died or closed.
+func (e *Engine) Dead() []int {
+	if e.mesh == nil {
+		return nil
+	}
+	return e.mesh.Dead()
+}
+
+// Close leaves the job: peers are told this rank closed, and every socket
+// and goroutine is released. Safe to call twice.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.mesh != nil {
+		e.mesh.Close()
+	}
+	if e.coordStop != nil {
+		e.coordStop()
+		<-e.coordDone
+	}
+	for _, f := range e.closers {
+		_ = f()
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/exec"
+	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// Call is one call as the root package validated it: what was called (the
+// algorithm's Spec; its Rank and World are filled here), the arithmetic,
+// and the buffers.
+type Call struct {
+	Spec  algo.Spec
+	DType reduce.DType
+	Op    reduce.Op
+	Tag   uint32
+	Data  []byte
+	Input []byte
+}
+
+// group counts the calls of one group of ranks: the whole world, a member
+// list (a subgroup's ring), or one direction of a point-to-point pair.
+// Every member makes the same calls of a group in the same order, so the
+// n-th call of a group is the same call on every member: its number
+// travels in every frame (wire.Desc.Call).
+type group struct {
+	id   uint32
+	done uint64    // calls completed
+	last wire.Desc // the last one completed
+}
+
+// progKey identifies a cached program: everything Choose depends on but
+// the rank and world, which are fixed.
+type progKey struct {
+	collective wire.Collective
+	count      int
+	root       int
+	peer       int
+	send       bool
+	avg        bool
+	small      bool // latency-optimal algorithm
+	esize      int
+	members    string // the member list of a subgroup call
+}
+
+// groupID names the group of a call: World, a hash of its member list, or
+// of one direction of a point-to-point pair. Never World for the others.
+func groupID(members string) uint32 {
+	if members == "" {
+		return wire.World
+	}
+	h := fnv.New32a()
+	h.Write([]byte(members))
+	if id := h.Sum32(); id != wire.World {
+		return id
+	}
+	return 1
+}
+
+// MembersKey validates a member list (distinct ranks of 0..world−1 that
+// include me) and returns its canonical key.
+func MembersKey(members []int, world, me int) (string, error) {
+	if len(members) == 0 {
+		return "", fmt.Errorf("empty member list")
+	}
+	seen := make([]bool, world)
+	in := false
+	var b strings.Builder
+	for i, r := range members {
+		if r < 0 || r >= world || seen[r] {
+			return "", fmt.Errorf("members %v are not distinct ranks in 0..%d", members, world-1)
+		}
+		seen[r] = true
+		in = in || r == me
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(r))
+	}
+	if !in {
+		return "", fmt.Errorf("rank %d is not among members %v", me, members)
+	}
+	return b.String(), nil
+}
+
+// pairKey is the group key of point-to-point messages from src to dst.
+func pairKey(src, dst int) string { return "p2p:" + strconv.Itoa(src) + ">" + strconv.Itoa(dst) }
+
+// keyOf returns the call's program key and group key.
+func (e *Engine) keyOf(c *Call) (progKey, string, error) {
+	sp := &c.Spec
+	k := progKey{collective: sp.Collective, count: sp.Count, root: sp.Root, avg: sp.Avg, small: sp.Small(e.s.Tunables), esize: sp.ElemSize}
+	var gk string
+	switch {
+	case sp.Collective == wire.PointToPoint:
+		k.peer, k.send = sp.Peer, sp.Send
+		if sp.Send {
+			gk = pairKey(e.s.Rank, sp.Peer)
+		} else {
+			gk = pairKey(sp.Peer, e.s.Rank)
+		}
+	case sp.Members != nil:
+		mk, err := MembersKey(sp.Members, e.s.World, e.s.Rank)
+		if err != nil {
+			return k, "", err
+		}
+		k.members, gk = mk, mk
+	}
+	return k, gk, nil
+}
+
+// groupOf returns the counters of the group with key gk (created on first
+// use).
+func (e *Engine) groupOf(gk string) *group {
+	if gk == "" {
+		return &e.world
+	}
+	id := groupID(gk)
+	g := e.groups[id]
+	if g == nil {
+		g = &group{id: id}
+		e.groups[id] = g
+	}
+	return g
+}
+
+// groupDone is how many calls of a group this rank has completed (the
+// executor's stall rules call it while a call runs, under e.mu).
+func (e *Engine) groupDone(id uint32) uint64 {
+	if id == wire.World {
+		return e.world.done
+	}
+	if g := e.groups[id]; g != nil {
+		return g.done
+	}
+	return 0
+}
+
+// idleState answers a peer's stall query from this rank's counters, when
+// no call is running (a running call's executor answers instead). It never
+// blocks: it is called by link readers.
+func (e *Engine) idleState(id uint32) (wire.State, bool) {
+	if !e.mu.TryLock() {
+		return wire.State{}, false
+	}
+	defer e.mu.Unlock()
+	g := &e.world
+	if id != wire.World {
+		if g = e.groups[id]; g == nil {
+			return wire.State{}, true
+		}
+	}
+	return wire.State{Done: g.done, Desc: g.last}, true
+}
+
+// program returns the cached program for k, or builds it with algo.Choose.
+func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
+	if e.last.p != nil && e.last.key == k {
+		return e.last.p, nil
+	}
+	if p, ok := e.progs[k]; ok {
+		e.last.key, e.last.p = k, p
+		return p, nil
+	}
+	sp := c.Spec
+	sp.Rank, sp.World = e.s.Rank, e.s.World
+	p, err := algo.Choose(sp, e.s.Tunables)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if len(e.progs) >= 256 {
+		clear(e.progs)
+	}
+	e.progs[k] = p
+	e.last.key, e.last.p = k, p
+	return p, nil
+}
+
+// desc is the call's descriptor as the group's next call.
+func desc(c *Call, g *group) wire.Desc {
+	return wire.Desc{Collective: c.Spec.Collective, DType: uint8(c.DType), RedOp: uint8(c.Op), Root: uint32(c.Spec.Root),
+		Group: g.id, Tag: c.Tag, Call: g.done + 1, Count: uint64(c.Spec.Count)}
+}
+
+// Run validates nothing (the root package has), builds (or reuses) the
+// call's program and executes it under the operation timeout. A program
+// that cannot be built fails the whole communicator, so peers get a clear
+// error instead of waiting.
+func (e *Engine) Run(ctx context.Context, c *Call) error {
+	e.mu.Lock()
+	err := e.runLocked(ctx, c)
+	e.mu.Unlock() // not deferred: this is the per-call path of every collective
+	return err
+}
+
+func (e *Engine) runLocked(ctx context.Context, c *Call) error {
+	if e.closed {
+		return ErrClosed
+	}
+	if e.mesh != nil {
+		if err := e.mesh.Err(); err != nil {
+			return err
+		}
+	}
+	k, gk, err := e.keyOf(c)
+	g := e.groupOf(gk)
+	d := desc(c, g)
+	if err != nil {
+		return e.invalidLocked(d, err)
+	}
+	p, err := e.program(k, c)
+	if err != nil {
+		return e.invalidLocked(d, err)
+	}
+	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn}
+	if err := e.executor.Run(ctx, e.s.OpTimeout, p, &ec); err != nil {
+		return err
+	}
+	g.done++
+	g.last = d
+	return nil
+}
+
+// Invalid reports a call this rank cannot make (bad arguments, found by
+// the root package) and, in a multi-rank job, aborts the communicator so
+// the other ranks hear why at once.
+func (e *Engine) Invalid(c *Call, err error) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	d := wire.Desc{Collective: c.Spec.Collective, DType: uint8(c.DType), RedOp: uint8(c.Op), Root: uint32(c.Spec.Root), Count: uint64(c.Spec.Count)}
+	return e.invalidLocked(d, err)
+}
+
+func (e *Engine) invalidLocked(d wire.Desc, err error) error {
+	me := e.s.Rank
+	te := &transport.Error{Kind: transport.KindLocal, Rank: me, Reporter: me, Local: me,
+		Detail: fmt.Sprintf("invalid %s: %v", d.Format(names), err)}
+	if e.mesh != nil {
+		e.mesh.Fail(te)
+	}
+	return te
+}
+
+// Program returns the program rank would run for c (--dump-plan): the same
+// choice Run makes.
+func Program(c *Call, rank, world int, t algo.Tunables) (*plan.Program, error) {
+	sp := c.Spec
+	sp.Rank, sp.World = rank, world
+	p, err := algo.Choose(sp, t)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Validate()
+}

@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// A rank that was frozen while its read deadline passed finds the peer's
+// heartbeats waiting in the socket when it resumes: the read that times
+// out is retried for a grace and gets them, instead of blaming the peer.
+func TestReadAfterAPassedDeadlineFindsBufferedData(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			done <- c
+		}
+	}()
+	w, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	r := <-done
+	defer r.Close()
+	if _, err := w.Write([]byte("heartbeat")); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline passed while "frozen": a plain read fails at once.
+	_ = r.SetReadDeadline(time.Now().Add(-time.Second))
+	buf := make([]byte, 9)
+	if _, err := r.Read(buf); !isTimeout(err) {
+		t.Fatalf("plain read after a passed deadline: %v, want a timeout", err)
+	}
+	n, err := liveReader{r, time.Second}.Read(buf)
+	if err != nil || string(buf[:n]) != "heartbeat" {
+		t.Fatalf("live read = %q, %v", buf[:n], err)
+	}
+}
+
+// A dialer that cannot prove the secret learns nothing about the job: the
+// listener answers any Hello with a challenge, and a wrong response with a
+// verdict that says only that authentication failed, whatever the Hello
+// claimed; the listener's own error keeps the detail for its log.
+func TestHandshakeRevealsNothingBeforeAuthentication(t *testing.T) {
+	for _, hello := range []wire.Hello{
+		{Version: wire.Version, Rank: 0, Peer: 0, World: 3},                     // wrong job, world and rank
+		{Version: wire.Version, Rank: 0, Peer: 1, World: 2, Generation: 7},      // right shape, wrong generation
+		{Version: wire.Version, Rank: 0, Peer: 1, World: 2, JobTag: [16]byte{}}, // right everything but the secret
+	} {
+		a, b := net.Pipe()
+		listener := Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s3cret")}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := AcceptHandshake(context.Background(), b, listener)
+			errc <- err
+		}()
+		if err := wire.WriteControl(a, wire.TypeHello, hello.Marshal()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.ReadControl(a, wire.TypeChallenge); err != nil {
+			t.Fatalf("hello %+v: no challenge: %v", hello, err)
+		}
+		if err := wire.WriteControl(a, wire.TypeResponse, make([]byte, wire.MACSize)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := wire.ReadControl(a, wire.TypeVerdict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := wire.ParseVerdict(p)
+		if err != nil || v.OK || v.Reason != "authentication failed" {
+			t.Errorf("hello %+v: verdict %+v (%v), want a bare refusal", hello, v, err)
+		}
+		if lerr := <-errc; lerr == nil || !strings.Contains(lerr.Error(), "does not know the job secret") {
+			t.Errorf("listener error = %v", lerr)
+		}
+		a.Close()
+		b.Close()
+	}
+}
+
+// Strangers that connect and say nothing hold at most maxPendingPerHost
+// handshakes of a rank at a time, each for HelloTimeout, and the job's own
+// ranks still form their mesh.
+func TestIdleStrangersAreBoundedAndTheMeshStillForms(t *testing.T) {
+	network, err := NewSockets(SocketsConfig{DisableUnix: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln0, err := network.Listen(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln1, err := network.Listen(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := []Endpoint{ln0.Endpoint(), ln1.Endpoint()}
+	logs := &syncbuf.Buffer{}
+	mk := func(r int, ln Listener) MeshConfig {
+		return MeshConfig{Identity: Identity{JobID: "job", Rank: r, World: 2, Secret: []byte("s")}, Channels: 1,
+			Network: network, Listener: ln, Endpoints: eps, Logger: zerolog.New(logs),
+			Link: LinkConfig{Silence: 2 * time.Second, Heartbeat: 200 * time.Millisecond, Chunk: 4096}}
+	}
+	// Rank 1 accepts; strangers fill its handshake slots before rank 0 dials.
+	type result struct {
+		m   *Mesh
+		err error
+	}
+	res1 := make(chan result, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go func() {
+		m, err := Connect(ctx, mk(1, ln1))
+		res1 <- result{m, err}
+	}()
+	var strangers []net.Conn
+	for range 3 * maxPendingPerHost {
+		c, err := net.Dial("tcp", ln1.Endpoint().TCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		strangers = append(strangers, c)
+	}
+	defer func() {
+		for _, c := range strangers {
+			c.Close()
+		}
+	}()
+	m0, err := Connect(ctx, mk(0, ln0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m0.Close()
+	r1 := <-res1
+	if r1.err != nil {
+		t.Fatal(r1.err)
+	}
+	defer r1.m.Close()
+	r1.m.pendingMu.Lock()
+	peak := r1.m.nPending
+	r1.m.pendingMu.Unlock()
+	if peak > maxPendingPerHost {
+		t.Fatalf("%d handshakes pending from one host, cap %d", peak, maxPendingPerHost)
+	}
+	if !strings.Contains(logs.String(), "too many unauthenticated connections") {
+		t.Fatalf("refusals over the cap not logged: %s", logs.String())
+	}
+}
+
+func TestJudgeState(t *testing.T) {
+	mine := Desc{Collective: wire.Broadcast, Root: 0, Call: 5, Count: 2}
+	other := mine
+	other.Root = 1
+	cases := []struct {
+		name  string
+		st    wire.State
+		field wire.Field
+		wrong bool
+	}{
+		{"behind, idle", wire.State{Done: 3}, wire.FieldNone, false},
+		{"behind, in an earlier call", wire.State{Active: true, Desc: Desc{Collective: wire.Barrier, Call: 4}, Done: 3}, wire.FieldNone, false},
+		{"same call, same arguments", wire.State{Active: true, Desc: mine, Done: 4}, wire.FieldNone, false},
+		{"same call, another root", wire.State{Active: true, Desc: other, Done: 4}, wire.FieldRoot, true},
+		{"finished the call", wire.State{Done: 5, Desc: mine}, wire.FieldCall, true},
+		{"finished it with another root", wire.State{Done: 5, Desc: other}, wire.FieldRoot, true},
+		{"past the call", wire.State{Active: true, Desc: Desc{Collective: wire.Barrier, Call: 6}, Done: 5}, wire.FieldCall, true},
+		{"another group's call", wire.State{Active: true, Desc: Desc{Collective: wire.AllReduce, Group: 9, Call: 5}, Done: 2}, wire.FieldNone, false},
+	}
+	for _, c := range cases {
+		f, why := JudgeState(&mine, &c.st)
+		if (why != "") != c.wrong || f != c.field {
+			t.Errorf("%s: JudgeState = %v, %q; want field %v, wrong %v", c.name, f, why, c.field, c.wrong)
+		}
+	}
+}

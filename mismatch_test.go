@@ -1,0 +1,87 @@
+package ringtail
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// mismatchOf returns the *Error of kind KindMismatch that err is, or nil.
+func mismatchOf(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindMismatch {
+		return e
+	}
+	return nil
+}
+
+// Every rank of a call that some ranks make with other arguments fails
+// with a mismatch naming the field, and none waits for its timeout. A rank
+// that needs nothing more from the ranks that found the disagreement (it
+// believes it is the root, and only sends) may return before their abort
+// reaches it; then one of its next calls fails.
+func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
+	cases := []struct {
+		name  string
+		n     int
+		field string
+		call  func(r int, c *Comm) error
+	}{
+		{"broadcast root, 8 bytes", 4, "root", func(r int, c *Comm) error {
+			return c.Broadcast(context.Background(), Float32s(make([]float32, 2)), r%2)
+		}},
+		{"broadcast root, 4 MiB", 4, "root", func(r int, c *Comm) error {
+			return c.Broadcast(context.Background(), Float32s(make([]float32, 1<<20)), r%2)
+		}},
+		// Nobody sends: each waits for the other, the root in its view.
+		{"each believes the other is the root", 2, "root", func(r int, c *Comm) error {
+			return c.Broadcast(context.Background(), Float32s(make([]float32, 2)), 1-r)
+		}},
+		{"each believes the other is the root, 4 MiB", 2, "root", func(r int, c *Comm) error {
+			return c.Broadcast(context.Background(), Float32s(make([]float32, 1<<20)), 1-r)
+		}},
+		{"a skipped call", 3, "count", func(r int, c *Comm) error {
+			if r != 2 {
+				if err := c.AllReduce(context.Background(), Float32s(make([]float32, 1000)), Sum); err != nil {
+					return err
+				}
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 3000)), Sum)
+		}},
+		{"a skipped subgroup call", 3, "", func(r int, c *Comm) error {
+			if r != 1 {
+				if err := c.AllReduceAmong(context.Background(), Float32s(make([]float32, 8)), Sum, []int{0, 1, 2}); err != nil {
+					return err
+				}
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 8)), Sum)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			comms := startComms(t, tc.n, nil)
+			errs := each(comms, func(r int, c *Comm) error {
+				if err := tc.call(r, c); err != nil {
+					return err
+				}
+				for range 3 {
+					if err := c.Barrier(context.Background()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for r, err := range errs {
+				e := mismatchOf(err)
+				if e == nil {
+					t.Fatalf("rank %d: got %v, want a mismatch error", r, err)
+				}
+				if tc.field != "" && !strings.Contains(e.Detail, tc.field) {
+					t.Errorf("rank %d: %v does not name the %s", r, err, tc.field)
+				}
+			}
+			t.Logf("rank 0 says: %v", errs[0])
+		})
+	}
+}
