@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -243,4 +245,53 @@ func TestDisconnectSilencesAHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	roundTrip(t, dialFrom(t, b, 0, srv), 10)
+}
+
+func TestApplyLinksFromTheInjectionLanguage(t *testing.T) {
+	b := ForTest(t, true, Config{Hosts: 3})
+	spec, err := inject.Parse("link=1:rate=20mbit:delay=30ms:loss=0.5%;link=2:stall=200ms@0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	far, _ := inject.Parse("link=3:rate=1g")
+	if _, err := ApplyLinks(ctx, b, far, 4, func(r int) int { return r }); err == nil {
+		t.Fatal("rank 3 has no host, yet ApplyLinks succeeded")
+	}
+	a, err := ApplyLinks(ctx, b, spec, 3, func(r int) int { return r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
+	if got := b.Link(1); got != (Link{Rate: 20e6, Delay: 30 * time.Millisecond, Loss: 0.005}) {
+		t.Fatalf("host 1 link %+v", got)
+	}
+	if !b.Link(2).Proxy {
+		t.Fatal("a stalling link has no proxy")
+	}
+	// The rate is on both ends of host 1's veth, the loss rule in host 1.
+	for _, argv := range [][]string{
+		{"tc", "-n", b.Host(1).Name, "qdisc", "show", "dev", "eth0"},
+		{"tc", "-n", b.HubName(), "qdisc", "show", "dev", "p1"},
+	} {
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "tbf") || !strings.Contains(string(out), "rate 20Mbit") {
+			t.Errorf("%v: %s %v", argv, out, err)
+		}
+	}
+	out, err := b.Command(ctx, 1, "nft", "list", "table", "ip", lossTable).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "numgen random mod 1000000 < 5000") {
+		t.Errorf("loss rule: %s %v", out, err)
+	}
+	// Back to an unshaped link: no qdisc, no loss table.
+	if err := b.SetLink(ctx, 1, Link{}); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = exec.Command("tc", "-n", b.Host(1).Name, "qdisc", "show", "dev", "eth0").CombinedOutput()
+	if strings.Contains(string(out), "tbf") {
+		t.Errorf("tbf left after SetLink(Link{}): %s", out)
+	}
+	if err := b.Command(ctx, 1, "nft", "list", "table", "ip", lossTable).Run(); err == nil {
+		t.Error("loss table left after SetLink(Link{})")
+	}
 }
