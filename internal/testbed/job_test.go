@@ -186,3 +186,23 @@ func TestLinkTakenDownMidJobFailsEveryRankNamingIt(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAllreduceWithOneSlowLink measures a 4-host allreduce through
+// ringtail run with host 3's link at 200 Mbit/s (tbf both ways): a ring
+// moves at its slowest link, so busbw should sit near 0.025 GB/s. Run it
+// as root: go test -run '^$' -bench SlowLink ./internal/testbed/
+func BenchmarkAllreduceWithOneSlowLink(b *testing.B) {
+	bed := ForTest(b, false, Config{Hosts: 4})
+	ctx := context.Background()
+	if err := bed.SetLink(ctx, 3, Link{Rate: 200e6}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		code, stdout, _ := launch(b, ctx, bed, nil, ringtail(b), "bench", "allreduce", "-b", "16M", "-e", "16M", "--iters", "5", "--warmup", "1")
+		r, ok := rows(b, stdout)[16<<20]
+		if code != 0 || !ok {
+			b.Fatalf("exit %d, no 16 MiB row", code)
+		}
+		b.ReportMetric(r[2], "busbw_GB/s")
+	}
+}
