@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.3-0
+	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/libp2p/go-libp2p v0.51.0
 	github.com/mattn/go-isatty v0.0.20

@@ -9,6 +9,14 @@
 // Kernel socket buffers are left at their defaults.
 //
 //	go run ./bench/rawstream -net unix -size 64M -iters 10 -json
+//
+// Between hosts, one stream per pair of processes: a receiver
+// (-serve ADDR) and a sender (-send ADDR) with the same -size, -iters and
+// -warmup; the sender prints the result. bench/compare --hosts starts
+// one pair per link of a ring, all at once, for the raw ring ceiling.
+//
+//	rawstream -serve 0.0.0.0:29500 -size 64M -iters 10 &
+//	rawstream -send host2:29500 -size 64M -iters 10 -json
 package main
 
 import (
@@ -116,7 +124,72 @@ func run(kind string, size int64, iters, warmup int) (result, error) {
 	return result{Stream: kind, SizeBytes: size, Iters: iters, TimeUS: avg * 1e6, GBps: float64(size) / avg / 1e9}, nil
 }
 
+// serve receives one sender's transfers on addr, acking each.
+func serve(addr string, size int64, iters, warmup int) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, size)
+	for i := 0; i < warmup+iters; i++ {
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return err
+		}
+		if _, err := c.Write([]byte{1}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send times transfers to a receiver at addr, retrying the connection
+// for up to 30 s while the receiver starts.
+func send(addr string, size int64, iters, warmup int) (result, error) {
+	var c net.Conn
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if c, err = net.Dial("tcp", addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	defer c.Close()
+	buf := make([]byte, size)
+	ack := make([]byte, 1)
+	transfer := func() error {
+		if _, err := c.Write(buf); err != nil {
+			return err
+		}
+		_, err := io.ReadFull(c, ack)
+		return err
+	}
+	for i := 0; i < warmup; i++ {
+		if err := transfer(); err != nil {
+			return result{}, err
+		}
+	}
+	start := time.Now()
+	for i := 0; i < iters; i++ {
+		if err := transfer(); err != nil {
+			return result{}, err
+		}
+	}
+	avg := time.Since(start).Seconds() / float64(iters)
+	return result{Stream: "tcp->" + addr, SizeBytes: size, Iters: iters, TimeUS: avg * 1e6, GBps: float64(size) / avg / 1e9}, nil
+}
+
 func main() {
+	serveAddr := flag.String("serve", "", "receive one sender's transfers on this TCP `address` and exit")
+	sendAddr := flag.String("send", "", "time transfers to a receiver (-serve) at this TCP `address`")
 	kinds := flag.String("net", "unix", "socket kinds to measure, comma-separated: tcp, unix")
 	sizeS := flag.String("size", "64M", "bytes per transfer (K, M, G suffixes are binary)")
 	iters := flag.Int("iters", 10, "timed transfers")
@@ -127,6 +200,27 @@ func main() {
 	if err != nil || size <= 0 || *iters < 1 || *warmup < 0 {
 		fmt.Fprintln(os.Stderr, "rawstream: need a positive -size and -iters")
 		os.Exit(2)
+	}
+	switch {
+	case *serveAddr != "":
+		if err := serve(*serveAddr, size, *iters, *warmup); err != nil {
+			fmt.Fprintf(os.Stderr, "rawstream -serve: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	case *sendAddr != "":
+		r, err := send(*sendAddr, size, *iters, *warmup)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "rawstream -send: %v\n", err)
+			os.Exit(1)
+		}
+		if *asJSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		} else {
+			fmt.Printf("%-5s %12d bytes  %10.1f us  %7.3f GB/s\n", r.Stream, r.SizeBytes, r.TimeUS, r.GBps)
+		}
+		return
 	}
 	for _, kind := range strings.Split(*kinds, ",") {
 		r, err := run(strings.TrimSpace(kind), size, *iters, *warmup)

@@ -22,10 +22,16 @@ import (
 )
 
 const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter -np N [flags]
+       ringtail run -H host1:1,host2:1 ... -- ringtail bench allreduce [flags]
        ringtail bench balance|straggler|recovery|gradcode [--json]
 
 Launches N local ranks and prints nccl-tests columns: size, count, type,
 redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
+
+Started by a launcher (RANK and WORLD_SIZE set: ringtail run, torchrun,
+Slurm with the ringtail variables), each process is one rank of the
+launcher's job instead, and rank 0 prints the table: this is how to
+measure across hosts. -np, if given, must equal WORLD_SIZE.
 `
 
 type sweepFlags struct {
@@ -145,6 +151,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if world, ok := externalWorld(os.LookupEnv); ok {
+		set := map[string]bool{}
+		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if set["np"] && f.np != world {
+			fmt.Fprintf(stderr, "ringtail bench: -np %d, but the launcher started %d ranks (WORLD_SIZE)\n", f.np, world)
+			return 2
+		}
+		return benchRank(ctx, coll, &f, set, !f.jsonOut, stdout, stderr)
+	}
 	results := make(chan bench.Result)
 	done := make(chan error, 1)
 	go func() { done <- launchBench(ctx, &f, coll, results, stderr) }()
@@ -211,6 +226,20 @@ func (j *jsonLines) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// externalWorld reports whether this process was started as a rank by a
+// launcher (RANK and WORLD_SIZE set), and the world size.
+func externalWorld(lookup func(string) (string, bool)) (int, bool) {
+	if _, ok := lookup(ringtail.EnvRank); !ok {
+		return 0, false
+	}
+	v, ok := lookup(ringtail.EnvWorldSize)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
+}
+
 // runBenchWorker is one rank of `ringtail bench`: it joins the job from
 // the environment and prints rank 0's results as JSON lines.
 func runBenchWorker(args []string, stdout, stderr io.Writer) int {
@@ -227,32 +256,65 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return benchRank(ctx, coll, &f, nil, false, stdout, stderr)
+}
+
+// benchRank runs one rank of a sweep in a job whose membership comes from
+// the environment. The flags named in set override the environment's
+// channels, chunk, small-message threshold and socket choices. Rank 0
+// prints each size as soon as it is measured: an nccl-tests table when
+// table is set, else JSON lines.
+func benchRank(ctx context.Context, coll string, f *sweepFlags, set map[string]bool, table bool, stdout, stderr io.Writer) int {
 	cfg, err := ringtail.ConfigFromEnv()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if set["channels"] {
+		cfg.Channels = f.channels
+	}
+	if set["chunk"] {
+		cfg.ChunkBytes = f.chunkBytes
+	}
+	if set["small"] {
+		cfg.SmallBytes = f.smallBytes
+	}
+	if set["no-unix"] {
+		cfg.DisableUnix = f.noUnix
+	}
+	if set["no-shm"] {
+		cfg.DisableShm = f.noShm
+	}
 	f.np = cfg.WorldSize
 	spec, err := f.spec(coll)
 	if err != nil {
-		fmt.Fprintf(stderr, "ringtail bench-worker: %v\n", err)
+		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	comm, err := ringtail.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer comm.Close()
-	res, err := bench.Run(ctx, comm, spec)
-	if comm.Rank() == 0 {
-		for _, r := range res {
+	rank0 := comm.Rank() == 0
+	if rank0 && table {
+		fmt.Fprintf(stdout, "# ringtail bench %s: %d ranks (from the launcher), %s, op %s, iters %d, warmup %d, channels %d, chunk %d\n",
+			coll, cfg.WorldSize, spec.DType, spec.Op, f.iters, f.warmup, cfg.Channels, cfg.ChunkBytes)
+		bench.WriteHeader(stdout)
+	}
+	spec.Each = func(r bench.Result) {
+		switch {
+		case !rank0:
+		case table:
+			bench.WriteRow(stdout, r)
+		default:
 			_ = bench.WriteJSON(stdout, r)
 		}
 	}
-	if err != nil {
+	if _, err := bench.Run(ctx, comm, spec); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

@@ -20,7 +20,8 @@ import (
 const runUsage = `Usage: ringtail run -np N [-H host:slots,... | --hostfile F] [flags] [--] CMD ARGS...
 
 Starts N ranks of CMD with the rendezvous coordinator in this process and
-waits for them. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK,
+waits for them. Ranks fill the hosts' slots in list order; N may be less
+than the slots (the last hosts then get fewer ranks or none). Each rank gets RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, RINGTAIL_SECRET,
 RINGTAIL_JOB_ID and RINGTAIL_COORDINATOR=external; its output lines are
 prefixed with "[rank] ". Ranks on hosts other than this one start over
@@ -52,20 +53,25 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs := flag.NewFlagSet("ringtail run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		np            = fs.Int("np", 0, "number of ranks (default: the total slots of -H or --hostfile)")
+		np            = fs.Int("np", 0, "number of ranks, at most the total slots of -H or --hostfile, filled in host order (default: all the slots)")
 		hostList      = fs.String("H", "", "comma-separated `host:slots` list, e.g. gpu1:4,gpu2:4 (default: all ranks on this host)")
 		hostfile      = fs.String("hostfile", "", "a `file` of lines \"host slots=N\"")
 		secretFile    = fs.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE, else random)")
 		timeout       = fs.Duration("timeout", 0, "the ranks' operation timeout, RINGTAIL_TIMEOUT (default: the runtime's)")
-		bindTo        = fs.String("bind-to", "core", "core: bind each local rank to one CPU when they fit (like mpirun); none")
+		bindTo        = fs.String("bind-to", "core", "core: bind each local rank of a host with several to one CPU, CPUs shared evenly when ranks outnumber them (like mpirun's default); none: no binding. Remote ranks are not bound")
 		controlPlane  = fs.String("control-plane", "libp2p", "how ranks reach the rendezvous: libp2p (Noise, coordinator identity derived from the secret) or tcp (HMAC-authenticated)")
 		grace         = fs.Duration("grace", launch.DefaultGrace, "time stopped ranks have between SIGTERM and SIGKILL")
 		masterAddr    = fs.String("master-addr", "", "this host's `address` as the ranks reach it (default: 127.0.0.1 for local jobs, else the address routing to the first remote host)")
 		masterPort    = fs.Int("master-port", 0, "the coordinator's `port` (default: a free one)")
-		sshCmd        = fs.String("ssh", strings.Join(launch.DefaultSSH(), " "), "the ssh `command` for remote hosts, split on spaces")
+		sshCmd        = fs.String("ssh", strings.Join(launch.DefaultSSH(), " "), "the ssh `command` for remote hosts, split on spaces; the host and the rank's command are appended (e.g. \"ip netns exec\" with hosts named after network namespaces)")
+		sshMode       = fs.String("ssh-mode", launch.SSHModeAuto, "how the rank's command is appended to --ssh: shell (one command line for the remote login shell, as ssh wants), exec (separate words, for ip netns exec, docker exec), auto (shell when a word of --ssh names an ssh program)")
+		startTimeout  = fs.Duration("start-timeout", 0, "how long the ranks have to start and meet at the rendezvous, RINGTAIL_CONNECT_TIMEOUT (default: the runtime's)")
+		outputDir     = fs.String("output-filename", "", "also write each rank's output to `DIR`/rank.N/stdout and stderr")
+		nics          = fs.String("network-interface", "", "pin the ranks' data plane to the first of these comma-separated network `interfaces` that has an IPv4 address on each host (sets RINGTAIL_LISTEN_IP)")
 		verbose       = fs.Bool("verbose", false, "log rank starts and exits to stderr")
 		envs, exports listFlag
 	)
+	fs.StringVar(nics, "nics", "", "the same as --network-interface")
 	fs.Var(&envs, "env", "set `K=V` for every rank (repeatable)")
 	fs.Var(&exports, "x", "export `NAME` (or NAME=VALUE) from this environment to every rank, remote ones included (repeatable)")
 	usageErr := func(format string, a ...any) int {
@@ -120,6 +126,15 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		*np = launch.TotalSlots(hosts)
 	}
+	if *startTimeout < 0 {
+		return usageErr("--start-timeout %v must not be negative", *startTimeout)
+	}
+	var interfaces []string
+	for _, name := range strings.Split(*nics, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			interfaces = append(interfaces, name)
+		}
+	}
 
 	secret, err := jobSecret(*secretFile)
 	if err != nil {
@@ -150,6 +165,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cfg := launch.Config{
 		NP: *np, Hosts: hosts, Command: command, Env: env, Secret: secret,
 		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
+		SSHMode: *sshMode, StartTimeout: *startTimeout, Interfaces: interfaces, OutputDir: *outputDir,
 		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr

@@ -31,6 +31,9 @@ type Spec struct {
 	Iters      int
 	Warmup     int
 	Check      bool
+	// Each, if set, is called with each size's result as soon as it is
+	// measured (on every rank), before the next size starts.
+	Each func(Result) `json:"-"`
 }
 
 // Validate checks the sweep.
@@ -131,6 +134,9 @@ func Run(ctx context.Context, comm *ringtail.Comm, s Spec) ([]Result, error) {
 			return out, fmt.Errorf("bench %s size %d: %w", s.Collective, size, err)
 		}
 		out = append(out, r)
+		if s.Each != nil {
+			s.Each(r)
+		}
 		if size == 0 {
 			size = 1
 		}

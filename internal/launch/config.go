@@ -35,10 +35,12 @@ type Config struct {
 	ControlPlane string
 	// NP is the number of ranks.
 	NP int
-	// Hosts places the ranks, Slots consecutive ranks per host in list
-	// order; their slots must add up to NP. Empty: every rank runs on the
-	// launcher host. Hosts named localhost, 127.0.0.1, ::1 or the
-	// launcher's host name run as local processes, the others over SSH.
+	// Hosts places the ranks, up to Slots consecutive ranks per host,
+	// filling the hosts in list order (horovodrun's rule): their slots
+	// must add up to at least NP, and hosts past the NP-th slot get no
+	// rank. Empty: every rank runs on the launcher host. Hosts named
+	// localhost, 127.0.0.1, ::1 or the launcher's host name run as local
+	// processes, the others through SSH.
 	Hosts []HostSlots
 	// Command is the program and its arguments, the same for every rank.
 	Command []string
@@ -73,6 +75,30 @@ type Config struct {
 	// SSH is the ssh client command for remote hosts (DefaultSSH if
 	// empty); the host and the remote command are appended to it.
 	SSH []string
+	// SSHMode says how the remote command is appended to SSH:
+	// SSHModeShell (one command line for a remote login shell, as ssh
+	// wants: SSHCommand), SSHModeExec (separate words, for agents that run
+	// a program: `ip netns exec`, `docker exec`; ExecCommand) or
+	// SSHModeAuto ("" too; see AgentExecs).
+	SSHMode string
+	// StartTimeout bounds how long the ranks have to start and meet at
+	// the rendezvous: it is passed to every rank as
+	// RINGTAIL_CONNECT_TIMEOUT, after which a rank that is still waiting
+	// for the others fails, and with it the job. Zero leaves the ranks'
+	// default.
+	StartTimeout time.Duration
+	// Interfaces pins every rank's data plane to a network interface (the
+	// first of the list that has an IPv4 address on the rank's host): the
+	// rank gets RINGTAIL_LISTEN_IP, its data plane's bind and advertised
+	// address. Local ranks' addresses are looked up by the launcher,
+	// remote ranks' by their ssh-side script (with `ip`). Empty: the
+	// ranks' default (the address that routes to MASTER_ADDR).
+	Interfaces []string
+	// OutputDir, when set, also writes each rank's output to
+	// OutputDir/rank.N/stdout and OutputDir/rank.N/stderr (N zero-padded
+	// to the width of the largest rank, as horovodrun does), unprefixed;
+	// the directories are created. Stdout and Stderr still get every line.
+	OutputDir string
 	// Stdout and Stderr receive the ranks' output lines (nil: discarded),
 	// each line in exactly one Write call; Stderr also receives the
 	// launcher's notices ("<Name>: rank 2 exited with status 3; stopping
@@ -122,8 +148,8 @@ func (c *Config) Validate() error {
 			}
 			seen[h.Host] = true
 		}
-		if total := TotalSlots(c.Hosts); c.NP >= 1 && total != c.NP {
-			bad("-np %d does not equal the %d slots of the host list", c.NP, total)
+		if total := TotalSlots(c.Hosts); c.NP >= 1 && total < c.NP {
+			bad("-np %d exceeds the %d slots of the host list", c.NP, total)
 		}
 	}
 	for _, kv := range c.Env {
@@ -138,6 +164,10 @@ func (c *Config) Validate() error {
 			bad("environment entry %q: %s is set by the launcher", kv, name)
 		} else if name == EnvTimeout && c.Timeout > 0 {
 			bad("environment entry %q conflicts with the timeout %v", kv, c.Timeout)
+		} else if name == EnvConnectTimeout && c.StartTimeout > 0 {
+			bad("environment entry %q conflicts with the start timeout %v", kv, c.StartTimeout)
+		} else if name == EnvListenIP && len(c.Interfaces) > 0 {
+			bad("environment entry %q conflicts with the network interfaces %s", kv, strings.Join(c.Interfaces, ","))
 		}
 	}
 	if len(c.Secret) > 0 {
@@ -163,6 +193,22 @@ func (c *Config) Validate() error {
 	if len(c.SSH) > 0 && c.SSH[0] == "" {
 		bad("ssh command is empty")
 	}
+	switch c.SSHMode {
+	case "", SSHModeAuto, SSHModeShell, SSHModeExec:
+	default:
+		bad("ssh mode %q must be auto, shell or exec", c.SSHMode)
+	}
+	if c.StartTimeout < 0 {
+		bad("start timeout %v must not be negative", c.StartTimeout)
+	}
+	for _, name := range c.Interfaces {
+		if err := checkInterfaceName(name); err != nil {
+			bad("%w", err)
+		}
+	}
+	if strings.ContainsRune(c.OutputDir, 0) {
+		bad("output directory %q contains a NUL byte", c.OutputDir)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("launch: invalid config: %w", err)
 	}
@@ -185,6 +231,26 @@ func (c Config) withDefaults() Config {
 		c.Coordinator = ServeRendezvous(c.Logger)
 	}
 	return c
+}
+
+// checkInterfaceName accepts names Linux allows for a network interface
+// that need no quoting in a shell: 1..15 bytes of letters, digits and
+// "-_.:@".
+func checkInterfaceName(name string) error {
+	if name == "" || len(name) > 15 {
+		return fmt.Errorf("network interface name %q must be 1..15 bytes", name)
+	}
+	for _, c := range name {
+		ok := c == '-' || c == '_' || c == '.' || c == ':' || c == '@' ||
+			(c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return fmt.Errorf("network interface name %q contains %q", name, c)
+		}
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("network interface name %q is not allowed", name)
+	}
+	return nil
 }
 
 // isLoopback reports whether host names the loopback interface.

@@ -19,7 +19,7 @@ func TestConfigValidate(t *testing.T) {
 		{"np zero", func(c *Config) { c.NP = 0 }, "-np 0"},
 		{"no command", func(c *Config) { c.Command = nil }, "no command"},
 		{"empty command", func(c *Config) { c.Command = []string{""} }, "no command"},
-		{"slots mismatch", func(c *Config) { c.Hosts = []HostSlots{{"a", 3}} }, "does not equal the 3 slots"},
+		{"too few slots", func(c *Config) { c.Hosts = []HostSlots{{"a", 1}} }, "exceeds the 1 slots"},
 		{"duplicate host", func(c *Config) { c.Hosts = []HostSlots{{"a", 1}, {"a", 1}} }, "listed twice"},
 		{"ssh option host", func(c *Config) { c.Hosts = []HostSlots{{"-oProxyCommand=x", 2}} }, "starts with '-'"},
 		{"zero slots", func(c *Config) { c.Hosts = []HostSlots{{"a", 0}, {"b", 2}} }, "at least 1"},

@@ -23,6 +23,10 @@ const (
 	EnvCoordinator    = "RINGTAIL_COORDINATOR"
 	EnvTimeout        = "RINGTAIL_TIMEOUT"
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE"
+	// EnvConnectTimeout is set from Config.StartTimeout.
+	EnvConnectTimeout = "RINGTAIL_CONNECT_TIMEOUT"
+	// EnvListenIP is set from Config.Interfaces.
+	EnvListenIP = "RINGTAIL_LISTEN_IP"
 )
 
 // CoordinatorExternal is the value of RINGTAIL_COORDINATOR that tells rank
@@ -49,8 +53,11 @@ type placement struct {
 	Remote     bool
 }
 
-// place assigns ranks to hosts: slots give consecutive ranks per host. An
-// empty host list puts np ranks on the launcher host.
+// place assigns ranks to hosts: slots give consecutive ranks per host,
+// hosts filled in list order, as horovodrun does; when np is below the
+// total slots the last hosts get fewer ranks or none. A host's
+// LocalWorld is the number of ranks placed on it. An empty host list
+// puts np ranks on the launcher host.
 func place(np int, hosts []HostSlots, isLocal func(string) bool) []placement {
 	if len(hosts) == 0 {
 		hosts = []HostSlots{{Host: "localhost", Slots: np}}
@@ -58,8 +65,12 @@ func place(np int, hosts []HostSlots, isLocal func(string) bool) []placement {
 	var ps []placement
 	for _, h := range hosts {
 		remote := !isLocal(h.Host)
+		first := len(ps)
 		for i := 0; i < h.Slots && len(ps) < np; i++ {
-			ps = append(ps, placement{Rank: len(ps), Host: h.Host, LocalRank: i, LocalWorld: h.Slots, Remote: remote})
+			ps = append(ps, placement{Rank: len(ps), Host: h.Host, LocalRank: i, Remote: remote})
+		}
+		for i := first; i < len(ps); i++ {
+			ps[i].LocalWorld = len(ps) - first
 		}
 	}
 	return ps
@@ -73,6 +84,9 @@ type jobEnv struct {
 	JobID      string
 	Timeout    time.Duration
 	Control    string // control plane ("" = the runtime's default)
+	// Start is the ranks' connect timeout, RINGTAIL_CONNECT_TIMEOUT (0:
+	// unset).
+	Start time.Duration
 }
 
 // rankEnv returns the contract variables of one rank as K=V pairs, the
@@ -93,6 +107,9 @@ func rankEnv(j jobEnv, p placement) []string {
 	}
 	if j.Control != "" {
 		env = append(env, EnvControlPlane+"="+j.Control)
+	}
+	if j.Start > 0 {
+		env = append(env, EnvConnectTimeout+"="+j.Start.String())
 	}
 	return env
 }

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 //	spawn              start a blocking grandchild that shares stdout, then exit 0
 //	lines N            write N long lines to stdout and stderr in small pieces
 //	allreduce          join the job with ringtail.New and all-reduce rank+1
+//	absent R           rank R blocks without joining; the others join as allreduce
 //
 // "Ready" is a file ready-RANK in $LAUNCH_READY_DIR.
 func helper(mode string, args []string) int {
@@ -93,6 +94,11 @@ func helper(mode string, args []string) int {
 			}
 		}
 		return 0
+	case "absent":
+		if rank == argInt(0) {
+			select {}
+		}
+		fallthrough
 	case "allreduce":
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -40,9 +40,10 @@ func (o *output) write(w io.Writer, line []byte) {
 	_, _ = w.Write(line)
 }
 
-// stream returns the writer one rank's stdout (or stderr) is copied into.
-func (o *output) stream(rank int, stderr bool) *lineWriter {
-	lw := &lineWriter{out: o, dst: o.stdout}
+// stream returns the writer one rank's stdout (or stderr) is copied into;
+// file, if not nil, also receives every line, unprefixed.
+func (o *output) stream(rank int, stderr bool, file io.Writer) *lineWriter {
+	lw := &lineWriter{out: o, dst: o.stdout, file: file}
 	if stderr {
 		lw.dst = o.stderr
 	}
@@ -58,7 +59,8 @@ type lineWriter struct {
 	out    *output
 	dst    io.Writer
 	prefix []byte
-	buf    []byte // the incomplete last line
+	buf    []byte    // the incomplete last line
+	file   io.Writer // the rank's own log file, or nil
 }
 
 // Write consumes p; it never fails.
@@ -96,5 +98,10 @@ func (lw *lineWriter) emit() {
 	line = append(line, lw.buf...)
 	line = append(line, '\n')
 	lw.out.write(lw.dst, line)
+	if lw.file != nil {
+		// Only this stream writes the file; a full disk must not stop
+		// the rank.
+		_, _ = lw.file.Write(line[len(lw.prefix):])
+	}
 	lw.buf = lw.buf[:0]
 }

@@ -24,7 +24,7 @@ func (w *writes) Write(p []byte) (int, error) {
 func TestLineWriterWritesWholePrefixedLines(t *testing.T) {
 	var w writes
 	o := newOutput(&w, nil, true)
-	lw := o.stream(7, false)
+	lw := o.stream(7, false, nil)
 	for _, chunk := range []string{"hel", "lo\nwor", "ld\n\nlast"} {
 		if n, err := lw.Write([]byte(chunk)); n != len(chunk) || err != nil {
 			t.Fatalf("Write = %d, %v", n, err)
@@ -39,7 +39,7 @@ func TestLineWriterWritesWholePrefixedLines(t *testing.T) {
 
 func TestLineWriterSplitsOverlongLines(t *testing.T) {
 	var w writes
-	lw := newOutput(&w, nil, false).stream(0, false)
+	lw := newOutput(&w, nil, false).stream(0, false, nil)
 	long := strings.Repeat("x", 2*maxLine+10)
 	lw.Write([]byte(long[:100]))
 	lw.Write([]byte(long[100:] + "\n"))
@@ -68,7 +68,7 @@ func TestOutputNeverInterleavesLines(t *testing.T) {
 	var wg sync.WaitGroup
 	for r := range 4 {
 		for _, errStream := range []bool{false, true} {
-			lw := o.stream(r, errStream)
+			lw := o.stream(r, errStream, nil)
 			wg.Go(func() {
 				var all []byte
 				for i := range 200 {

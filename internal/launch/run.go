@@ -111,7 +111,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
 	}
-	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane}
+	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane, Start: cfg.StartTimeout}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.
@@ -128,12 +128,24 @@ func (j *job) run(ctx context.Context) (int, error) {
 		}
 	}()
 
+	logs, err := openRankLogs(cfg.OutputDir, len(places))
+	if err != nil {
+		return ExitFailure, fmt.Errorf("launch: --output-filename: %w", err)
+	}
+	defer logs.close()
 	exits := make(chan rankExit, len(places))
 	for _, p := range places {
 		if ctx.Err() != nil {
 			break
 		}
-		pr, err := spawn(j.spec(p, je, dir, exits))
+		s, err := j.spec(p, je, dir, exits, logs)
+		if err != nil {
+			err = fmt.Errorf("launch: cannot start rank %d on %s: %w", p.Rank, p.Host, err)
+			j.failNoticed(ExitFailure, err, err.Error()+j.stoppingOthers(len(j.procs)))
+			j.stop()
+			break
+		}
+		pr, err := spawn(s)
 		if err != nil {
 			err = fmt.Errorf("launch: cannot start rank %d on %s: %w", p.Rank, p.Host, err)
 			j.failNoticed(startStatus(err), err, err.Error()+j.stoppingOthers(len(j.procs)))
@@ -195,21 +207,33 @@ func (j *job) run(ctx context.Context) (int, error) {
 }
 
 // spec builds the start specification of the rank at p.
-func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) spec {
+func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit, logs *rankLogs) (spec, error) {
 	cfg := j.cfg
 	s := spec{
 		place: p, grace: cfg.Grace, exits: exits,
-		stdout: j.out.stream(p.Rank, false), stderr: j.out.stream(p.Rank, true),
+		stdout: j.out.stream(p.Rank, false, logs.file(p.Rank, false)), stderr: j.out.stream(p.Rank, true, logs.file(p.Rank, true)),
 	}
 	env := rankEnv(je, p)
 	if p.Remote {
-		s.argv = SSHCommand(cfg.SSH, RemoteRank{
+		r := RemoteRank{
 			Host: p.Host, Dir: dir, Env: append(append([]string{}, cfg.Env...), env...),
-			Command: cfg.Command, Grace: cfg.Grace,
-		})
+			Command: cfg.Command, Grace: cfg.Grace, Interfaces: cfg.Interfaces,
+		}
+		if AgentExecs(cfg.SSH, cfg.SSHMode) {
+			s.argv = ExecCommand(cfg.SSH, r)
+		} else {
+			s.argv = SSHCommand(cfg.SSH, r)
+		}
 		s.secret = cfg.Secret
 		s.cpu = -1
-		return s
+		return s, nil
+	}
+	if len(cfg.Interfaces) > 0 {
+		ip, err := InterfaceIP(cfg.Interfaces)
+		if err != nil {
+			return s, err
+		}
+		env = append(env, EnvListenIP+"="+ip)
 	}
 	s.argv = cfg.Command
 	s.dir = dir
@@ -220,7 +244,7 @@ func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit) sp
 		// MPI does when ranks outnumber cores.
 		s.env = append(s.env, g, "RINGTAIL_FAST_SPIN=0")
 	}
-	return s
+	return s, nil
 }
 
 // fail records the job's outcome, unless one is recorded already.

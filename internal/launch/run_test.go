@@ -478,3 +478,21 @@ func TestRunRemoteSSHFailure(t *testing.T) {
 		t.Fatalf("Run = %d; want 255 and ssh's message", code)
 	}
 }
+
+func TestRunStartTimeoutFailsAJobWhoseRankNeverJoins(t *testing.T) {
+	j := newJob(t, 2, "absent", "1")
+	j.StartTimeout = 2 * time.Second
+	j.Grace = 2 * time.Second
+	code, err, d := j.run(t, context.Background())
+	var re *launch.RankError
+	if code == 0 || !errors.As(err, &re) || re.Rank != 0 {
+		t.Fatalf("Run = %d, %v; want rank 0 to fail", code, err)
+	}
+	if !strings.Contains(j.stderr.String(), "waiting for all 2 ranks to register") {
+		t.Errorf("rank 0's error does not say it waited for the others")
+	}
+	if d > 20*time.Second {
+		t.Fatalf("took %v with a 2s start timeout", d)
+	}
+	j.assertNoLeftovers(t)
+}

@@ -26,6 +26,11 @@ type RemoteRank struct {
 	// Grace is how long the remote rank has between SIGTERM and SIGKILL
 	// once the launcher lets go of it (rounded up to whole seconds).
 	Grace time.Duration
+	// Interfaces, when set, pins the rank's data plane: the script exports
+	// RINGTAIL_LISTEN_IP as the first IPv4 address of the first of these
+	// network interfaces that has one on the remote host (read with `ip`
+	// from iproute2), and exits 126 with a message when none has.
+	Interfaces []string
 }
 
 // SSHCommand returns the argv of the local process that runs one rank on
@@ -53,6 +58,56 @@ func SSHCommand(ssh []string, r RemoteRank) []string {
 	return append(argv, r.Host, "sh -c "+shellQuote(remoteScript(r)))
 }
 
+// ExecCommand is SSHCommand for an agent that runs its arguments as a
+// program instead of handing one command line to a remote login shell:
+// `ip netns exec` (hosts named after network namespaces), `docker exec`,
+// `kubectl exec POD --`. It returns the agent, the host and
+//
+//	sh -c <script>
+//
+// as three separate words, the script unquoted, with the same script and
+// the same contract on standard input as SSHCommand. It is a pure
+// function.
+func ExecCommand(agent []string, r RemoteRank) []string {
+	argv := slices.Clone(agent)
+	return append(argv, r.Host, "sh", "-c", remoteScript(r))
+}
+
+// SSH modes (Config.SSHMode): how the remote command is handed to the
+// ssh command.
+const (
+	// SSHModeAuto: SSHModeShell when a word of the ssh command names a
+	// program with "ssh" in its name (ssh, /usr/bin/ssh, autossh,
+	// sshpass -p x ssh), SSHModeExec otherwise.
+	SSHModeAuto = "auto"
+	// SSHModeShell: one command line for a remote login shell (ssh).
+	SSHModeShell = "shell"
+	// SSHModeExec: the words of the command as separate arguments, run
+	// as a program (ip netns exec, docker exec, kubectl exec --).
+	SSHModeExec = "exec"
+)
+
+// AgentExecs reports whether the ssh command ssh, in mode ("" is
+// SSHModeAuto), runs its arguments as a program (ExecCommand) rather than
+// through a remote login shell (SSHCommand). It is a pure function.
+func AgentExecs(ssh []string, mode string) bool {
+	switch mode {
+	case SSHModeShell:
+		return false
+	case SSHModeExec:
+		return true
+	}
+	for _, w := range ssh {
+		if i := strings.LastIndexByte(w, '/'); i >= 0 {
+			w = w[i+1:]
+		}
+		if strings.Contains(w, "ssh") {
+			return false
+		}
+	}
+	return len(ssh) > 0
+}
+
 // remoteScript is the POSIX sh program SSHCommand runs on the remote host.
 func remoteScript(r RemoteRank) string {
 	grace := int((r.Grace + time.Second - 1) / time.Second)
@@ -65,6 +120,15 @@ func remoteScript(r RemoteRank) string {
 	}
 	for _, kv := range r.Env {
 		b.WriteString("export " + shellQuote(kv) + "\n")
+	}
+	if len(r.Interfaces) > 0 {
+		list := shellJoin(r.Interfaces)
+		b.WriteString("a=\nfor i in " + list + "; do\n")
+		b.WriteString("  a=$(ip -o -4 addr show dev \"$i\" 2>/dev/null | sed -n 's/.* inet \\([0-9.]*\\).*/\\1/p' | head -n 1)\n")
+		b.WriteString("  [ -n \"$a\" ] && break\ndone\n")
+		b.WriteString("[ -n \"$a\" ] || { echo \"ringtail run: $(hostname): no IPv4 address on network interface " +
+			strings.ReplaceAll(strings.Join(r.Interfaces, ","), "\"", "") + " (read with ip from iproute2)\" >&2; exit 126; }\n")
+		b.WriteString("export " + EnvListenIP + "=\"$a\"\n")
 	}
 	// fd 3 keeps the launcher's pipe for the watcher: an asynchronous
 	// command's standard input is /dev/null in a non-interactive shell.

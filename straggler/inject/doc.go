@@ -14,6 +14,9 @@
 //	                              options sleep=1500ms|2x, period=30, on=15, frac=0.3
 //	kill=R@S                      rank R exits with code 137 at step S
 //	freeze=R@S[:D]                rank R stops itself (SIGSTOP) at step S for D (0: until SIGCONT)
+//	link=R:opt[:opt...]           network straggler on R's link, options rate=50mbit, delay=20ms,
+//	                              jitter=5ms, loss=1%, stall=500ms@step10 or stall=500ms@2s (see Link);
+//	                              applied by a test bed (internal/testbed.ApplyLinks), not by the Injector
 //
 // An [Injector] evaluates a validated Spec for a world size. It is pure:
 // [Injector.At] maps (rank, step, base compute duration) to an [Effect] — the

@@ -32,6 +32,10 @@ type Effect struct {
 	// Fault is the fault to perform at this step; Fault.Kind is FaultNone
 	// when there is none.
 	Fault Fault
+	// LinkStall is how long the rank's link stalls from this step on (a
+	// link clause's stall@stepN; 0: none). A runner on a test bed applies
+	// it (testbed.Bed.Stall); it does not lengthen Compute.
+	LinkStall time.Duration
 }
 
 // Injector evaluates a Spec for a world size. It is immutable and pure:
@@ -109,6 +113,9 @@ func (in *Injector) At(rank, step int, base time.Duration) Effect {
 		return eff
 	}
 	eff.Fault = in.faults[[2]int{rank, step}]
+	if l, ok := in.spec.LinkOf(rank); ok && l.Stall > 0 && l.StallStep == step {
+		eff.LinkStall = l.Stall
+	}
 	factor := in.factor[rank]
 	eff.Causes = in.causes[rank]
 	if p := in.spec.PowerLaw; p != nil {

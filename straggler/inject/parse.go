@@ -9,7 +9,7 @@ import (
 )
 
 // keys lists the clause keys Parse understands, for error messages.
-const keys = "seed, slow, persistent, flexrr-slow, powerlaw, transient, kill, freeze"
+const keys = "seed, slow, persistent, flexrr-slow, powerlaw, transient, kill, freeze, link"
 
 // Lookup returns the spec to use: flagValue when it is non-empty, otherwise
 // the value of EnvVar as returned by getenv (pass os.Getenv). The result is
@@ -109,6 +109,12 @@ func Parse(s string) (Spec, error) {
 				return Spec{}, bad("want kill=R@STEP or freeze=R@STEP[:DURATION]", err)
 			}
 			spec.Faults = append(spec.Faults, f)
+		case "link":
+			l, err := parseLink(val)
+			if err != nil {
+				return Spec{}, bad("want link=R:rate=50mbit:delay=20ms:jitter=5ms:loss=1%:stall=500ms@step10 (any of the options)", err)
+			}
+			spec.Links = append(spec.Links, l)
 		default:
 			return Spec{}, bad("unknown key "+strconv.Quote(key)+"; want one of "+keys, nil)
 		}
@@ -132,6 +138,9 @@ func (s Spec) validateParams() error {
 	}
 	for _, f := range s.Faults {
 		maxRank = max(maxRank, f.Rank)
+	}
+	for _, l := range s.Links {
+		maxRank = max(maxRank, l.Ranks[len(l.Ranks)-1])
 	}
 	return s.Validate(maxRank + 1)
 }

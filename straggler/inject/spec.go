@@ -56,6 +56,9 @@ type Spec struct {
 	Transient *Transient
 	// Faults lists kill and freeze faults, sorted by (step, rank).
 	Faults []Fault
+	// Links lists network stragglers (see Link), in spec order; no rank
+	// is in two of them.
+	Links []Link
 }
 
 // Scale multiplies the compute duration of Ranks by Factor (≥ 1).
@@ -119,7 +122,7 @@ type Fault struct {
 // Empty reports whether s injects nothing at all.
 func (s Spec) Empty() bool {
 	return len(s.Slow) == 0 && len(s.Persistent) == 0 && s.SlowWorker == nil &&
-		s.PowerLaw == nil && s.Transient == nil && len(s.Faults) == 0
+		s.PowerLaw == nil && s.Transient == nil && len(s.Faults) == 0 && len(s.Links) == 0
 }
 
 // Validate checks s against a world of the given size: every named rank
@@ -171,6 +174,21 @@ func (s Spec) Validate(world int) error {
 			return err
 		}
 	}
+	linked := map[int]bool{}
+	for _, l := range s.Links {
+		if err := checkRanks(l.clause(), l.Ranks); err != nil {
+			return err
+		}
+		if err := l.validate(); err != nil {
+			return err
+		}
+		for _, r := range l.Ranks {
+			if linked[r] {
+				return &SpecError{Clause: l.clause(), Reason: fmt.Sprintf("rank %d is in two link clauses", r)}
+			}
+			linked[r] = true
+		}
+	}
 	seen := map[[2]int]bool{}
 	for _, f := range s.Faults {
 		if err := checkRanks(f.clause(), []int{f.Rank}); err != nil {
@@ -215,6 +233,9 @@ func (s Spec) String() string {
 	}
 	for _, f := range s.Faults {
 		parts = append(parts, f.clause())
+	}
+	for _, l := range s.Links {
+		parts = append(parts, l.clause())
 	}
 	return strings.Join(parts, ";")
 }

@@ -1,0 +1,144 @@
+// Command testbed builds a multi-host test bed (internal/testbed), runs a
+// command while it stands and removes it, whatever happens: the
+// implementation behind scripts/testbed.sh.
+//
+//	testbed [--hosts 4] [--subnet 10.77.0.0/24] [--links 'link=3:rate=50mbit'] -- CMD ARGS...
+//	testbed --sweep
+//
+// CMD runs in the root namespace with these variables:
+//
+//	TB_HUB       the hub namespace (run the launcher in it: ip netns exec $TB_HUB ...)
+//	TB_HUB_ADDR  the hub's address on the bridge (ringtail run --master-addr)
+//	TB_HOSTS     the host namespaces, space-separated, by index
+//	TB_ADDRS     their addresses, space-separated
+//	TB_HOSTLIST  "ns0:1,ns1:1,..." for ringtail run -H
+//
+// Its exit status is CMD's. SIGINT and SIGTERM are passed to CMD; the bed
+// is removed when CMD ends.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/ringtail-ml/ringtail/internal/testbed"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	fs := flag.NewFlagSet("testbed", flag.ContinueOnError)
+	hosts := fs.Int("hosts", 4, "number of host namespaces")
+	subnet := fs.String("subnet", testbed.DefaultSubnet.String(), "the hosts' IPv4 `subnet` (hosts .1, .2, ...; the hub the last address)")
+	links := fs.String("links", "", "link clauses of the injection language, e.g. 'link=3:rate=50mbit;link=2:delay=20ms' (rank r = host r)")
+	sweep := fs.Bool("sweep", false, "only remove the beds of processes that are gone, and exit")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	ctx := context.Background()
+	if *sweep {
+		gone, err := testbed.Sweep(ctx)
+		for _, n := range gone {
+			fmt.Fprintf(os.Stderr, "testbed: removed stale namespace %s\n", n)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "testbed: no command given: testbed [flags] -- CMD ARGS...")
+		return 2
+	}
+	prefix, err := netip.ParsePrefix(*subnet)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: --subnet: %v\n", err)
+		return 2
+	}
+	spec, err := inject.Parse(*links)
+	if err == nil && !spec.Empty() && (len(spec.Links) == 0 || len(spec.Faults)+len(spec.Slow)+len(spec.Persistent) > 0 || spec.SlowWorker != nil || spec.PowerLaw != nil || spec.Transient != nil) {
+		err = errors.New("only link clauses apply to the bed")
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: --links: %v\n", err)
+		return 2
+	}
+	if why := testbed.Missing(len(spec.Links) > 0); why != "" {
+		fmt.Fprintf(os.Stderr, "testbed: %s\n", why)
+		return 1
+	}
+	// Signals: stop listening only after the bed is gone.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	bed, err := testbed.New(ctx, testbed.Config{Hosts: *hosts, Subnet: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := bed.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "testbed: removing the bed: %v\n", err)
+		}
+	}()
+	applied, err := testbed.ApplyLinks(ctx, bed, spec, *hosts, func(r int) int { return r })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer applied.Stop()
+
+	var names, addrs []string
+	for _, h := range bed.Hosts() {
+		names, addrs = append(names, h.Name), append(addrs, h.Addr.String())
+	}
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// If this tool dies (SIGKILL), CMD gets SIGTERM; the parent-death
+	// signal follows the thread that forks, so it stays locked.
+	runtime.LockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.Env = append(os.Environ(), "TB_HUB="+bed.HubName(), "TB_HUB_ADDR="+bed.HubAddr().String(),
+		"TB_HOSTS="+strings.Join(names, " "), "TB_ADDRS="+strings.Join(addrs, " "), "TB_HOSTLIST="+bed.HostList(1))
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
+		return 127
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ee.ExitCode()
+		}
+		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
+		return 1
+	}
+	return 0
+}
