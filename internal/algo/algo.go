@@ -48,6 +48,18 @@ type Spec struct {
 	// point-to-point call, Send says which end this rank is.
 	Root, Peer int
 	Send       bool
+	// Children are this rank's evicted children in an AllReduceTree: their
+	// eager contributions matching Tag under TagMask are folded in before
+	// the members reduce.
+	Children     []Child
+	Tag, TagMask uint32
+}
+
+// Child is an evicted rank whose contributions a parent collects: until
+// the call's deadline, or, with Must, until one comes.
+type Child struct {
+	Rank int
+	Must bool
 }
 
 // Bytes is the call's size in bytes as the small-message threshold sees it.
@@ -75,6 +87,10 @@ func Name(s Spec, t Tunables) string {
 		return "ring"
 	case wire.PointToPoint:
 		return "p2p"
+	case wire.AllReduceTree:
+		inner := s
+		inner.Collective = wire.AllReduce
+		return "collect+" + Name(inner, t)
 	}
 	return s.Collective.String()
 }
@@ -120,6 +136,41 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		}
 		return &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count,
 			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
+	case wire.AllReduceTree:
+		return treeAllReduce(s, t)
 	}
 	return nil, fmt.Errorf("%w %v", ErrUnsupported, s.Collective)
+}
+
+// treeAllReduce is the members' allreduce (the algorithm AllReduce would
+// take among them, on one channel) preceded by a step in which this rank
+// collects its children's contributions: the parent tree of STAR as one
+// program. One channel, because the collect must finish before any part
+// of the buffer moves on.
+func treeAllReduce(s Spec, t Tunables) (*plan.Program, error) {
+	inner := s
+	inner.Collective, inner.Children = wire.AllReduce, nil
+	t.Channels = 1
+	p, err := Choose(inner, t)
+	if err != nil {
+		return nil, err
+	}
+	p.Algorithm = "collect+" + p.Algorithm
+	p.General = true // every member takes the same path, parents or not
+	if len(s.Children) == 0 {
+		return p, nil
+	}
+	var collect []plan.Step // one step per child: they fold into the same buffer
+	for _, c := range s.Children {
+		if c.Rank < 0 || c.Rank >= s.World || c.Rank == s.Rank {
+			return nil, fmt.Errorf("algo: child %d is not another rank of 0..%d", c.Rank, s.World-1)
+		}
+		collect = append(collect, plan.Step{Ops: []plan.Op{{Kind: plan.Collect, Peer: c.Rank, Buf: plan.Data, Len: s.Count,
+			Tag: s.Tag, TagMask: s.TagMask, Must: c.Must}}})
+	}
+	if len(p.Channels) == 0 {
+		p.Channels = []plan.Channel{{}}
+	}
+	p.Channels[0].Steps = append(collect, p.Channels[0].Steps...)
+	return p, nil
 }

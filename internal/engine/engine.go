@@ -111,7 +111,6 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
-	e.box = newMailbox(e.mesh)
 	return e, nil
 }
 
@@ -187,9 +186,11 @@ func (e *Engine) connect(ctx context.Context) error {
 		return fmt.Errorf("ringtail: %w", err)
 	}
 	e.mesh = mesh
+	e.box = newMailbox(mesh)
 	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
 		return err
 	}
+	e.executor.SetMailbox(mailboxOf{e})
 	return e.agreeOnFastboxes(ctx)
 }
 

@@ -119,3 +119,70 @@ func (e *Engine) Release(m transport.Eager) {
 		e.mesh.Release(m)
 	}
 }
+
+// mailboxOf adapts the engine's mailbox to the executor's Collect ops.
+type mailboxOf struct{ e *Engine }
+
+func tagMatch(want, mask uint32) func(int, uint32) bool {
+	return func(_ int, t uint32) bool { return t&mask == want&mask }
+}
+
+// Take waits for a message from one rank; a death of that rank (tolerated
+// meshes) ends the wait with the death's error.
+func (m mailboxOf) Take(ctx context.Context, from int, want, mask uint32) (transport.Eager, error) {
+	e := m.e
+	if de := e.mesh.DeadErr(from); de != nil {
+		return transport.Eager{}, de
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deaths := e.mesh.Deaths()
+	go func() { // a death ends the wait (the watcher ends with the wait)
+		select {
+		case <-deaths:
+			if e.mesh.DeadErr(from) != nil {
+				cancel()
+			}
+		case <-ctx.Done():
+		}
+	}()
+	msg, err := e.Take(ctx, []int{from}, tagMatch(want, mask))
+	if err != nil {
+		if de := e.mesh.DeadErr(from); de != nil {
+			return transport.Eager{}, de
+		}
+	}
+	return msg, err
+}
+
+// TryTake returns a matching message that has already arrived.
+func (m mailboxOf) TryTake(from int, want, mask uint32) (transport.Eager, bool) {
+	return m.e.tryTake(from, tagMatch(want, mask))
+}
+
+// Release returns a message's memory.
+func (m mailboxOf) Release(msg transport.Eager) { m.e.Release(msg) }
+
+// tryTake returns an already-arrived message from rank from for which want
+// holds, without waiting.
+func (e *Engine) tryTake(from int, want func(int, uint32) bool) (transport.Eager, bool) {
+	b := &e.box
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		select {
+		case m := <-e.mesh.Inbox():
+			b.held = append(b.held, m)
+			continue
+		default:
+		}
+		break
+	}
+	for i := range b.held {
+		if m := b.held[i]; m.From == from && want(m.From, m.Tag) {
+			b.held = append(b.held[:i], b.held[i+1:]...)
+			return m, true
+		}
+	}
+	return transport.Eager{}, false
+}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/exec"
@@ -25,6 +26,10 @@ type Call struct {
 	Tag   uint32
 	Data  []byte
 	Input []byte
+	// Deadline ends the waits of an AllReduceTree parent for its
+	// children's contributions; Collected is set to how many it folded.
+	Deadline  time.Time
+	Collected int
 }
 
 // group counts the calls of one group of ranks: the whole world, a member
@@ -50,6 +55,8 @@ type progKey struct {
 	small      bool // latency-optimal algorithm
 	esize      int
 	members    string // the member list of a subgroup call
+	children   string // this rank's children in an AllReduceTree
+	tag, mask  uint32
 }
 
 // groupID names the group of a call: World, a hash of its member list, or
@@ -114,6 +121,13 @@ func (e *Engine) keyOf(c *Call) (progKey, string, error) {
 			return k, "", err
 		}
 		k.members, gk = mk, mk
+	}
+	if sp.Collective == wire.AllReduceTree {
+		var b strings.Builder
+		for _, c := range sp.Children {
+			fmt.Fprintf(&b, "%d:%t,", c.Rank, c.Must)
+		}
+		k.children, k.tag, k.mask = b.String(), sp.Tag, sp.TagMask
 	}
 	return k, gk, nil
 }
@@ -224,8 +238,10 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 	if err != nil {
 		return e.invalidLocked(d, err)
 	}
-	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn}
-	if err := e.executor.Run(ctx, e.s.OpTimeout, p, &ec); err != nil {
+	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn, Deadline: c.Deadline}
+	err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+	c.Collected = ec.Collected
+	if err != nil {
 		return err
 	}
 	g.done++

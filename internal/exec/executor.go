@@ -21,6 +21,11 @@ type Call struct {
 	// Done reports how many calls of a group this rank has completed, for
 	// the stall rules (transport.Stall); nil counts none.
 	Done func(group uint32) uint64
+	// Deadline ends the waits of Collect ops without Must (zero: only the
+	// operation timeout); Collected is set to the number of messages the
+	// call's Collect ops folded.
+	Deadline  time.Time
+	Collected int
 }
 
 // Executor runs programs for one rank. It is not safe for concurrent use:
@@ -36,6 +41,8 @@ type Executor struct {
 	strikes    int         // consecutive checks that saw a stray fastbox message
 	lastFrames uint64      // the link's frame count at the first strike
 	mesh       *transport.Mesh
+	mailbox    Mailbox
+	timeout    time.Duration // the running call's operation timeout
 	chunk      int
 	compl      chan transport.Result
 	scratch    []byte
@@ -68,7 +75,8 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 // buffer lengths (in elements of call.DType). The timeout is a duration,
 // not a deadline, so a small call that never waits never reads the clock.
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
-	e.prog, e.callDone = p, call.Done
+	e.prog, e.callDone, e.timeout = p, call.Done, timeout
+	call.Collected = 0
 	if fp := e.fastProgram(p, call); fp != nil {
 		e.fp = fp
 		err := e.runFast(ctx, timeout, fp, p, call)
@@ -140,6 +148,14 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 					err = reduce.Apply(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len), call.DType, call.Op)
 				case plan.Scale:
 					err = reduce.Scale(region(o.Buf, o.Off, o.Len), call.DType, o.Div)
+				case plan.Collect:
+					// A receive that ends at a deadline: it runs where it
+					// stands, before the step's sends (collects come first
+					// in the programs that have them).
+					var k int
+					k, err = e.collect(ctx, o, call, region(o.Buf, o.Off, o.Len))
+					call.Collected += k
+					e.done[c][i] = err == nil
 				default:
 					e.left[c]++
 				}
@@ -149,13 +165,15 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 			for i := range st.Ops {
 				o := &st.Ops[i]
-				if o.Kind.Local() {
+				if o.Kind.Local() || o.Kind == plan.Collect {
 					continue
 				}
 				tag := c<<tagBits | i
 				link := e.mesh.Link(o.Peer, c)
 				var err error
 				switch o.Kind {
+				case plan.Post:
+					err = e.post(ctx, c, tag, o, call, region(o.Buf, o.Off, o.Len))
 				case plan.Send:
 					err = link.Send(transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl}, ctx.Done())
 				case plan.Recv, plan.RecvReduce:

@@ -74,6 +74,9 @@ func (e *Executor) fastProgram(p *plan.Program, call *Call) *fastProg {
 }
 
 func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
+	if p.General || p.HasEager() {
+		return nil // eager messages travel the general path
+	}
 	fp := &fastProg{scratch: p.ScratchLen * es}
 	for c, ch := range p.Channels {
 		for _, st := range ch.Steps {

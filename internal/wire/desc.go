@@ -31,12 +31,16 @@ const (
 	AllToAll
 	// Probe is a measurement exchange (latency and bandwidth of a pair).
 	Probe
-	maxCollective = Probe
+	// AllReduceTree is AllReduce among the members of a group into which
+	// their evicted children's eager contributions are folded first
+	// (Root: a hash of the child-to-parent edges).
+	AllReduceTree
+	maxCollective = AllReduceTree
 )
 
 var collectiveNames = [...]string{AllReduce: "AllReduce", Broadcast: "Broadcast", AllGather: "AllGather",
 	ReduceScatter: "ReduceScatter", Barrier: "Barrier", PointToPoint: "Send/Recv", Eager: "Eager",
-	AllToAll: "AllToAll", Probe: "Probe"}
+	AllToAll: "AllToAll", Probe: "Probe", AllReduceTree: "AllReduceTree"}
 
 // String returns the collective's name.
 func (c Collective) String() string {
