@@ -241,10 +241,11 @@ func TestHalfNaNContract(t *testing.T) {
 	}
 }
 
-// BenchmarkHalfFold measures the 16-bit folds (bytes of one buffer per
-// second, like BenchmarkApply) in cache (64 KiB per buffer) and out of
-// cache (64 MiB), the dispatching kernel against the portable loop, with
-// float32 Sum as the yardstick:
+// BenchmarkHalfFold measures Apply and Scale on 16-bit buffers (bytes of
+// one buffer per second, like BenchmarkApply) in cache (64 KiB per buffer)
+// and out of cache (64 MiB), with float32 as the yardstick. It goes
+// through the exported entry points only, so the same benchmark runs on
+// older revisions for before/after numbers:
 //
 //	go test -run '^$' -bench HalfFold ./internal/reduce
 func BenchmarkHalfFold(b *testing.B) {
@@ -253,22 +254,36 @@ func BenchmarkHalfFold(b *testing.B) {
 		bytes int
 	}{{"64KiB", 64 << 10}, {"64MiB", 64 << 20}} {
 		d, s := make([]byte, size.bytes), make([]byte, size.bytes)
-		run := func(name string, fold func()) {
-			b.Run(name+"/"+size.name, func(b *testing.B) {
+		for _, dt := range []DType{Float32, Float16, BFloat16} {
+			for _, op := range []Op{Sum, Prod, Min, Max} {
+				b.Run(dt.String()+"/"+op.String()+"/"+size.name, func(b *testing.B) {
+					b.SetBytes(int64(size.bytes))
+					for b.Loop() {
+						_ = Apply(d, s, dt, op)
+					}
+				})
+			}
+			b.Run(dt.String()+"/scale/"+size.name, func(b *testing.B) {
 				b.SetBytes(int64(size.bytes))
 				for b.Loop() {
-					fold()
+					_ = Scale(d, dt, 4)
 				}
 			})
 		}
-		run("float32/sum", func() { _ = Apply(d, s, Float32, Sum) })
-		dv, sv := view[uint16](d), view[uint16](s)
-		for _, ht := range halfTypes() {
-			for _, op := range []Op{Sum, Prod, Min, Max} {
-				run(ht.name+"/"+op.String(), func() { ht.apply(dv, sv, op) })
+	}
+}
+
+// BenchmarkHalfPortable measures the portable 16-bit Sum loops (the
+// fallback, and the reference the kernels are tested against), in cache.
+func BenchmarkHalfPortable(b *testing.B) {
+	const n = 32 << 10
+	d, s := make([]uint16, n), make([]uint16, n)
+	for _, ht := range halfTypes() {
+		b.Run(ht.name+"/sum/64KiB", func(b *testing.B) {
+			b.SetBytes(2 * n)
+			for b.Loop() {
+				ht.applyP(d, s, Sum)
 			}
-			run(ht.name+"/sum-portable", func() { ht.applyP(dv, sv, Sum) })
-			run(ht.name+"/scale", func() { ht.scale(dv, 4) })
-		}
+		})
 	}
 }
