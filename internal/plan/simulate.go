@@ -34,7 +34,7 @@ func SimulateEager(progs []*Program, data, input [][]float64, op SimOp) ([]Eager
 	type key struct{ from, to, ch int }
 	queues := map[key][][]float64{}
 	var eager []EagerMessage // posted, not yet collected, in posting order
-	lateCollect := false      // nothing else could progress: deadlines have passed
+	lateCollect := false     // nothing else could progress: deadlines have passed
 	scratch := make([][]float64, n)
 	pos := make([][]int, n)      // [rank][channel] next step
 	started := make([][]bool, n) // [rank][channel] local ops and sends done
