@@ -98,10 +98,31 @@ func (c *Comm) TakeContribution(ctx context.Context, from int, tag uint32) (*Con
 	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t == tag })
 }
 
+// TryContribution returns, without waiting, the earliest-arrived
+// contribution from rank from whose tag matches tag under mask
+// (t&mask == tag&mask), if one has arrived.
+func (c *Comm) TryContribution(from int, tag, mask uint32) (*Contribution, bool) {
+	m, ok := c.e.TryTake(from, func(_ int, t uint32) bool { return t&mask == tag&mask })
+	if !ok {
+		return nil, false
+	}
+	return c.wrap(m), true
+}
+
+// TakeContributionMatching is TakeContribution for any tag that matches
+// tag under mask.
+func (c *Comm) TakeContributionMatching(ctx context.Context, from int, tag, mask uint32) (*Contribution, error) {
+	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t&mask == tag&mask })
+}
+
+func (c *Comm) wrap(m transport.Eager) *Contribution {
+	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}
+}
+
 func (c *Comm) take(ctx context.Context, from []int, want func(int, uint32) bool) (*Contribution, error) {
 	m, err := c.e.Take(ctx, from, want)
 	if err != nil {
 		return nil, public(err)
 	}
-	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}, nil
+	return c.wrap(m), nil
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 )
 
 const benchStragglerUsage = `Usage: ringtail bench straggler [--ranks 4,8] [--patterns a,b] [--grad 16M] [--json] ...
@@ -39,7 +39,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, benchStragglerUsage); fs.PrintDefaults() }
 	ranks := fs.String("ranks", "4,8", "world sizes, comma-separated")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; see the table)")
-	policyName := fs.String("policy", policy.NameAdaptive, "policy compared with BSP: "+strings.Join(policy.Names(), ", "))
+	policyName := fs.String("policy", straggler.NameAdaptive, "policy compared with BSP: "+strings.Join(straggler.Names(), ", "))
 	steps := fs.Int("steps", 30, "measured steps per run")
 	warmup := fs.Int("warmup", 3, "steps before measuring (the policy learns the speeds)")
 	batch := fs.Int("batch", 256, "global batch (samples per step over all ranks)")
@@ -66,7 +66,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		return usage("--grad: %q is not a size in 4B..1G", *grad)
 	}
 	cfg.GradBytes = int(g)
-	if _, err := policy.Preset(*policyName, 1, 1); err != nil {
+	if _, err := straggler.Preset(*policyName, 1, 1); err != nil {
 		return usage("--policy: %v", err)
 	}
 	level, err := zerolog.ParseLevel(*logLevel)

@@ -157,15 +157,18 @@ func (m mailboxOf) Take(ctx context.Context, from int, want, mask uint32) (trans
 
 // TryTake returns a matching message that has already arrived.
 func (m mailboxOf) TryTake(from int, want, mask uint32) (transport.Eager, bool) {
-	return m.e.tryTake(from, tagMatch(want, mask))
+	return m.e.TryTake(from, tagMatch(want, mask))
 }
 
 // Release returns a message's memory.
 func (m mailboxOf) Release(msg transport.Eager) { m.e.Release(msg) }
 
-// tryTake returns an already-arrived message from rank from for which want
+// TryTake returns an already-arrived message from rank from for which want
 // holds, without waiting.
-func (e *Engine) tryTake(from int, want func(int, uint32) bool) (transport.Eager, bool) {
+func (e *Engine) TryTake(from int, want func(int, uint32) bool) (transport.Eager, bool) {
+	if e.mesh == nil {
+		return transport.Eager{}, false
+	}
 	b := &e.box
 	b.mu.Lock()
 	defer b.mu.Unlock()

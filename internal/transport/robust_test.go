@@ -182,9 +182,15 @@ func TestJudgeState(t *testing.T) {
 		{"another group's call", wire.State{Active: true, Desc: Desc{Collective: wire.AllReduce, Group: 9, Call: 5}, Done: 2}, wire.FieldNone, false},
 	}
 	for _, c := range cases {
+		c.st.ForGroup, c.st.ForCall = mine.Group, mine.Call
 		f, why := JudgeState(&mine, &c.st)
 		if (why != "") != c.wrong || f != c.field {
 			t.Errorf("%s: JudgeState = %v, %q; want field %v, wrong %v", c.name, f, why, c.field, c.wrong)
 		}
+	}
+	// An answer about an earlier call says nothing about this one.
+	old := wire.State{Done: 9, Desc: other, ForGroup: mine.Group, ForCall: mine.Call - 1}
+	if f, why := JudgeState(&mine, &old); why != "" || f != wire.FieldNone {
+		t.Errorf("a stale answer was judged: %v %q", f, why)
 	}
 }

@@ -92,7 +92,7 @@ func TestQueryAndStateRoundTrip(t *testing.T) {
 	if err != nil || got != d {
 		t.Fatalf("query: %+v %v", got, err)
 	}
-	for _, s := range []State{{Active: true, Desc: d, Done: 9}, {Done: 1}} {
+	for _, s := range []State{{Active: true, Desc: d, Done: 9, ForGroup: 3, ForCall: 1 << 33}, {Done: 1}} {
 		g, err := ParseState(s.Marshal())
 		if err != nil || g != s {
 			t.Fatalf("state: %+v %v", g, err)

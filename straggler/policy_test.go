@@ -1,4 +1,4 @@
-package policy
+package straggler
 
 import (
 	"bytes"
@@ -8,15 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringtail-ml/ringtail/straggler"
+	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // report builds the report of step in which rank r computed plan's share
 // at tau[r] per sample (or until the budget) and arrived extra[r] later.
 func report(plan Plan, tau []time.Duration, extra []time.Duration) Report {
 	n := len(tau)
-	rep := Report{Step: plan.Step, Current: make([]RankReport, n), Late: make([]RankReport, n)}
+	rep := Report{Step: plan.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
 	for r := 0; r < n; r++ {
+		if !plan.IsMember(r) {
+			continue
+		}
 		samples, compute, cut := plan.Shares[r], time.Duration(plan.Shares[r])*tau[r], false
 		busy := compute
 		if plan.Budget > 0 {
@@ -47,7 +50,7 @@ func newPolicy(t testing.TB, name string, n, m int) *Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(cfg)
+	p, err := NewPolicy(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,18 +102,20 @@ func TestPolicyLearnsSpeedsAndKeepsTheRingWhenSharesBalance(t *testing.T) {
 	if plan.Step != 6 || plan.DecidedAt != 5 {
 		t.Fatalf("plan of step %d decided at %d", plan.Step, plan.DecidedAt)
 	}
-	if plan.Mode != straggler.ModeRing || plan.Shares[2] > 7 || plan.Budget != 19200*time.Microsecond {
+	if plan.Mode != ModeRing || plan.Shares[2] > 7 || plan.Budget != 19200*time.Microsecond {
 		t.Fatalf("plan %s: want the ring, rank 2 given ≤ 7 samples, budget ≈ 19.2ms", plan.Dump())
 	}
 	// Shares hide the straggler from the arrival times, not from AntDT's
 	// classification, which looks at equal-share arrivals.
-	if len(plan.Classes) != 1 || plan.Classes[0].Rank != 2 || plan.Classes[0].Class != straggler.ClassTransient {
+	if len(plan.Classes) != 1 || plan.Classes[0].Rank != 2 || plan.Classes[0].Class != ClassTransient {
 		t.Fatalf("classes %v, want rank 2 transient (persistent needs a full long window)", plan.Classes)
 	}
 }
 
 // What shares cannot fix — a rank that reaches the reduction late whatever
-// its batch (here 60 ms after its compute ends) — STAR Eq. 3 evicts.
+// its batch (here 60 ms after its compute ends) — is evicted: it computes
+// at its own pace as a child and its gradients are folded within the
+// staleness bound.
 func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
 	p := newPolicy(t, NameShares, 4, 64)
 	tau := durations(1, 1, 1, 1)
@@ -121,15 +126,96 @@ func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
 		}
 	}
 	plan := p.Plan()
-	if plan.Mode != straggler.ModeEvict || !slices.Equal(plan.Evicted, []int{1}) || !slices.Equal(plan.Members, []int{0, 2, 3}) {
+	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{1}) || !slices.Equal(plan.Members, []int{0, 2, 3}) {
 		t.Fatalf("plan %s: want rank 1 evicted", plan.Dump())
 	}
 	parent, ok := plan.ParentOf(1)
-	if !ok || !slices.Contains(plan.Members, parent) || !slices.Equal(plan.Children(parent), []int{1}) {
+	if !ok || !slices.Contains(plan.Members, parent) || len(plan.Children(parent)) != 1 {
 		t.Fatalf("rank 1's parent %d (%v) not a member with one child: %s", parent, ok, plan.Dump())
 	}
-	if len(plan.Carry) != 1 || plan.Carry[0].Latest != plan.Step+1 || !plan.Carry[0].PredictedLate {
-		t.Fatalf("carry %+v: want rank 1 folded by step %d at the latest, predicted late", plan.Carry, plan.Step+1)
+	if plan.Staleness < 1 || plan.Parents[0].Must {
+		t.Fatalf("plan %s: want a staleness bound ≥ 1 and no wait yet", plan.Dump())
+	}
+	// No gradient of rank 1 folded for Staleness steps: its parent must
+	// wait for one.
+	k := plan.Staleness
+	for s := 0; s < k; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan = p.Plan(); plan.Mode != ModeEvict || !plan.Parents[0].Must {
+		t.Fatalf("after %d steps without rank 1's gradient: %s, want its edge Must", k, plan.Dump())
+	}
+	// A folded gradient resets the bound.
+	rep := report(p.Plan(), tau, extra)
+	rep.Child[1] = ChildReport{Count: 1, Samples: 16, Compute: 16 * time.Millisecond, Cycle: 80 * time.Millisecond, Versions: rep.Step - 2}
+	if _, err := p.Observe(rep); err != nil {
+		t.Fatal(err)
+	}
+	if plan = p.Plan(); plan.Mode != ModeEvict || plan.Parents[0].Must {
+		t.Fatalf("after a folded gradient: %s, want no wait", plan.Dump())
+	}
+}
+
+// A rank whose compute is on time but whose link is ten times slower slows
+// every ring it is in: with the probed bandwidths, the policy evicts it
+// (and no compute-speed measure could have seen it).
+func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
+	const n, grad = 4, 16 << 20
+	bw := make(topology.Matrix, n)
+	for i := range bw {
+		bw[i] = make([]float64, n)
+		for j := range bw[i] {
+			bw[i][j] = 1e9
+			if i == 3 || j == 3 {
+				bw[i][j] = 1e8
+			}
+		}
+	}
+	cfg, err := Preset(NameShares, n, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bandwidth, cfg.GradBytes = bw, grad
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tau := durations(6, 6, 6, 6) // 16 samples: ~100 ms of compute
+	for s := 0; s < 3; s++ {
+		rep := report(p.Plan(), tau, nil)
+		for r := range rep.Current {
+			rep.Current[r].Wait = 260 * time.Millisecond // the ring through the slow link
+		}
+		if _, err := p.Observe(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
+		t.Fatalf("plan %s: want rank 3, behind the slow link, evicted", plan.Dump())
+	}
+}
+
+// The exact mode: one rank late by about a ring time is cheaper to overlap
+// than to wait for, with no staleness.
+func TestPolicyOverlapsAPredictablyLateRank(t *testing.T) {
+	p := newPolicy(t, NameExact, 8, 256)
+	tau := durations(1, 1, 1, 1, 1, 1, 1, 1)
+	extra := durations(0, 0, 0, 0, 0, 30, 0, 0)
+	for s := 0; s < 3; s++ {
+		rep := report(p.Plan(), tau, extra)
+		for r := range rep.Current {
+			rep.Current[r].Wait = 30 * time.Millisecond
+		}
+		if _, err := p.Observe(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeOverlap || plan.Late != 5 || len(plan.Members) != 8 {
+		t.Fatalf("plan %s: want the exact overlap waiting for rank 5", plan.Dump())
 	}
 }
 
@@ -143,7 +229,7 @@ func TestPolicyRejectsReportsOutOfOrder(t *testing.T) {
 	if _, err := Preset("fastest", 2, 8); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("unknown preset: %v", err)
 	}
-	if _, err := New(Config{World: 4, GlobalBatch: 8, Budget: true}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewPolicy(Config{World: 4, GlobalBatch: 8, Budget: true}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("budget without shares: %v", err)
 	}
 }
@@ -198,7 +284,7 @@ func TestACutReportWithNoSampleStillMeasuresTheRank(t *testing.T) {
 	rep := Report{Step: 1, Current: []RankReport{
 		{Present: true, Samples: 4, Compute: 4 * time.Millisecond, Arrival: 4 * time.Millisecond, Cut: true},
 		{Present: true, Samples: 0, Compute: 0, Arrival: 4 * time.Millisecond, Cut: true},
-	}, Late: make([]RankReport, 2)}
+	}, Child: make([]ChildReport, 2)}
 	plan, err := p.Observe(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -212,30 +298,42 @@ func TestACutReportWithNoSampleStillMeasuresTheRank(t *testing.T) {
 func TestLayoutRoundTripsAndSumsExactly(t *testing.T) {
 	l := Layout{Payload: 3, World: 3}
 	want := []RankReport{
-		{Present: true, Samples: 17, Compute: 1234567 * time.Microsecond, Arrival: 1300000 * time.Microsecond, Wait: 9 * time.Millisecond},
+		{Present: true, Samples: 17, Compute: 1234567 * time.Microsecond, Arrival: 1300000 * time.Microsecond, Wait: 9 * time.Millisecond, CPU: 0.5, GPU: 0.97, SMClockMHz: 1380},
 		{},
 		{Present: true, Samples: 0, Compute: 40 * time.Millisecond, Arrival: 41 * time.Millisecond, Cut: true},
 	}
 	sum := make([]float32, l.Len())
-	for r, rr := range want {
-		b := make([]float32, l.Len())
-		l.Write(b, false, r, rr)
-		b[l.SamplesAt()] = float32(rr.Samples)
+	add := func(b []float32) {
 		for i := range b {
 			sum[i] += b[i]
 		}
+	}
+	for r, rr := range want {
+		b := make([]float32, l.Len())
+		l.WriteMember(b, r, rr)
+		add(b)
+	}
+	// Rank 1 is a child: two of its gradients are folded this step.
+	for i, v := range []int{4, 5} {
+		b := make([]float32, l.Len())
+		l.WriteChild(b, 1, 8+i, 30*time.Millisecond, 90*time.Millisecond, v)
+		add(b)
 	}
 	rep, err := l.Read(sum, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Applied != 17 || rep.Step != 7 {
+	if rep.Applied != 17+8+9 || rep.Step != 7 || rep.ChildSamples() != 17 {
 		t.Fatalf("report %+v", rep)
 	}
 	for r := range want {
-		if rep.Current[r] != want[r] || rep.Late[r] != (RankReport{}) {
+		if rep.Current[r] != want[r] {
 			t.Fatalf("rank %d: got %+v, want %+v", r, rep.Current[r], want[r])
 		}
+	}
+	c := rep.Child[1]
+	if c.Count != 2 || c.Compute != 60*time.Millisecond || c.Cycle != 180*time.Millisecond || c.Staleness(7) != 2.5 {
+		t.Fatalf("child report %+v (staleness %v)", c, c.Staleness(7))
 	}
 	if _, err := l.Read(sum[1:], 7); err == nil {
 		t.Fatal("a short buffer decoded")

@@ -1,4 +1,4 @@
-package policy
+package straggler
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ func ProportionalShares(m int, perSample []float64, minShare int) ([]int, error)
 	}
 	shares, err := balance.AdjustBS(m, speeds)
 	if err != nil {
-		return nil, fmt.Errorf("policy: shares of %d samples: %w", m, err)
+		return nil, fmt.Errorf("straggler: shares of %d samples: %w", m, err)
 	}
 	return shares, nil
 }
