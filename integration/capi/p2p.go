@@ -230,7 +230,7 @@ func rt_irecv(h C.rt_comm, buf unsafe.Pointer, count C.int64_t, dtype, source, t
 }
 
 //export rt_wait
-func rt_wait(h C.rt_request, timeoutMs C.int64_t, source *C.int, errbuf *C.char, errlen C.size_t) (rc C.int) {
+func rt_wait(h C.rt_request, timeoutMs C.int64_t, source, done *C.int, errbuf *C.char, errlen C.size_t) (rc C.int) {
 	defer guard(&rc, errbuf, errlen)
 	q, err := lookupRequest(h)
 	if err != nil {
@@ -241,10 +241,16 @@ func rt_wait(h C.rt_request, timeoutMs C.int64_t, source *C.int, errbuf *C.char,
 		timeout = time.Duration(timeoutMs) * time.Millisecond
 	}
 	finished, src, err := q.wait(timeout)
+	if done != nil {
+		*done = 0
+	}
 	if !finished {
 		return setError(err, errbuf, errlen)
 	}
 	cgo.Handle(h).Delete()
+	if done != nil {
+		*done = 1
+	}
 	if source != nil {
 		*source = C.int(src)
 	}

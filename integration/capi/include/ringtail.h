@@ -141,11 +141,11 @@ int rt_irecv(rt_comm comm, void* buf, int64_t count, int dtype, int source, int 
              size_t errlen);
 
 /* rt_wait waits at most timeout_ms (negative: without limit) for req. If
- * req did not finish in time it returns RT_ERR_TIMEOUT and req stays valid
- * (wait again, or rt_cancel it). Otherwise it frees req and returns the
- * request's result, and for a receive stores the sender's rank in *source
- * (source may be NULL). */
-int rt_wait(rt_request req, int64_t timeout_ms, int* source, char* errbuf, size_t errlen);
+ * req did not finish in time it sets *done to 0, returns RT_ERR_TIMEOUT,
+ * and req stays valid (wait again, or rt_cancel it). Otherwise it sets
+ * *done to 1, frees req, returns the request's result and, for a receive,
+ * stores the sender's rank in *source. source and done may be NULL. */
+int rt_wait(rt_request req, int64_t timeout_ms, int* source, int* done, char* errbuf, size_t errlen);
 
 /* rt_test sets *done to 1 if req has finished (rt_wait then returns at
  * once), else 0. It does not free req. */

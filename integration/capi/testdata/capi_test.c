@@ -102,18 +102,18 @@ static void* collectives(void* arg) {
 		rc = rt_irecv(comm_, &in, 1, RT_INT64, RT_ANY_SOURCE, 3, &rreq, err_, sizeof err_);
 		CHECK(rc == RT_OK && rreq != 0, "irecv rc=%d", rc);
 		int src = -2, done = 0;
-		rc = rt_wait(sreq, -1, NULL, err_, sizeof err_);
+		rc = rt_wait(sreq, -1, NULL, &done, err_, sizeof err_);
 		CHECK(rc == RT_OK, "wait send rc=%d", rc);
-		rc = rt_wait(rreq, 30000, &src, err_, sizeof err_);
-		CHECK(rc == RT_OK, "wait recv rc=%d", rc);
+		rc = rt_wait(rreq, 30000, &src, &done, err_, sizeof err_);
+		CHECK(rc == RT_OK && done == 1, "wait recv rc=%d", rc);
 		int left = (rank_ + world_ - 1) % world_;
 		CHECK(src == left && in == 1000 + left, "received %lld from %d", in, src);
 		rc = rt_test(rreq, &done, err_, sizeof err_);
 		CHECK(rc == RT_ERR_INVALID, "test of a freed request rc=%d", rc);
 		rc = rt_irecv(comm_, &in, 1, RT_INT64, left, 4, &rreq, err_, sizeof err_);
 		CHECK(rc == RT_OK, "irecv rc=%d", rc);
-		rc = rt_wait(rreq, 1, &src, err_, sizeof err_);
-		CHECK(rc == RT_ERR_TIMEOUT, "unmatched wait rc=%d", rc);
+		rc = rt_wait(rreq, 1, &src, &done, err_, sizeof err_);
+		CHECK(rc == RT_ERR_TIMEOUT && done == 0, "unmatched wait rc=%d", rc);
 		CHECK(rt_cancel(rreq) == RT_OK, "cancel");
 	}
 	rc = rt_monitored_barrier(comm_, 30000, 1, err_, sizeof err_);
