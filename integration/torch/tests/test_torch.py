@@ -77,6 +77,32 @@ class TestCollectives(unittest.TestCase):
             self.assertIn("PASS rank %d" % r, out)
 
 
+class TestConformance(unittest.TestCase):
+    """The same calls over Gloo and ringtail at world 4, every result
+    compared (conformance_worker.py)."""
+
+    def test_world4_matches_gloo(self):
+        outs = launch.run_world(4, [os.path.join(HERE, "conformance_worker.py")], timeout=300)
+        tables = []
+        for out in outs:
+            lines = [l for l in out.splitlines() if l.startswith("CONF ")]
+            self.assertEqual(len(lines), 1, out)
+            tables.append(json.loads(lines[0][5:]))
+        bad = [(r, row) for r, t in enumerate(tables) for row in t if row[1] == "MISMATCH"]
+        self.assertEqual(bad, [])
+        verdicts = {}
+        for t in tables:
+            for name, v, _ in t:
+                verdicts.setdefault(name, set()).add(v)
+        print("\nconformance (world 4): " + ", ".join("%s=%s" % (n, "/".join(sorted(v))) for n, v in verdicts.items()),
+              file=sys.stderr)
+        for name in ("all_to_all_single_uneven", "isend_irecv_both_first", "recv_anysource", "tags_out_of_order",
+                     "batch_isend_irecv", "subgroup_ranks_1_3", "all_gather_coalesced", "monitored_barrier"):
+            self.assertEqual(verdicts.get(name), {"same"}, name)
+        for name in ("timeout_collective", "timeout_recv", "monitored_barrier_missing"):
+            self.assertIn("same-error", verdicts.get(name, ()), name)
+
+
 class TestDDPParity(unittest.TestCase):
     """DDP over init_process_group("ringtail") against DDP over gloo, same
     data and initialisation, in the same processes."""
