@@ -165,12 +165,12 @@ class TestLaunchers(unittest.TestCase):
 
     @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
     def test_ringtail_run(self):
-        for backend in ("ringtail", "gloo"):
-            p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", "3", "--", launch.PYTHON, WORKER, "smoke",
-                                  "--backend", backend], env=launch.child_env(), stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, cwd=HERE)
+        for backend, init, np in (("ringtail", "env://", 3), ("gloo", "env://", 3), ("gloo", "tcp-master", 2)):
+            p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", str(np), "--", launch.PYTHON, WORKER, "smoke",
+                                  "--backend", backend, "--init-method", init], env=launch.child_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=HERE)
             lines = self.smoke_lines(launch.wait_all([p], 180))
-            self.assertEqual(len(lines), 3, lines)
+            self.assertEqual(len(lines), np, lines)
             self.assertTrue(all("backend=" + backend in l for l in lines), lines)
 
 
