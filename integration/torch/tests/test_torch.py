@@ -174,6 +174,31 @@ class TestLaunchers(unittest.TestCase):
             self.assertTrue(all("backend=" + backend in l for l in lines), lines)
 
 
+def cuda_skip_reason():
+    """Why the CUDA test cannot run here, or None."""
+    try:
+        import torch
+    except ImportError as e:
+        return "no torch: %s" % e
+    if not torch.backends.cuda.is_built():
+        return "this torch (%s) is built without CUDA" % torch.__version__
+    if not torch.cuda.is_available():
+        return "no CUDA device: torch.cuda.is_available() is False"
+    return None
+
+
+class TestCUDA(unittest.TestCase):
+    """CUDA tensors staged through pinned host buffers (cuda_worker.py):
+    collectives, point-to-point and DDP on a CUDA model, at world 2 on one
+    or more GPUs."""
+
+    @unittest.skipIf(cuda_skip_reason(), cuda_skip_reason())
+    def test_cuda_tensors_world2(self):
+        outs = launch.run_world(2, [os.path.join(HERE, "cuda_worker.py")], timeout=300)
+        for r, out in enumerate(outs):
+            self.assertIn("PASS rank %d" % r, out)
+
+
 class TestWheel(unittest.TestCase):
     """Builds the wheel offline, installs it into a fresh venv (torch from
     the system) and with pip --user, and runs a DDP script that also uses
