@@ -11,7 +11,9 @@ environment) which measure, alternating the two backends trial by trial:
   * the latency of an 8-byte allreduce (300 in a row);
   * DDP step time (forward, backward with the gradient allreduce,
     optimizer step) of the digits MLP (64-32-10, 2.4k parameters) and of a
-    wide one (64-1024-1024-10, 1.1M parameters, 4.3 MB of gradients);
+    wide one (64-1024-1024-10, 1.1M parameters, 4.3 MB of gradients), with
+    the same step without communication (DDP's no_sync) measured in the
+    same trials as the control for the machine's noise;
 
 and then runs tests/ddp_worker.py's straggler mode: full digits epochs with
 each step's compute padded to 100 ms per even share and the last rank 3x
@@ -95,17 +97,28 @@ def worker(args):
             F.cross_entropy(m(x), y).backward()
             opt.step()
 
+        def compute_only(m, opt):  # the same step without the gradient allreduce
+            with m.no_sync():
+                step(m, opt)
+
+        # The control: the same step with no communication, measured in
+        # the same trials. Its spread is the machine's noise, against which
+        # the backends' difference has to be read.
+        runs = [(name, m, opt, step) for name, (m, opt) in models.items()]
+        runs.append(("compute_only", models["gloo"][0], models["gloo"][1], compute_only))
+        times["compute_only"] = []
         for name, (m, opt) in models.items():
             for _ in range(3):
                 step(m, opt)
         for _ in range(trials):
-            for name, (m, opt) in models.items():
-                dist.barrier(group=groups[name])
+            for name, m, opt, fn in runs:
+                dist.barrier(group=groups["gloo"])
                 t0 = time.perf_counter()
                 for _ in range(steps):
-                    step(m, opt)
+                    fn(m, opt)
                 times[name].append((time.perf_counter() - t0) / steps)
-        res["ddp"][model_name] = {name: {"step_ms": statistics.median(v) * 1e3} for name, v in times.items()}
+        res["ddp"][model_name] = {name: {"step_ms": statistics.median(v) * 1e3, "min_ms": min(v) * 1e3, "max_ms": max(v) * 1e3}
+                                  for name, v in times.items()}
     if rank == 0:
         print("RESULT " + json.dumps(res), flush=True)
     dist.destroy_process_group()
@@ -156,7 +169,9 @@ def main():
             print("| %d | allreduce 8 B latency (us, lower is better) | %.0f | %.0f | %.2fx |" % (w, a, b, b / a))
         for m, v in r["ddp"].items():
             a, b = v["ringtail"]["step_ms"], v["gloo"]["step_ms"]
-            print("| %d | DDP step %s (ms, lower is better) | %.2f | %.2f | %.2fx |" % (w, m, a, b, b / a))
+            c = v["compute_only"]
+            print("| %d | DDP step %s (ms, lower is better; compute only %.2f, trials %.2f-%.2f) | %.2f | %.2f | %.2fx |" % (
+                w, m, c["step_ms"], c["min_ms"], c["max_ms"], a, b, b / a))
         if "straggler" in r:
             s = r["straggler"]
             print("| %d | 3x straggler, wall time of the epochs (s) | %.2f (%.2f + %.2f calib.) | %.2f | %.2f of gloo's time |" % (
