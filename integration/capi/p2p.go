@@ -154,9 +154,13 @@ func (q *request) wait(timeout time.Duration) (finished bool, source int, err er
 		expired = t.C
 	}
 	select {
-	case <-q.done():
-	case <-expired:
-		return false, -1, &requestTimeout{timeout}
+	case <-q.done(): // finished already: never lose the race to a zero timeout
+	default:
+		select {
+		case <-q.done():
+		case <-expired:
+			return false, -1, &requestTimeout{timeout}
+		}
 	}
 	ctx := context.Background() // done: Wait returns at once
 	if q.send != nil {

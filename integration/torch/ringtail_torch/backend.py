@@ -677,7 +677,13 @@ class ProcessGroupRingtail(ProcessGroup):
 
     def _p2p_started(self, work):
         with self._p2p_lock:
-            for w in [w for w in self._p2p.values() if w._req.finished]:
+            # Drop the requests the Go side has finished (collecting their
+            # result frees their handle): their tensors are no longer used.
+            for w in [w for w in self._p2p.values() if w._req.done()]:
+                try:
+                    w._req.wait(0)
+                except _lib.RingtailError:
+                    pass  # kept in the request; raised by the Work's wait()
                 del self._p2p[id(w)]
             self._p2p[id(work)] = work
         return work
