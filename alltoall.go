@@ -2,26 +2,14 @@ package ringtail
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unsafe"
 
-	"github.com/ringtail-ml/ringtail/internal/plan"
-	"github.com/ringtail-ml/ringtail/ring"
-)
-
-// kindAllToAll is the frame kind of AllToAll and AllToAllV. It sits apart
-// from the kinds in comm.go so that both lists can grow; Root tells the
-// three uses apart (a rank calling one while a peer calls another is a
-// mismatch): an even exchange, the count exchange of AllToAllV, and
-// AllToAllV's data.
-const (
-	kindAllToAll uint8 = 0x10
-
-	allToAllEven   = 0
-	allToAllCounts = 1
-	allToAllUneven = 2
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // AllToAll sends block r of send to rank r and receives rank r's block for
@@ -35,7 +23,8 @@ const (
 func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
 	w := c.cfg.WorldSize
 	block := send.Len() / w
-	cl := call{kind: kindAllToAll, data: recv, input: send, root: allToAllEven, count: block}
+	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllToAll, Count: block, ElemSize: send.DType.Size(), Root: int(wire.AllToAllEven)},
+		DType: send.DType, Data: recv.Bytes, Input: send.Bytes}
 	var shapeErr error
 	switch {
 	case send.DType != recv.DType:
@@ -47,14 +36,7 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
 	case overlaps(send.Bytes, recv.Bytes):
 		shapeErr = fmt.Errorf("send and recv overlap")
 	}
-	if err := c.precheck(cl, c.check("AllToAll send", send), c.check("AllToAll recv", recv), shapeErr); err != nil {
-		return err
-	}
-	counts := make([]int, w)
-	for r := range counts {
-		counts[r] = block
-	}
-	return c.allToAll(ctx, cl, counts, counts, progKey{kind: kindAllToAll, count: block, esize: send.DType.Size()})
+	return c.run(ctx, &cl, checkBuffer("AllToAll send", send), checkBuffer("AllToAll recv", recv), shapeErr)
 }
 
 // AllToAllV is AllToAll with blocks of any size: send holds sendCounts[r]
@@ -66,27 +48,21 @@ func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
 // moves. send and recv must not overlap.
 func (c *Comm) AllToAllV(ctx context.Context, send Buffer, sendCounts []int, recv Buffer, recvCounts []int) error {
 	w, me := c.cfg.WorldSize, c.cfg.Rank
-	cl := call{kind: kindAllToAll, data: recv, input: send, root: allToAllUneven}
+	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllToAll, ElemSize: send.DType.Size(), Root: int(wire.AllToAllUneven),
+		SendCounts: sendCounts, RecvCounts: recvCounts}, DType: send.DType, Data: recv.Bytes, Input: send.Bytes}
 	shapeErr := checkCounts(w, me, send, sendCounts, recv, recvCounts)
 	if shapeErr == nil && overlaps(send.Bytes, recv.Bytes) {
 		shapeErr = fmt.Errorf("send and recv overlap")
 	}
-	if err := c.precheck(cl, c.check("AllToAllV send", send), c.check("AllToAllV recv", recv), shapeErr); err != nil {
-		return err
+	if err := errors.Join(checkBuffer("AllToAllV send", send), checkBuffer("AllToAllV recv", recv), shapeErr); err != nil {
+		return c.run(ctx, &cl, err)
 	}
 	if w > 1 {
-		if err := c.agreeOnCounts(ctx, sendCounts, recvCounts); err != nil {
+		if err := c.agreeOnCounts(ctx, &cl); err != nil {
 			return err
 		}
 	}
-	var key strings.Builder
-	for i, v := range append(append([]int(nil), sendCounts...), recvCounts...) {
-		if i > 0 {
-			key.WriteByte(',')
-		}
-		key.WriteString(strconv.Itoa(v))
-	}
-	return c.allToAll(ctx, cl, sendCounts, recvCounts, progKey{kind: kindAllToAll, root: allToAllUneven, esize: send.DType.Size(), group: key.String()})
+	return c.run(ctx, &cl)
 }
 
 // checkCounts validates AllToAllV's arguments on this rank.
@@ -128,22 +104,21 @@ func checkCounts(w, me int, send Buffer, sendCounts []int, recv Buffer, recvCoun
 }
 
 // agreeOnCounts tells every peer what this rank will send it and expects
-// from it, and checks the peers' side of each pair against this rank's.
-// A disagreement is reported by both ranks of the pair and fails the
-// communicator, so every rank returns at once.
-func (c *Comm) agreeOnCounts(ctx context.Context, sendCounts, recvCounts []int) error {
+// from it (an even AllToAll of two int64s per pair, before the data), and
+// checks the peers' side of each pair against this rank's. A
+// disagreement is reported by both ranks of the pair and fails the
+// communicator, so every rank returns at once and no data moves.
+func (c *Comm) agreeOnCounts(ctx context.Context, data *engine.Call) error {
 	w, me := c.cfg.WorldSize, c.cfg.Rank
+	sendCounts, recvCounts := data.Spec.SendCounts, data.Spec.RecvCounts
 	out := make([]int64, 2*w) // per peer: what I send you, what I expect from you
 	for r := range w {
 		out[2*r], out[2*r+1] = int64(sendCounts[r]), int64(recvCounts[r])
 	}
 	in := make([]int64, 2*w)
-	cl := call{kind: kindAllToAll, data: Int64s(in), input: Int64s(out), root: allToAllCounts, count: 2}
-	two := make([]int, w)
-	for r := range two {
-		two[r] = 2
-	}
-	if err := c.allToAll(ctx, cl, two, two, progKey{kind: kindAllToAll, root: allToAllCounts, count: 2, esize: 8}); err != nil {
+	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllToAll, Count: 2, ElemSize: 8, Root: int(wire.AllToAllCounts)},
+		DType: Int64, Data: Int64s(in).Bytes, Input: Int64s(out).Bytes}
+	if err := c.run(ctx, &cl); err != nil {
 		return err
 	}
 	var bad []string
@@ -162,17 +137,7 @@ func (c *Comm) agreeOnCounts(ctx context.Context, sendCounts, recvCounts []int) 
 	if len(bad) == 0 {
 		return nil
 	}
-	d := cl
-	d.root, d.count = allToAllUneven, 0
-	return c.precheck(d, fmt.Errorf("AllToAllV split sizes disagree: %s", strings.Join(bad, "; ")))
-}
-
-// allToAll runs the pairwise program for the given counts (validated).
-func (c *Comm) allToAll(ctx context.Context, cl call, sendCounts, recvCounts []int, key progKey) error {
-	splitAbove := max(1, c.cfg.SmallBytes/max(1, cl.data.DType.Size()))
-	return c.run(ctx, cl, func() (*plan.Program, error) {
-		return ring.AllToAll(ring.Spec{Order: c.order, Rank: c.cfg.Rank, Channels: c.cfg.Channels}, sendCounts, recvCounts, splitAbove)
-	}, key)
+	return c.run(ctx, data, fmt.Errorf("AllToAllV split sizes disagree: %s", strings.Join(bad, "; ")))
 }
 
 // overlaps reports whether a and b share memory.
