@@ -7,18 +7,25 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 // Tagged point-to-point messages (the send/recv/isend/irecv of MPI and
-// torch.distributed) ride on the communicator's eager contributions (see
-// Comm.Contribute): a sender never waits for the receiver to be ready, the
-// receiver's links buffer each message whole as it arrives, and a Mailbox
-// matches buffered messages with posted receives by source and tag. Eager
-// delivery is what lets two ranks both send before they receive, and lets
-// point-to-point traffic run beside collectives on the same communicator
-// without either waiting for the other; the price is one copy on the
-// receiving side.
+// torch.distributed) are eager messages, like the communicator's
+// contributions (see Comm.Contribute): a sender never waits for the
+// receiver to be ready, the receiver's links buffer each message whole as
+// it arrives, and a Mailbox matches buffered messages with posted receives
+// by source and tag. Eager delivery is what lets two ranks both send
+// before they receive, and lets point-to-point traffic run beside
+// collectives on the same communicator without either waiting for the
+// other; the price is one copy on the receiving side.
+//
+// Tags: a Mailbox's messages are the engine's Messages class
+// (internal/engine.Class: bit 31 of the tag on the wire), so they and
+// contributions never meet, whatever their tags. Within the class, bit 30
+// marks the Mailbox's own messages (MonitoredBarrier's), and callers have
+// the tags 0..MaxTag.
 
 // AnySource, as the source of Mailbox.Post, matches a message from any
 // rank.
@@ -33,8 +40,7 @@ const MaxTag = 1<<30 - 1
 const DefaultMailboxBuffer = 1 << 30
 
 const (
-	mailTag     uint32 = 1 << 31 // marks a contribution as mailbox traffic
-	internalTag uint32 = 1 << 30 // the mailbox's own messages
+	internalTag uint32 = MaxTag + 1 // bit 30: the mailbox's own messages
 	tagArrive          = internalTag | 1
 	tagVerdict         = internalTag | 2
 )
@@ -45,23 +51,24 @@ const (
 // no receive posted before it matches; messages from one rank with one
 // tag are received in the order they were sent.
 //
-// A Mailbox takes every eager message of its communicator off the links.
-// Those it did not send (Comm.Contribute's) it keeps for
-// Comm.NextContribution, which finds them on its next call; a
-// NextContribution call already waiting when one arrives is not woken by
-// it, so a Comm whose callers wait in NextContribution should not also run
-// a Mailbox. Create one Mailbox per Comm, right after New: messages that
-// arrive before it exists wait in a small queue that, when full, stalls
-// the links they came on.
+// A Mailbox takes only Mailbox messages off the links; contributions stay
+// for Comm.NextContribution, TakeContribution and AllReduceTree, which may
+// wait at the same time. Create one Mailbox per Comm, right after New:
+// messages that arrive before it exists wait in the links' small queue
+// that, when full, stalls the links they came on.
 //
 // Messages that arrive before their receive is posted are buffered up to
-// a limit (DefaultMailboxBuffer); past it the mailbox stops reading new
+// a limit (DefaultMailboxBuffer); past it the mailbox stops taking new
 // messages until a receive takes one, and senders wait (and fail at the
-// operation timeout if nothing is ever received).
+// operation timeout if nothing is ever received). The limit bounds what
+// the Mailbox holds; a NextContribution waiting meanwhile reads past
+// Mailbox messages and keeps them in the communicator until the Mailbox
+// takes them.
 type Mailbox struct {
 	c     *Comm
 	limit int
 	me    int
+	peers []int // every other rank: the senders a receive may hear from
 
 	mu         sync.Mutex
 	posted     []*Receive      // waiting for a message, in post order
@@ -82,7 +89,8 @@ type Mailbox struct {
 }
 
 // NewMailbox starts the mailbox of c: a goroutine that takes arriving
-// messages off c's links and one that sends, in order. bufferLimit bounds
+// Mailbox messages off c's links, one that fails the receives posted for
+// a rank that died, and one that sends, in order. bufferLimit bounds
 // the bytes of unclaimed messages (zero: DefaultMailboxBuffer). Close it
 // before closing c.
 func NewMailbox(c *Comm, bufferLimit int) (*Mailbox, error) {
@@ -95,11 +103,17 @@ func NewMailbox(c *Comm, bufferLimit int) (*Mailbox, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mailbox{c: c, limit: bufferLimit, me: c.Rank(), room: make(chan struct{}), sends: make(chan *Sending, 1024),
 		stop: make(chan struct{}), ctx: ctx, cancel: cancel}
-	if c.mesh == nil {
+	if c.Size() == 1 {
 		return m, nil // a world of one: nobody to talk to
 	}
-	m.wg.Add(2)
+	for r := range c.Size() {
+		if r != m.me {
+			m.peers = append(m.peers, r)
+		}
+	}
+	m.wg.Add(3)
 	go m.receiveLoop()
+	go m.watchDeaths()
 	go m.sendLoop()
 	return m, nil
 }
@@ -150,7 +164,7 @@ func checkTag(what string, tag int) error {
 // message leaves after every message started before it. buf must not
 // change until the Sending is done.
 func (m *Mailbox) Start(peer, tag int, buf Buffer) (*Sending, error) {
-	if err := errors.Join(m.checkPeer("send", peer, false), checkTag("send", tag), m.c.check("send", buf)); err != nil {
+	if err := errors.Join(m.checkPeer("send", peer, false), checkTag("send", tag), checkBuffer("send", buf)); err != nil {
 		return nil, err
 	}
 	return m.start(peer, uint32(tag), buf)
@@ -206,7 +220,7 @@ func (s *Sending) Wait(ctx context.Context) error {
 // type, else the receive fails with a KindMismatch *Error naming the
 // sender (the message is consumed, the communicator stays usable).
 func (m *Mailbox) Post(from, tag int, buf Buffer) (*Receive, error) {
-	if err := errors.Join(m.checkPeer("receive", from, true), checkTag("receive", tag), m.c.check("receive", buf)); err != nil {
+	if err := errors.Join(m.checkPeer("receive", from, true), checkTag("receive", tag), checkBuffer("receive", buf)); err != nil {
 		return nil, err
 	}
 	return m.post(from, uint32(tag), buf)
@@ -230,6 +244,13 @@ func (m *Mailbox) post(from int, tag uint32, buf Buffer) (*Receive, error) {
 			return r, nil
 		}
 	}
+	if from != AnySource {
+		if de := m.c.e.DeadErr(from); de != nil { // checked under mu: see failDead
+			m.mu.Unlock()
+			r.fail(public(de))
+			return r, nil
+		}
+	}
 	m.posted = append(m.posted, r)
 	m.mu.Unlock()
 	return r, nil
@@ -245,7 +266,7 @@ func (m *Mailbox) Recv(ctx context.Context, from, tag int, buf Buffer) (int, err
 }
 
 func (r *Receive) matches(ct *Contribution) bool {
-	return ct.Tag&^mailTag == r.tag && (r.from == AnySource || r.from == ct.From)
+	return ct.Tag == r.tag && (r.from == AnySource || r.from == ct.From)
 }
 
 // complete copies ct into the receive's buffer and finishes it.
@@ -320,44 +341,39 @@ func (r *Receive) Cancel() bool {
 // ErrCanceled is the error of a receive withdrawn by Cancel.
 var ErrCanceled = errors.New("ringtail: receive canceled")
 
-// receiveLoop takes messages off the links, matching each with the
-// earliest posted receive that accepts it or keeping it for a later one.
+// receiveLoop takes the Mailbox's messages off the links, matching each
+// with the earliest posted receive that accepts it or keeping it for a
+// later one.
 func (m *Mailbox) receiveLoop() {
 	defer m.wg.Done()
-	mesh := m.c.mesh
-	deaths := mesh.Deaths()
+	e := m.c.e
 	for {
 		m.mu.Lock()
 		full, room := m.earlyBytes >= m.limit, m.room
 		m.mu.Unlock()
-		inbox := mesh.Inbox()
-		if full {
-			inbox = nil // stop reading: the links back up to the senders
+		if full { // stop taking: the links back up to the senders
+			select {
+			case <-room:
+				continue
+			case <-e.Failed():
+				m.shutdown(public(e.Err()))
+				return
+			case <-m.stop:
+				return
+			}
 		}
-		select {
-		case <-room:
-		case raw := <-inbox:
-			m.deliver(raw)
-		case <-deaths:
-			deaths = mesh.Deaths()
-			m.failDead()
-		case <-mesh.Failed():
-			m.shutdown(mesh.Err())
-			return
-		case <-m.stop:
+		raw, err := e.Take(m.ctx, engine.Messages, m.peers, nil)
+		if err != nil {
+			if m.ctx.Err() == nil { // not closed: the communicator failed
+				m.shutdown(public(err))
+			}
 			return
 		}
+		m.deliver(m.c.contribution(raw))
 	}
 }
 
-func (m *Mailbox) deliver(raw transport.Contribution) {
-	if raw.Tag&mailTag == 0 { // not ours: keep it for NextContribution
-		m.c.stashMu.Lock()
-		m.c.stash = append(m.c.stash, raw)
-		m.c.stashMu.Unlock()
-		return
-	}
-	ct := m.c.wrap(raw)
+func (m *Mailbox) deliver(ct *Contribution) {
 	m.mu.Lock()
 	for i, r := range m.posted {
 		if r.matches(ct) {
@@ -372,8 +388,26 @@ func (m *Mailbox) deliver(raw transport.Contribution) {
 	m.mu.Unlock()
 }
 
-// failDead fails the receives waiting for a rank that died (a communicator
-// with TolerateDeaths lives on after a death).
+// watchDeaths fails the receives waiting for a rank that died (a
+// communicator with TolerateDeaths lives on after a death).
+func (m *Mailbox) watchDeaths() {
+	defer m.wg.Done()
+	e := m.c.e
+	deaths := e.Deaths() // taken before each scan: a death after it wakes the loop
+	for {
+		select {
+		case <-deaths:
+			deaths = e.Deaths()
+			m.failDead()
+		case <-e.Failed():
+			return
+		case <-m.stop:
+			return
+		}
+	}
+}
+
+// failDead fails the receives posted for a rank known dead.
 func (m *Mailbox) failDead() {
 	m.mu.Lock()
 	var dead []*Receive
@@ -382,8 +416,8 @@ func (m *Mailbox) failDead() {
 		if r.from == AnySource {
 			return false
 		}
-		if e := m.c.mesh.DeadErr(r.from); e != nil {
-			dead, errs = append(dead, r), append(errs, e)
+		if e := m.c.e.DeadErr(r.from); e != nil {
+			dead, errs = append(dead, r), append(errs, public(e))
 			return true
 		}
 		return false
@@ -419,7 +453,7 @@ func (m *Mailbox) sendLoop() {
 	for {
 		select {
 		case s := <-m.sends:
-			s.err = m.c.Contribute(m.ctx, s.peer, s.buf, s.tag|mailTag)
+			s.err = public(m.c.e.Post(m.ctx, s.peer, s.buf.Bytes, s.buf.DType, engine.Messages, s.tag))
 			close(s.done)
 		case <-m.stop:
 			return

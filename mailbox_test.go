@@ -2,10 +2,13 @@ package ringtail
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -275,8 +278,7 @@ func TestMailboxBufferLimitBacksUpButLosesNothing(t *testing.T) {
 }
 
 // Plain contributions that arrive while a mailbox runs are kept for
-// NextContribution. (A NextContribution already blocked when one arrives
-// does not see it until its next call: see the Mailbox doc.)
+// NextContribution.
 func TestMailboxLeavesContributionsToNextContribution(t *testing.T) {
 	comms, boxes := startMailboxes(t, 2, 0)
 	ctx := testCtx(t)
@@ -378,4 +380,185 @@ func TestMonitoredBarrierNamesMissingRanks(t *testing.T) {
 	}
 	// And then everyone arrives again: the barrier passes.
 	noErrors(t, eachBox(boxes, func(r int, m *Mailbox) error { return m.MonitoredBarrier(ctx, 20*time.Second, false) }))
+}
+
+// Contributions and Mailbox messages share the links and tag values but
+// never each other's takes: a NextContribution, a TakeContribution and a
+// Mailbox receive all waiting before anything arrives each get their own
+// message, whatever order they arrive in and whoever reads the links.
+func TestMailboxAndContributionsDoNotStealEachOthersMessages(t *testing.T) {
+	comms, boxes := startMailboxes(t, 3, 0)
+	ctx := testCtx(t)
+	type got struct {
+		ct  *Contribution
+		err error
+	}
+	next, take := make(chan got, 1), make(chan got, 1)
+	go func() { ct, err := comms[2].NextContribution(ctx, []int{0, 1}); next <- got{ct, err} }()
+	go func() { ct, err := comms[2].TakeContribution(ctx, 1, 7); take <- got{ct, err} }()
+	recv := make([]int64, 2)
+	r, err := boxes[2].Post(AnySource, 7, Int64s(recv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same tag everywhere; the Mailbox messages go first on each link.
+	noErrors(t, each(comms[:2], func(rank int, c *Comm) error {
+		if rank == 0 {
+			if err := boxes[0].Send(ctx, 2, 7, Int64s([]int64{70, 71})); err != nil {
+				return err
+			}
+			return c.Contribute(ctx, 2, Float32s([]float32{0.5}), 7)
+		}
+		if err := boxes[1].Send(ctx, 2, 7, Int64s([]int64{80, 81})); err != nil {
+			return err
+		}
+		return c.Contribute(ctx, 2, Float32s([]float32{1.5}), 7)
+	}))
+	g1, g2 := <-next, <-take
+	if g1.err != nil || g2.err != nil {
+		t.Fatalf("NextContribution: %v, TakeContribution: %v", g1.err, g2.err)
+	}
+	defer g1.ct.Release()
+	defer g2.ct.Release()
+	cts := map[int]*Contribution{g1.ct.From: g1.ct, g2.ct.From: g2.ct}
+	if g2.ct.From != 1 || len(cts) != 2 {
+		t.Fatalf("contributions from %d (next) and %d (take), want 0 and 1 between them, 1 for the take", g1.ct.From, g2.ct.From)
+	}
+	for from, want := range map[int]float32{0: 0.5, 1: 1.5} {
+		ct := cts[from]
+		if ct.Tag != 7 || ct.Data.DType != Float32 || ct.Data.Len() != 1 || math.Float32frombits(binary.LittleEndian.Uint32(ct.Data.Bytes)) != want {
+			t.Errorf("contribution from %d: tag %d, %d × %v, want tag 7 and [%v]", from, ct.Tag, ct.Data.Len(), ct.Data.DType, want)
+		}
+	}
+	src, err := r.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := make([]int64, 2)
+	src2, err := boxes[2].Recv(ctx, 1-src, 7, Int64s(second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int][]int64{0: {70, 71}, 1: {80, 81}}
+	if !slices.Equal(recv, want[src]) || !slices.Equal(second, want[src2]) {
+		t.Fatalf("mailbox got %v from %d and %v from %d", recv, src, second, src2)
+	}
+	// Nothing is left over on either side.
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if ct, err := comms[2].NextContribution(short, []int{0, 1}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a leftover contribution %+v (%v)", ct, err)
+	}
+}
+
+// An AllReduceTree that collects every tag (mask 0) folds its child's
+// contribution and not the Mailbox message the child sent before it.
+func TestAllReduceTreeLeavesMailboxMessages(t *testing.T) {
+	comms, boxes := startMailboxes(t, 3, 0)
+	ctx := testCtx(t)
+	if err := boxes[2].Send(ctx, 0, 3, Float32s([]float32{1000, 1000})); err != nil {
+		t.Fatal(err)
+	}
+	if err := comms[2].Contribute(ctx, 0, Float32s([]float32{10, 20}), 3); err != nil {
+		t.Fatal(err)
+	}
+	tree := Tree{Members: []int{0, 1}, Edges: []TreeEdge{{Child: 2, Parent: 0, Must: true}}}
+	bufs := [][]float32{{1, 2}, {3, 4}}
+	noErrors(t, each(comms[:2], func(r int, c *Comm) error {
+		_, err := c.AllReduceTree(ctx, Float32s(bufs[r]), tree)
+		return err
+	}))
+	for r := range bufs {
+		if !slices.Equal(bufs[r], []float32{14, 26}) {
+			t.Fatalf("rank %d: %v, want [14 26]", r, bufs[r])
+		}
+	}
+	got := make([]float32, 2)
+	if _, err := boxes[0].Recv(ctx, 2, 3, Float32s(got)); err != nil || !slices.Equal(got, []float32{1000, 1000}) {
+		t.Fatalf("the mailbox message: %v, %v", got, err)
+	}
+}
+
+// Contribution tags stop below bit 31 (the class bit): a larger one is a
+// clear error that leaves the communicator usable.
+func TestContributionTagAboveMaxIsRefused(t *testing.T) {
+	comms := startComms(t, 2, nil)
+	ctx := testCtx(t)
+	if err := comms[0].Contribute(ctx, 1, Float32s([]float32{1}), MaxContributionTag+1); err == nil || !strings.Contains(err.Error(), "MaxContributionTag") {
+		t.Fatalf("Contribute with tag 1<<31: %v", err)
+	}
+	if _, err := comms[1].TakeContribution(ctx, 0, 1<<31|5); err == nil || !strings.Contains(err.Error(), "MaxContributionTag") {
+		t.Fatalf("TakeContribution with tag 1<<31|5: %v", err)
+	}
+	if err := comms[0].Contribute(ctx, 1, Float32s([]float32{1}), MaxContributionTag); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := comms[1].TakeContribution(ctx, 0, MaxContributionTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct.Release()
+	noErrors(t, each(comms, func(r int, c *Comm) error { return c.Barrier(ctx) }))
+}
+
+// Many takers wait at once, each for its own sender, beside a running
+// Mailbox: whichever of them reads a message off the links, the one that
+// wants it gets it, and one sender's contributions come in order.
+func TestConcurrentTakersEachGetTheirOwn(t *testing.T) {
+	const n, k = 4, 200
+	comms, boxes := startMailboxes(t, n, 0)
+	ctx := testCtx(t)
+	errs := each(comms, func(r int, c *Comm) error {
+		if r < n-1 {
+			for i := range k {
+				if i%10 == 0 { // Mailbox messages in between, for the Mailbox's reader
+					if err := boxes[r].Send(ctx, n-1, i, Int64s([]int64{int64(i)})); err != nil {
+						return err
+					}
+				}
+				if err := c.Contribute(ctx, n-1, Int64s([]int64{int64(r), int64(i)}), uint32(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		takers := make([]error, n-1)
+		var wg sync.WaitGroup
+		for from := range n - 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range k {
+					var ct *Contribution
+					var err error
+					if i%2 == 0 {
+						ct, err = c.NextContribution(ctx, []int{from})
+					} else {
+						ct, err = c.TakeContribution(ctx, from, uint32(i))
+					}
+					if err != nil {
+						takers[from] = err
+						return
+					}
+					v := []int64{int64(binary.LittleEndian.Uint64(ct.Data.Bytes)), int64(binary.LittleEndian.Uint64(ct.Data.Bytes[8:]))}
+					ct.Release()
+					if ct.From != from || ct.Tag != uint32(i) || v[0] != int64(from) || v[1] != int64(i) {
+						takers[from] = fmt.Errorf("taker for %d, message %d: from %d tag %d payload %v", from, i, ct.From, ct.Tag, v)
+						return
+					}
+				}
+			}()
+		}
+		for from := range n - 1 {
+			for i := 0; i < k; i += 10 {
+				got := make([]int64, 1)
+				if _, err := boxes[r].Recv(ctx, from, i, Int64s(got)); err != nil || got[0] != int64(i) {
+					return errors.Join(err, fmt.Errorf("mailbox message %d from %d: %v", i, from, got))
+				}
+			}
+		}
+		wg.Wait()
+		return errors.Join(takers...)
+	})
+	noErrors(t, errs)
 }
