@@ -120,10 +120,10 @@ func (c *Comm) take(ctx context.Context, from []int, want func(int, uint32) bool
 	if err != nil {
 		return nil, public(err)
 	}
-	return c.contribution(m), nil
+	return c.wrap(m), nil
 }
 
-// contribution wraps an eager message taken from the engine.
-func (c *Comm) contribution(m transport.Eager) *Contribution {
+// wrap makes an eager message taken from the engine a Contribution.
+func (c *Comm) wrap(m transport.Eager) *Contribution {
 	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}
 }

@@ -369,7 +369,7 @@ func (m *Mailbox) receiveLoop() {
 			}
 			return
 		}
-		m.deliver(m.c.contribution(raw))
+		m.deliver(m.c.wrap(raw))
 	}
 }
 

@@ -212,11 +212,14 @@ func (e *Engine) Take(ctx context.Context, cl Class, from []int, want func(from 
 	}
 }
 
-// tryTake returns an already-arrived contribution from rank from for which
-// want holds, without waiting. What the links have delivered is parked
-// first, unless another taker is reading them right now (it parks what it
-// reads at once).
-func (e *Engine) tryTake(from int, want func(int, uint32) bool) (transport.Eager, bool) {
+// TryTake returns an already-arrived contribution (class Contributions)
+// from rank from for which want holds, without waiting. What the links
+// have delivered is parked first, unless another taker is reading them
+// right now (it parks what it reads at once).
+func (e *Engine) TryTake(from int, want func(int, uint32) bool) (transport.Eager, bool) {
+	if e.mesh == nil {
+		return transport.Eager{}, false
+	}
 	b := &e.box
 	select {
 	case b.reader <- struct{}{}:
@@ -329,7 +332,7 @@ func (m mailboxOf) Take(ctx context.Context, from int, want, mask uint32) (trans
 
 // TryTake returns a matching contribution that has already arrived.
 func (m mailboxOf) TryTake(from int, want, mask uint32) (transport.Eager, bool) {
-	return m.e.tryTake(from, tagMatch(want, mask))
+	return m.e.TryTake(from, tagMatch(want, mask))
 }
 
 // Release returns a message's memory.
