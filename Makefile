@@ -2,12 +2,14 @@
 GO      ?= go
 BIN     ?= bin
 FUZZTIME ?= 15s
+WHEELDIR ?= integration/torch/dist
 
-.PHONY: help build test vet race fuzz torch demo bench clean
+.PHONY: help build test vet race fuzz torch wheel demo bench clean
 
 help:
 	@echo "make build   build bin/ringtail and bin/ringtail-train"
 	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders, the PyTorch tests (what CI runs)"
+	@echo "make wheel   build the ringtail-torch wheel offline into integration/torch/dist (WHEELDIR=...)"
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
 
@@ -28,6 +30,9 @@ fuzz:
 
 torch:
 	integration/torch/run_tests.sh
+
+wheel:
+	integration/torch/build_wheel.sh $(WHEELDIR)
 
 test: vet race fuzz torch
 

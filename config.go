@@ -18,7 +18,10 @@ import (
 )
 
 // Environment variables read by ConfigFromEnv. The first six are the ones
-// torchrun and `ringtail run` set.
+// torchrun and `ringtail run` set. RINGTAIL_MASTER_ADDR and
+// RINGTAIL_MASTER_PORT, when set, name ringtail's rendezvous instead of
+// MASTER_ADDR and MASTER_PORT, which a launcher can then leave to torch
+// (its TCPStore cannot share a port with ringtail's coordinator).
 const (
 	EnvRank           = "RANK"
 	EnvWorldSize      = "WORLD_SIZE"
@@ -26,6 +29,8 @@ const (
 	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
 	EnvMasterAddr     = "MASTER_ADDR"
 	EnvMasterPort     = "MASTER_PORT"
+	EnvRingtailAddr   = "RINGTAIL_MASTER_ADDR" // before MASTER_ADDR when set
+	EnvRingtailPort   = "RINGTAIL_MASTER_PORT" // before MASTER_PORT when set
 	EnvSecret         = "RINGTAIL_SECRET"      // the job secret itself
 	EnvSecretFile     = "RINGTAIL_SECRET_FILE" // or a file holding it
 	EnvInsecure       = "RINGTAIL_INSECURE"    // "1": allow a job without a secret
@@ -157,7 +162,15 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	if v := env.Get(EnvMasterAddr); v != "" {
 		c.MasterAddr = v
 	}
-	env.Int(EnvMasterPort, &c.MasterPort)
+	if v := env.Get(EnvRingtailAddr); v != "" {
+		c.MasterAddr = v
+	}
+	if v := env.Get(EnvRingtailPort); strings.TrimSpace(v) != "" {
+		_ = env.Get(EnvMasterPort) // asked for (see above), but torch's, not ours to parse
+		env.Int(EnvRingtailPort, &c.MasterPort)
+	} else {
+		env.Int(EnvMasterPort, &c.MasterPort)
+	}
 	if v := env.Get(EnvJobID); v != "" {
 		c.JobID = v
 	} else if c.MasterPort != 0 {

@@ -73,21 +73,35 @@ func (ct *Contribution) Release() {
 	}
 }
 
-// Contribute sends buf to rank peer as an eager message tagged with tag:
-// the peer buffers it on arrival without having to be ready, and picks it
-// up with NextContribution. It returns once the data is handed to the
-// transport (for shared memory and sockets: in the peer's buffers).
+// MaxContributionTag is the largest tag of a contribution. Contributions
+// and the messages of a Mailbox share the links but not their tags: bit 31
+// of an eager message's tag says which of the two it is (see
+// internal/engine.Class), so neither ever takes the other's messages.
+const MaxContributionTag = engine.MaxTag
+
+// Contribute sends buf to rank peer as an eager message tagged with tag
+// (at most MaxContributionTag): the peer buffers it on arrival without
+// having to be ready, and picks it up with NextContribution. It returns
+// once the data is handed to the transport (for shared memory and sockets:
+// in the peer's buffers). Bad arguments return an error and leave the
+// communicator usable.
 func (c *Comm) Contribute(ctx context.Context, peer int, buf Buffer, tag uint32) error {
 	if err := checkBuffer("Contribute", buf); err != nil {
 		return err
 	}
-	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, tag))
+	if tag > MaxContributionTag {
+		return fmt.Errorf("ringtail: Contribute: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
+	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag))
 }
 
 // NextContribution returns the earliest-arrived contribution not yet taken
 // from any rank in from. When ctx ends first it returns ctx's error, and the
 // communicator stays usable: a deadline here is a policy (wait at most t_w),
-// not a failure. Contributions from other ranks are kept for later calls.
+// not a failure. Contributions from other ranks are kept for later calls,
+// and a Mailbox's messages are never returned. Several NextContribution and
+// TakeContribution calls (and a Mailbox) may wait at once; each
+// contribution goes to one of them.
 func (c *Comm) NextContribution(ctx context.Context, from []int) (*Contribution, error) {
 	return c.take(ctx, from, nil)
 }
@@ -95,6 +109,9 @@ func (c *Comm) NextContribution(ctx context.Context, from []int) (*Contribution,
 // TakeContribution returns the contribution from rank from with the given
 // tag, waiting for it like NextContribution.
 func (c *Comm) TakeContribution(ctx context.Context, from int, tag uint32) (*Contribution, error) {
+	if tag > MaxContributionTag {
+		return nil, fmt.Errorf("ringtail: TakeContribution: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
 	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t == tag })
 }
 
@@ -115,12 +132,13 @@ func (c *Comm) TakeContributionMatching(ctx context.Context, from int, tag, mask
 	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t&mask == tag&mask })
 }
 
+// wrap makes an eager message taken from the engine a Contribution.
 func (c *Comm) wrap(m transport.Eager) *Contribution {
 	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}
 }
 
 func (c *Comm) take(ctx context.Context, from []int, want func(int, uint32) bool) (*Contribution, error) {
-	m, err := c.e.Take(ctx, from, want)
+	m, err := c.e.Take(ctx, engine.Contributions, from, want)
 	if err != nil {
 		return nil, public(err)
 	}

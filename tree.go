@@ -30,7 +30,8 @@ type Tree struct {
 	Deadline time.Time
 	// Tag and TagMask select the contributions that count: a child sends
 	// with Contribute(ctx, parent, buf, tag) where tag&TagMask ==
-	// Tag&TagMask.
+	// Tag&TagMask. Contribution tags stop at MaxContributionTag, so
+	// Tag&TagMask must too. A Mailbox's messages never count.
 	Tag, TagMask uint32
 }
 
@@ -53,6 +54,9 @@ func (c *Comm) AllReduceTree(ctx context.Context, buf Buffer, t Tree) (int, erro
 	var treeErr error
 	if _, err := engine.MembersKey(t.Members, c.cfg.WorldSize, c.cfg.Rank); err != nil {
 		treeErr = err
+	}
+	if t.Tag&t.TagMask > MaxContributionTag {
+		treeErr = fmt.Errorf("tag %#x under mask %#x is above MaxContributionTag: no contribution can match", t.Tag, t.TagMask)
 	}
 	edges := slices.Clone(t.Edges)
 	slices.SortFunc(edges, func(a, b TreeEdge) int { return a.Child - b.Child })

@@ -44,10 +44,15 @@ type Spec struct {
 	ElemSize int
 	// Avg divides the reduction by the number of members.
 	Avg bool
-	// Root is the root rank of a Broadcast; Peer the other end of a
-	// point-to-point call, Send says which end this rank is.
+	// Root is the root rank of a Broadcast (the variant of an AllToAll,
+	// see wire.AllToAllEven); Peer the other end of a point-to-point call,
+	// Send says which end this rank is.
 	Root, Peer int
 	Send       bool
+	// SendCounts and RecvCounts are the elements an AllToAll sends to and
+	// receives from each rank, in rank order (nil: Count each, an even
+	// exchange).
+	SendCounts, RecvCounts []int
 	// Children are this rank's evicted children in an AllReduceTree: their
 	// eager contributions matching Tag under TagMask are folded in before
 	// the members reduce.
@@ -87,6 +92,8 @@ func Name(s Spec, t Tunables) string {
 		return "ring"
 	case wire.PointToPoint:
 		return "p2p"
+	case wire.AllToAll:
+		return "pairwise"
 	case wire.AllReduceTree:
 		inner := s
 		inner.Collective = wire.AllReduce
@@ -138,6 +145,8 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
 	case wire.AllReduceTree:
 		return treeAllReduce(s, t)
+	case wire.AllToAll:
+		return allToAll(s, rs, t)
 	}
 	return nil, fmt.Errorf("%w %v", ErrUnsupported, s.Collective)
 }
@@ -173,4 +182,22 @@ func treeAllReduce(s Spec, t Tunables) (*plan.Program, error) {
 	}
 	p.Channels[0].Steps = append(collect, p.Channels[0].Steps...)
 	return p, nil
+}
+
+// allToAll is the pairwise exchange among all ranks. A block above
+// SmallBytes is split over the channels; a smaller one travels whole on
+// channel 0.
+func allToAll(s Spec, rs ring.Spec, t Tunables) (*plan.Program, error) {
+	if s.Members != nil {
+		return nil, fmt.Errorf("%w: AllToAll among a subgroup", ErrUnsupported)
+	}
+	send, recv := s.SendCounts, s.RecvCounts
+	if send == nil && recv == nil {
+		even := make([]int, s.World)
+		for r := range even {
+			even[r] = s.Count
+		}
+		send, recv = even, even
+	}
+	return ring.AllToAll(rs, send, recv, max(1, t.SmallBytes/max(1, s.ElemSize)))
 }

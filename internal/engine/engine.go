@@ -186,7 +186,7 @@ func (e *Engine) connect(ctx context.Context) error {
 		return fmt.Errorf("ringtail: %w", err)
 	}
 	e.mesh = mesh
-	e.box = newMailbox(mesh)
+	e.box.init(mesh)
 	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
 		return err
 	}

@@ -57,6 +57,7 @@ type progKey struct {
 	members    string // the member list of a subgroup call
 	children   string // this rank's children in an AllReduceTree
 	tag, mask  uint32
+	splits     string // an uneven AllToAll's send and receive counts
 }
 
 // groupID names the group of a call: World, a hash of its member list, or
@@ -129,7 +130,27 @@ func (e *Engine) keyOf(c *Call) (progKey, string, error) {
 		}
 		k.children, k.tag, k.mask = b.String(), sp.Tag, sp.TagMask
 	}
+	if sp.Collective == wire.AllToAll && (sp.SendCounts != nil || sp.RecvCounts != nil) {
+		k.splits = splitsKey(sp.SendCounts, sp.RecvCounts)
+	}
 	return k, gk, nil
+}
+
+// splitsKey renders an uneven AllToAll's counts for the program key: the
+// program is built from them, so two calls share a program only when
+// every count agrees.
+func splitsKey(send, recv []int) string {
+	b := make([]byte, 0, 8*(len(send)+len(recv))+1)
+	for _, v := range send {
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, ',')
+	}
+	b = append(b, '/')
+	for _, v := range recv {
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, ',')
+	}
+	return string(b)
 }
 
 // groupOf returns the counters of the group with key gk (created on first
