@@ -95,6 +95,35 @@ func (c *Comm) Contribute(ctx context.Context, peer int, buf Buffer, tag uint32)
 	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag))
 }
 
+// Posting is a contribution on its way (ContributeAsync).
+type Posting struct{ p *engine.Posting }
+
+// Done reports whether the contribution has been handed to the transport:
+// its buffer may be reused.
+func (p *Posting) Done() bool { return p.p.Done() }
+
+// Wait waits until the contribution is handed to the transport (or the
+// peer dies, the communicator fails, or ctx ends).
+func (p *Posting) Wait(ctx context.Context) error { return public(p.p.Wait(ctx)) }
+
+// ContributeAsync is Contribute without the wait: buf is queued for peer
+// behind the link's other messages and must not change until the Posting
+// is Done. A parent hands fresh parameters to a child on a slow link this
+// way without stalling its own step.
+func (c *Comm) ContributeAsync(ctx context.Context, peer int, buf Buffer, tag uint32) (*Posting, error) {
+	if err := checkBuffer("ContributeAsync", buf); err != nil {
+		return nil, err
+	}
+	if tag > MaxContributionTag {
+		return nil, fmt.Errorf("ringtail: ContributeAsync: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
+	p, err := c.e.PostAsync(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag)
+	if err != nil {
+		return nil, public(err)
+	}
+	return &Posting{p}, nil
+}
+
 // NextContribution returns the earliest-arrived contribution not yet taken
 // from any rank in from. When ctx ends first it returns ctx's error, and the
 // communicator stays usable: a deadline here is a policy (wait at most t_w),

@@ -99,40 +99,82 @@ func (b *mailbox) parkLocked(ms ...transport.Eager) {
 // (at most MaxTag): the peer buffers it on arrival without having to be
 // ready. It returns once the data is handed to the transport.
 func (e *Engine) Post(ctx context.Context, peer int, buf []byte, dt reduce.DType, cl Class, tag uint32) error {
-	if e.mesh == nil {
-		return ErrClosed
-	}
-	if peer < 0 || peer >= e.s.World || peer == e.s.Rank {
-		return fmt.Errorf("ringtail: eager message to %d: not another rank of 0..%d", peer, e.s.World-1)
-	}
-	if tag > MaxTag {
-		return fmt.Errorf("ringtail: eager message tag %#x above %#x (bit 31 is reserved)", tag, MaxTag)
-	}
 	ctx, cancel := context.WithTimeout(ctx, e.s.OpTimeout)
 	defer cancel()
-	done := make(chan transport.Result, 1)
-	d := wire.Desc{Collective: wire.Eager, DType: uint8(dt), Tag: cl.wireTag(tag), Count: uint64(len(buf) / dt.Size())}
-	link := e.mesh.Link(peer, 0)
-	if err := link.Send(transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: done}, ctx.Done()); err != nil {
-		if transport.IsCanceled(err) {
-			return e.timeoutOn(peer, ctx.Err())
-		}
+	p, err := e.PostAsync(ctx, peer, buf, dt, cl, tag)
+	if err != nil {
 		return err
 	}
-	for {
+	return p.Wait(ctx)
+}
+
+// Posting is an eager message handed to a link's writer: buf must not
+// change until Done reports it sent.
+type Posting struct {
+	e    *Engine
+	peer int
+	done chan transport.Result
+	sent bool
+}
+
+// PostAsync queues buf for peer as an eager message tagged tag and returns
+// at once (unless the link's queue is full); the message is sent in order
+// with the link's other messages.
+func (e *Engine) PostAsync(ctx context.Context, peer int, buf []byte, dt reduce.DType, cl Class, tag uint32) (*Posting, error) {
+	if e.mesh == nil {
+		return nil, ErrClosed
+	}
+	if peer < 0 || peer >= e.s.World || peer == e.s.Rank {
+		return nil, fmt.Errorf("ringtail: eager message to %d: not another rank of 0..%d", peer, e.s.World-1)
+	}
+	if tag > MaxTag {
+		return nil, fmt.Errorf("ringtail: eager message tag %#x above %#x (bit 31 is reserved)", tag, MaxTag)
+	}
+	p := &Posting{e: e, peer: peer, done: make(chan transport.Result, 1)}
+	d := wire.Desc{Collective: wire.Eager, DType: uint8(dt), Tag: cl.wireTag(tag), Count: uint64(len(buf) / dt.Size())}
+	link := e.mesh.Link(peer, 0)
+	if err := link.Send(transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done}, ctx.Done()); err != nil {
+		if transport.IsCanceled(err) {
+			return nil, e.timeoutOn(peer, ctx.Err())
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// Done reports whether the message has been sent (its buffer may be
+// reused).
+func (p *Posting) Done() bool {
+	if !p.sent {
 		select {
-		case <-done:
-			return nil
+		case <-p.done:
+			p.sent = true
+		default:
+		}
+	}
+	return p.sent
+}
+
+// Wait waits until the message is sent, the peer dies (a tolerant mesh),
+// the mesh fails, or ctx ends (a timeout that fails the mesh, naming the
+// peer).
+func (p *Posting) Wait(ctx context.Context) error {
+	e := p.e
+	for !p.sent {
+		select {
+		case <-p.done:
+			p.sent = true
 		case <-e.mesh.Failed():
 			return e.mesh.Err()
 		case <-e.mesh.Deaths():
-			if de := e.mesh.DeadErr(peer); de != nil {
+			if de := e.mesh.DeadErr(p.peer); de != nil {
 				return de // the peer died mid-send (tolerated: the communicator lives on)
 			}
 		case <-ctx.Done():
-			return e.timeoutOn(peer, ctx.Err())
+			return e.timeoutOn(p.peer, ctx.Err())
 		}
 	}
+	return nil
 }
 
 func (e *Engine) timeoutOn(peer int, err error) error {

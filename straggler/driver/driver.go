@@ -25,6 +25,7 @@ type Comm interface {
 	AllReduceAmong(ctx context.Context, buf ringtail.Buffer, op ringtail.Op, members []int) error
 	AllReduceTree(ctx context.Context, buf ringtail.Buffer, t ringtail.Tree) (int, error)
 	Contribute(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) error
+	ContributeAsync(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) (*ringtail.Posting, error)
 	TakeContributionMatching(ctx context.Context, from int, tag, mask uint32) (*ringtail.Contribution, error)
 	TryContribution(from int, tag, mask uint32) (*ringtail.Contribution, bool)
 	Probe(ctx context.Context, cfg ringtail.ProbeConfig) (topology.LinkEstimates, error)
@@ -180,8 +181,17 @@ type Driver struct {
 	wait   time.Duration  // time in the previous reduction
 	log    zerolog.Logger
 
-	state    [][]float32 // the caller's state parts (SetState): part 0 the parameters
-	stateBuf []float32   // header + state, staged for a post
+	state  [][]float32 // the caller's state parts (SetState): part 0 the parameters
+	stateN int         // header + every part, in float32s
+
+	// Messages on their way, none of which may hold up a step: a parent's
+	// state posts (one buffer per child: a newer state waits until the
+	// previous one is sent, so a slow link gets the newest it can take),
+	// its report posts, a child's gradients (two buffers, alternately).
+	stateOut map[int]*outgoing
+	reports  []*ringtail.Posting
+	gradOut  [2]outgoing
+	gradNext int
 
 	// As a parent: children owed parameters (their gradient was folded),
 	// ranks owed a rejoin state, and former children whose last gradients
@@ -198,6 +208,15 @@ type Driver struct {
 	parent   int
 	done     bool
 }
+
+// outgoing is a buffer and the posting that may still be reading it.
+type outgoing struct {
+	buf  []float32
+	post *ringtail.Posting
+}
+
+// free reports whether the buffer may be refilled.
+func (o *outgoing) free() bool { return o.post == nil || o.post.Done() }
 
 // New validates cfg and returns a Driver whose first step runs the plain
 // ring with equal shares. With cfg.Probe, every rank must call New at the
@@ -238,7 +257,8 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	return &Driver{cfg: cfg, comm: cfg.Comm, rank: rank, world: world, layout: l, buf: make([]float32, l.Len()),
-		pol: pol, plan: pol.Plan(), parent: -1, log: cfg.Logger.With().Int("rank", rank).Logger()}, nil
+		pol: pol, plan: pol.Plan(), parent: -1, stateN: stateHeader, stateOut: map[int]*outgoing{},
+		log: cfg.Logger.With().Int("rank", rank).Logger()}, nil
 }
 
 // Buffer returns the payload: fill it with the iteration's gradient sum
@@ -254,11 +274,10 @@ func (d *Driver) Layout() straggler.Layout { return d.layout }
 // the whole state when it rejoins the ring or training ends.
 func (d *Driver) SetState(parts ...[]float32) {
 	d.state = parts
-	n := stateHeader
+	d.stateN = stateHeader
 	for _, p := range parts {
-		n += len(p)
+		d.stateN += len(p)
 	}
-	d.stateBuf = make([]float32, n)
 }
 
 // Plan returns the plan of the next member step.
@@ -389,10 +408,13 @@ func (d *Driver) memberStep(ctx context.Context, in StepInput) (Result, error) {
 	}
 	// The children of this step hear its report (their policies replay it);
 	// ranks rejoining at the next step get their state at its start.
+	d.reapReports()
 	for _, e := range p.Children(d.rank) {
-		if err := d.post(ctx, e.Child, d.buf[d.layout.Payload:], tag(kindReport, p.Step)); err != nil {
-			return res, err
+		post, err := d.comm.ContributeAsync(ctx, e.Child, ringtail.Float32s(slices.Clone(d.buf[d.layout.Payload:])), tag(kindReport, p.Step))
+		if err != nil {
+			return res, fmt.Errorf("driver: rank %d: report of step %d to rank %d: %w", d.rank, p.Step, e.Child, err)
 		}
+		d.reports = append(d.reports, post)
 		if next.IsMember(e.Child) {
 			d.rejoiner = append(d.rejoiner, e.Child)
 			d.pendingRejoin = append(d.pendingRejoin, e.Child)
@@ -412,17 +434,44 @@ func (d *Driver) post(ctx context.Context, peer int, data []float32, t uint32) e
 	return nil
 }
 
+// reapReports forgets the report posts that have been sent.
+func (d *Driver) reapReports() {
+	d.reports = slices.DeleteFunc(d.reports, func(p *ringtail.Posting) bool { return p.Done() })
+}
+
 // postStates sends the state of version (the caller has applied the
 // updates of every step before it) to the children owed one and, whole, to
 // the ranks rejoining; with final, to every child, whole, marked final.
+// None of it waits for a slow link: a child whose previous state is still
+// on its way stays owed, and gets the newest state once the link is free;
+// a rejoin or final state waits for the previous one to be sent.
 func (d *Driver) postStates(ctx context.Context, version int, final bool) error {
-	send := func(to []int, flags int) error {
+	send := func(to []int, flags int) ([]int, error) {
+		var busy []int
 		for _, c := range to {
-			if err := d.post(ctx, c, d.stage(version, flags), tag(kindState, version)); err != nil {
-				return err
+			o := d.stateOut[c]
+			if o == nil {
+				o = &outgoing{buf: make([]float32, d.stateN)}
+				d.stateOut[c] = o
 			}
+			if !o.free() {
+				if flags == 0 {
+					busy = append(busy, c)
+					continue
+				}
+				if err := o.post.Wait(ctx); err != nil {
+					return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+				}
+			}
+			data := d.stage(o.buf, version, flags)
+			d.log.Trace().Int("to", c).Int("version", version).Int("flags", flags).Int("len", len(data)).Msg("driver: post state")
+			post, err := d.comm.ContributeAsync(ctx, c, ringtail.Float32s(data), tag(kindState, version))
+			if err != nil {
+				return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+			}
+			o.post = post
 		}
-		return nil
+		return busy, nil
 	}
 	if final {
 		// Every child, and every rank about to rejoin (it waits for a
@@ -432,30 +481,53 @@ func (d *Driver) postStates(ctx context.Context, version int, final bool) error 
 			kids = append(kids, e.Child)
 		}
 		d.rejoiner = d.rejoiner[:0]
-		return send(kids, stateFull|stateFinal)
+		_, err := send(kids, stateFull|stateFinal)
+		return err
 	}
-	if err := send(d.rejoiner, stateFull|stateRejoin); err != nil {
+	if _, err := send(d.rejoiner, stateFull|stateRejoin); err != nil {
 		return err
 	}
 	d.rejoiner = d.rejoiner[:0]
 	owed := slices.Compact(slices.Sorted(slices.Values(d.owed)))
-	d.owed = d.owed[:0]
 	var still []int
 	for _, c := range owed {
 		if parent, ok := d.plan.ParentOf(c); ok && parent == d.rank {
 			still = append(still, c)
 		}
 	}
-	return send(still, 0)
+	busy, err := send(still, 0)
+	d.owed = append(d.owed[:0], busy...)
+	return err
 }
 
-// stage fills the state buffer: the header, then the parameters (and,
-// with stateFull, every other part).
-func (d *Driver) stage(version, flags int) []float32 {
-	b := d.stateBuf
-	if b == nil {
-		b = make([]float32, stateHeader)
+// settle waits until every message this rank posted is sent.
+func (d *Driver) settle(ctx context.Context) error {
+	for c, o := range d.stateOut {
+		if o.post != nil {
+			if err := o.post.Wait(ctx); err != nil {
+				return fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+			}
+		}
 	}
+	for _, p := range d.reports {
+		if err := p.Wait(ctx); err != nil {
+			return fmt.Errorf("driver: rank %d: report: %w", d.rank, err)
+		}
+	}
+	d.reports = d.reports[:0]
+	for i := range d.gradOut {
+		if o := &d.gradOut[i]; o.post != nil {
+			if err := o.post.Wait(ctx); err != nil {
+				return fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, d.parent, err)
+			}
+		}
+	}
+	return nil
+}
+
+// stage fills b with a state message: the header, then the parameters
+// (and, with stateFull, every other part).
+func (d *Driver) stage(b []float32, version, flags int) []float32 {
 	b[0], b[1] = float32(version), float32(flags)
 	off := stateHeader
 	for i, part := range d.state {
@@ -542,9 +614,24 @@ func (d *Driver) childStep(ctx context.Context, in StepInput) (Result, error) {
 	d.lastPost = start
 	d.layout.Clear(d.buf)
 	d.layout.WriteChild(d.buf, d.rank, in.Samples, in.Compute, cycle, d.version)
-	if err := d.post(ctx, parent, d.buf, tag(kindGradient, d.version)); err != nil {
-		return res, err
+	// The gradient goes from a buffer of its own, so the caller computes
+	// the next one while a slow link carries this one.
+	o := &d.gradOut[d.gradNext]
+	d.gradNext ^= 1
+	if !o.free() {
+		if err := o.post.Wait(ctx); err != nil {
+			return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+		}
 	}
+	if o.buf == nil {
+		o.buf = make([]float32, len(d.buf))
+	}
+	copy(o.buf, d.buf)
+	post, err := d.comm.ContributeAsync(ctx, parent, ringtail.Float32s(o.buf), tag(kindGradient, d.version))
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+	}
+	o.post = post
 	d.unacked++
 	// At most two gradients in flight: a child on a slow link must not
 	// pile up gradients on stale parameters; it waits for fresh ones.
@@ -692,6 +779,9 @@ func (d *Driver) Flush(ctx context.Context) (Result, error) {
 		if err := d.drainRejoined(opCtx, p); err != nil {
 			return res, err
 		}
+	}
+	if err := d.settle(opCtx); err != nil {
+		return res, err
 	}
 	if err := d.comm.AllReduce(opCtx, ringtail.Float32s(d.buf), ringtail.Sum); err != nil {
 		return res, fmt.Errorf("driver: rank %d: flush: %w", d.rank, err)
