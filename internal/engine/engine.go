@@ -50,6 +50,8 @@ type Settings struct {
 	FastSpin     time.Duration
 	Tunables     algo.Tunables
 	Logger       zerolog.Logger
+	// Tracer observes every call (internal/obs); nil: none.
+	Tracer exec.Tracer
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
 }
@@ -103,6 +105,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 			return nil, err
 		}
 		e.executor = ex
+		ex.SetTracer(s.Tracer)
 		return e, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
@@ -190,6 +193,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
 		return err
 	}
+	e.executor.SetTracer(s.Tracer)
 	return e.agreeOnFastboxes(ctx)
 }
 

@@ -225,7 +225,14 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 		return e.invalidLocked(d, err)
 	}
 	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn}
-	if err := e.executor.Run(ctx, e.s.OpTimeout, p, &ec); err != nil {
+	if tr := e.s.Tracer; tr != nil {
+		tr.Begin(exec.CallInfo{Desc: d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+		tr.End(err)
+	} else {
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+	}
+	if err != nil {
 		return err
 	}
 	g.done++

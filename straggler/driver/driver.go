@@ -416,6 +416,7 @@ func (d *Driver) finish(res Result) (Result, error) {
 	}
 	d.plan, res.Next = next, next
 	d.logDecision(res)
+	d.record(res) // observability (issue 14): one StepEvent per step; see observe.go
 	return res, nil
 }
 
