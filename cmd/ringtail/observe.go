@@ -131,7 +131,7 @@ func mergeTimelines(out string, files []string) error {
 	return os.Rename(tmp.Name(), out)
 }
 
-const dashboardUsage = `Usage: ringtail dashboard --ranks ADDRS [--listen ADDR]
+const dashboardUsage = `Usage: ringtail dashboard --ranks ADDRS [--listen ADDR] [--timeline FILE]
 
 Serves the live dashboard of a running job whose ranks serve metrics
 (ringtail run --metrics-port P, or RINGTAIL_METRICS_ADDR): arrival heatmap
@@ -139,6 +139,8 @@ per rank × step, mode and evicted ranks, shares, predicted vs actual
 arrivals, busbw over time, each rank's host, transports and GPU.
 ADDRS lists the ranks' metrics addresses: host:port entries separated by
 commas, host:first-last for a range (e.g. 127.0.0.1:9400-9403).
+--timeline FILE also serves a trace file's view at /timeline.html (ranks
+are then optional).
 
 Flags:
 `
@@ -149,23 +151,37 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:8080", "serve the page on `host:port`")
 	ranks := fs.String("ranks", "", "the ranks' metrics `addresses` (host:port,... or host:first-last)")
+	timeline := fs.String("timeline", "", "also show this trace `file` (ringtail run --timeline's, or timeline merge's) at /timeline.html")
 	title := fs.String("title", "ringtail", "the page's title")
 	fs.Usage = func() { fmt.Fprint(stdout, dashboardUsage); fs.SetOutput(stdout); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, "ringtail dashboard", args, stderr); !ok {
 		return code
 	}
-	targets, err := obs.ExpandTargets(*ranks)
-	if err != nil {
-		fmt.Fprintf(stderr, "ringtail dashboard: --ranks: %v\n", err)
-		return 2
+	var targets []string
+	if *ranks != "" || *timeline == "" {
+		t, err := obs.ExpandTargets(*ranks)
+		if err != nil {
+			fmt.Fprintf(stderr, "ringtail dashboard: --ranks: %v\n", err)
+			return 2
+		}
+		targets = t
 	}
-	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: *listen, Targets: targets, Title: *title})
+	if *timeline != "" {
+		if _, err := os.Stat(*timeline); err != nil {
+			fmt.Fprintf(stderr, "ringtail dashboard: --timeline: %v\n", err)
+			return 2
+		}
+	}
+	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: *listen, Targets: targets, Title: *title, Timeline: *timeline})
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail dashboard: %v\n", err)
 		return 2
 	}
 	defer d.Close()
 	fmt.Fprintf(stderr, "ringtail dashboard: %s following %d ranks (Ctrl-C to stop)\n", d.URL(), len(targets))
+	if *timeline != "" {
+		fmt.Fprintf(stderr, "ringtail dashboard: timeline of %s at %stimeline.html\n", *timeline, d.URL())
+	}
 	ctx, stop := interruptContext()
 	<-ctx.Done()
 	stop()

@@ -28,6 +28,9 @@ type DashboardConfig struct {
 	// Targets are the ranks' metrics addresses (host:port), whose /events
 	// streams the dashboard follows.
 	Targets []string
+	// Timeline is a trace file (merged or one rank's) served at
+	// /api/timeline for the timeline view (/timeline.html); empty: none.
+	Timeline string
 	// Title heads the page (default "ringtail").
 	Title string
 	// History bounds the events kept for browsers (default 20000).
@@ -45,8 +48,8 @@ func (c *DashboardConfig) Validate() error {
 	if err := CheckAddr(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen address: %w", err))
 	}
-	if len(c.Targets) == 0 {
-		errs = append(errs, errors.New("no rank addresses to follow"))
+	if len(c.Targets) == 0 && c.Timeline == "" {
+		errs = append(errs, errors.New("no rank addresses to follow and no timeline to show"))
 	}
 	for _, t := range c.Targets {
 		if err := CheckAddr(t); err != nil {
@@ -125,6 +128,14 @@ func (d *Dashboard) Handler() http.Handler {
 	sub, _ := fs.Sub(webFS, "web")
 	mux.Handle("/", http.FileServerFS(sub))
 	mux.HandleFunc("/api/events", func(w http.ResponseWriter, r *http.Request) { serveSSE(w, r, d.hub) })
+	mux.HandleFunc("/api/timeline", func(w http.ResponseWriter, r *http.Request) {
+		if d.cfg.Timeline == "" {
+			http.Error(w, "no timeline (ringtail dashboard --timeline FILE)", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		http.ServeFile(w, r, d.cfg.Timeline)
+	})
 	return mux
 }
 

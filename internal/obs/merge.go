@@ -20,8 +20,8 @@ type MergeReport struct {
 	// OffsetsUs is, by rank, the correction subtracted from its clock
 	// after the wall-clock bases were applied (microseconds).
 	OffsetsUs map[string]float64 `json:"clock_offsets_us"`
-	// Matched is, by rank, how many calls it shared with the rank its
-	// offset was measured against (0: wall clock only).
+	// Matched is, by rank, how many call ends its host's offset was
+	// measured from (0: the reference host, or wall clock only).
 	Matched map[string]int `json:"matched_calls"`
 	// Events is the number of events written.
 	Events int `json:"events"`
@@ -31,6 +31,7 @@ type MergeReport struct {
 type rankTrace struct {
 	path   string
 	rank   int
+	host   string // "" : unknown (its own clock)
 	baseNs int64
 	events []map[string]any
 	ends   map[[2]uint64]float64 // (group, call) → end (µs, after the base shift)
@@ -93,6 +94,7 @@ func readRankTrace(path string) (*rankTrace, error) {
 				if b, ok := num(args["clock_base_unix_ns"]); ok {
 					rt.baseNs = int64(b)
 				}
+				rt.host, _ = args["host"].(string)
 			}
 		}
 	}
@@ -105,11 +107,12 @@ func readRankTrace(path string) (*rankTrace, error) {
 // Merge reads the ranks' timeline files and writes one trace (JSON
 // Object Format) with every rank on one clock. Clocks are aligned in two
 // stages: each file's wall-clock base (args.clock_base_unix_ns of its
-// process_name event), then the residual skew between hosts measured from
-// the data: every rank of a collective leaves it within about one hop of
-// the others, so the median difference of the end times of the calls two
-// ranks share (matched by group and call number) is their clock offset.
-// Ranks that share no call with the others keep their wall clock.
+// process_name event), which ranks of one host (args.host) share; then
+// the residual skew between hosts, measured from the data: every rank of
+// a collective leaves it within about one hop of the others, so the
+// median difference of the end times of the calls two hosts' ranks share
+// (matched by group and call number) is their clocks' offset. Hosts that
+// share no call with the others keep their wall clock.
 func Merge(w io.Writer, paths []string) (MergeReport, error) {
 	var rep MergeReport
 	if len(paths) == 0 {
@@ -153,13 +156,29 @@ func Merge(w io.Writer, paths []string) (MergeReport, error) {
 			}
 		}
 	}
-	// Stage 2: offsets from shared calls, breadth-first from the lowest
-	// rank.
+	// Stage 2: ranks of one host share its clock; between hosts, the
+	// offset is the median difference of the end times of the calls their
+	// ranks share, breadth-first from the lowest rank's host.
 	n := len(traces)
-	offset := make([]float64, n)
-	matched := make([]int, n)
-	done := make([]bool, n)
-	for root := 0; root < n; root++ {
+	hostOf := make([]int, n) // rank index → host group
+	var groups [][]int
+	byName := map[string]int{}
+	for i, rt := range traces {
+		g, ok := byName[rt.host]
+		if !ok || rt.host == "" {
+			g = len(groups)
+			groups = append(groups, nil)
+			if rt.host != "" {
+				byName[rt.host] = g
+			}
+		}
+		hostOf[i] = g
+		groups[g] = append(groups[g], i)
+	}
+	gOffset := make([]float64, len(groups))
+	gMatched := make([]int, len(groups))
+	done := make([]bool, len(groups))
+	for root := range groups {
 		if done[root] {
 			continue
 		}
@@ -168,14 +187,18 @@ func Merge(w io.Writer, paths []string) (MergeReport, error) {
 		for len(queue) > 0 {
 			a := queue[0]
 			queue = queue[1:]
-			for b := 0; b < n; b++ {
+			for b := range groups {
 				if done[b] {
 					continue
 				}
 				var diffs []float64
-				for k, ea := range traces[a].ends {
-					if eb, ok := traces[b].ends[k]; ok {
-						diffs = append(diffs, eb-ea)
+				for _, ia := range groups[a] {
+					for _, ib := range groups[b] {
+						for k, ea := range traces[ia].ends {
+							if eb, ok := traces[ib].ends[k]; ok {
+								diffs = append(diffs, eb-ea)
+							}
+						}
 					}
 				}
 				if len(diffs) == 0 {
@@ -186,12 +209,17 @@ func Merge(w io.Writer, paths []string) (MergeReport, error) {
 				if len(diffs)%2 == 0 {
 					med = (diffs[len(diffs)/2-1] + diffs[len(diffs)/2]) / 2
 				}
-				offset[b] = offset[a] + med
-				matched[b] = len(diffs)
+				gOffset[b] = gOffset[a] + med
+				gMatched[b] = len(diffs)
 				done[b] = true
 				queue = append(queue, b)
 			}
 		}
+	}
+	offset := make([]float64, n)
+	matched := make([]int, n)
+	for i := range traces {
+		offset[i], matched[i] = gOffset[hostOf[i]], gMatched[hostOf[i]]
 	}
 	rep.OffsetsUs, rep.Matched = map[string]float64{}, map[string]int{}
 	var all []map[string]any

@@ -341,11 +341,15 @@ func TestValidateTraceCatchesBadEvents(t *testing.T) {
 
 // writeRank writes a synthetic rank timeline whose clock base is off by
 // skew: its calls end when the reference's do.
-func writeRank(t *testing.T, dir string, rank int, base time.Time, skew time.Duration, ends []float64) string {
+func writeRank(t *testing.T, dir string, rank int, base time.Time, skew time.Duration, ends []float64, host ...string) string {
 	t.Helper()
 	path := filepath.Join(dir, fmt.Sprintf("r%d.json", rank))
 	var b strings.Builder
-	fmt.Fprintf(&b, `[{"name":"process_name","ph":"M","pid":%d,"tid":0,"args":{"name":"rank %d","clock_base_unix_ns":%d}}`, rank, rank, base.Add(skew).UnixNano())
+	h := ""
+	if len(host) > 0 {
+		h = fmt.Sprintf(`,"host":%q`, host[0])
+	}
+	fmt.Fprintf(&b, `[{"name":"process_name","ph":"M","pid":%d,"tid":0,"args":{"name":"rank %d","clock_base_unix_ns":%d%s}}`, rank, rank, base.Add(skew).UnixNano(), h)
 	for i, end := range ends {
 		// ts relative to this rank's (skewed) base: the event truly ends
 		// at end µs after the true base.
@@ -403,6 +407,29 @@ func TestMergeAlignsClocksOnSharedCalls(t *testing.T) {
 				t.Errorf("call %v: rank %v ends %.3f µs from rank 0", c, r, d)
 			}
 		}
+	}
+}
+
+func TestMergeTrustsTheClockOfOneHost(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Unix(1_700_000_000, 0)
+	// Rank 1 leaves every call 40 µs after rank 0 (its place in the ring),
+	// on the same host: the shared wall clock stands, no correction.
+	p0 := writeRank(t, dir, 0, base, 0, []float64{1000, 2000, 3000}, "h")
+	p1 := writeRank(t, dir, 1, base, 0, []float64{1040, 2040, 3040}, "h")
+	// Rank 2 is on another host whose clock is 5 ms ahead.
+	p2 := writeRank(t, dir, 2, base, 5*time.Millisecond, []float64{1020, 2020, 3020}, "other")
+	rep, err := Merge(io.Discard, []string{p0, p1, p2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OffsetsUs["1"] != 0 || rep.Matched["1"] != 0 {
+		t.Errorf("rank 1 on rank 0's host was corrected: %+v", rep)
+	}
+	// Host "other" against host "h": call ends differ by −20 and +20 µs
+	// (median 0): only the 5 ms of wall clock is taken out.
+	if off := rep.OffsetsUs["2"]; off < -1 || off > 1 || rep.Matched["2"] != 6 {
+		t.Errorf("rank 2: offset %v µs from %d ends, want ≈ 0 from 6", off, rep.Matched["2"])
 	}
 }
 

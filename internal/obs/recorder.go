@@ -258,8 +258,7 @@ func (r *Recorder) countError(err error) {
 	r.m.peerErrors.WithLabelValues(kind, peer).Inc()
 }
 
-// traceCall writes the call and its phases to the timeline: the call
-// span, "wait for peers" until the first data arrived, then each phase.
+// traceCall writes the call and its phases to the timeline.
 func (r *Recorder) traceCall(now time.Time, err error) {
 	t := r.tl
 	ci := &r.call.info
@@ -283,25 +282,29 @@ func (r *Recorder) traceCall(now time.Time, err error) {
 	}
 	b = append(b, '}')
 	t.end(b)
-	from := r.call.begin
-	if a := r.call.arrived; !a.IsZero() {
-		t.end(t.span(t.begin("wait for peers", "phase", 'X', tidCollectives), from, a))
-		from = a
-	}
+	// Phases run back to back from the call's start; "wait for peers"
+	// (until the first receive completed, its transfer included) nests
+	// in the first phase.
+	waitEnd := r.call.arrived
 	for i := 0; i < r.call.nph; i++ {
 		pm := r.call.phases[i]
-		to := now
+		from, to := pm.at, now
+		if i == 0 {
+			from = r.call.begin
+		}
 		if i+1 < r.call.nph {
 			to = r.call.phases[i+1].at
 		}
-		start := pm.at
-		if start.Before(from) {
-			start = from
+		if i == 0 && !waitEnd.IsZero() && waitEnd.After(to) {
+			waitEnd = to
 		}
-		if pm.ph == plan.PhaseNone || !to.After(start) {
+		if pm.ph == plan.PhaseNone || !to.After(from) {
 			continue
 		}
-		t.end(t.span(t.begin(pm.ph.String(), "phase", 'X', tidCollectives), start, to))
+		t.end(t.span(t.begin(pm.ph.String(), "phase", 'X', tidCollectives), from, to))
+	}
+	if !waitEnd.IsZero() {
+		t.end(t.span(t.begin("wait for peers", "phase", 'X', tidCollectives), r.call.begin, waitEnd))
 	}
 }
 

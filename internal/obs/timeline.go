@@ -43,10 +43,10 @@ func openTimeline(path string, rank int, host string, base time.Time) (*timeline
 	t := &timeline{f: f, w: bufio.NewWriterSize(f, 256<<10), buf: make([]byte, 0, 1024), base: base, pid: rank}
 	t.w.WriteString("[\n")
 	t.mu.Lock()
-	t.meta("process_name", 0, fmt.Sprintf("rank %d (%s)", rank, host), base.UnixNano())
-	t.meta("process_sort_index", 0, "", int64(rank))
-	t.meta("thread_name", tidCollectives, "collectives", -1)
-	t.meta("thread_name", tidSteps, "training steps", -1)
+	t.meta("process_name", 0, fmt.Sprintf("rank %d (%s)", rank, host), base.UnixNano(), host)
+	t.meta("process_sort_index", 0, "", int64(rank), "")
+	t.meta("thread_name", tidCollectives, "collectives", -1, "")
+	t.meta("thread_name", tidSteps, "training steps", -1, "")
 	t.mu.Unlock()
 	return t, nil
 }
@@ -101,9 +101,10 @@ func (t *timeline) end(b []byte) {
 	t.n++
 }
 
-// meta writes a metadata ("M") event; clock ≥ 0 adds clock_base_unix_ns,
-// and an empty value writes sort_index instead of name.
-func (t *timeline) meta(name string, tid int, value string, clock int64) {
+// meta writes a metadata ("M") event; clock ≥ 0 adds clock_base_unix_ns
+// and the host to process_name, and an empty value writes sort_index
+// instead of name.
+func (t *timeline) meta(name string, tid int, value string, clock int64, host string) {
 	b := t.begin(name, "", 'M', tid)
 	b = append(b, `,"args":{`...)
 	if value == "" {
@@ -115,6 +116,8 @@ func (t *timeline) meta(name string, tid int, value string, clock int64) {
 		if clock >= 0 && name == "process_name" {
 			b = append(b, `,"clock_base_unix_ns":`...)
 			b = strconv.AppendInt(b, clock, 10)
+			b = append(b, `,"host":`...)
+			b = appendJSONString(b, host)
 		}
 	}
 	b = append(b, '}')

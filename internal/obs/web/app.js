@@ -124,7 +124,8 @@
     if (!Number.isFinite(bps)) return '–';
     if (bps >= 1e9) return (bps / 1e9).toFixed(2) + ' GB/s';
     if (bps >= 1e6) return (bps / 1e6).toFixed(1) + ' MB/s';
-    return (bps / 1e3).toFixed(0) + ' kB/s';
+    if (bps === 0) return '0';
+    return (bps / 1e3).toFixed(bps >= 1e4 ? 0 : 1) + ' kB/s';
   }
 
   function heatColor(x) {
@@ -164,7 +165,11 @@
     const vals = [];
     for (const s of steps) for (const a of s.ev.arrivals_ms || []) if (a >= 0) vals.push(a);
     vals.sort((a, b) => a - b);
-    const hi = vals.length ? Math.max(vals[Math.floor(0.98 * (vals.length - 1))], 1e-3) : 1;
+    // The scale spans the visible arrivals (2nd to 98th percentile), so
+    // that a few milliseconds of difference show once shares balance.
+    const q = (f) => vals[Math.floor(f * (vals.length - 1))];
+    let lo = vals.length ? q(0.02) : 0, hi = vals.length ? q(0.98) : 1;
+    if (hi - lo < 1) lo = Math.max(0, hi - 1);
     steps.forEach((s, i) => {
       const ev = s.ev, x = i * cw;
       const evicted = new Set(ev.plan.evicted || []);
@@ -174,7 +179,7 @@
           g.fillStyle = '#cfcfcf';
           g.fillRect(x, y, Math.max(cw - 1, 1), rowH - 1);
         } else {
-          g.fillStyle = heatColor(a / hi);
+          g.fillStyle = heatColor((a - lo) / (hi - lo));
           g.fillRect(x, y, Math.max(cw - 1, 1), rowH - 1);
         }
         if (evicted.has(r)) {
@@ -194,6 +199,7 @@
       m.g.fillRect(i * cw, 4, Math.max(cw - 1, 1), 14);
     });
     $('steps-shown').textContent = String(steps.length);
+    $('scale-lo').textContent = fmtMs(lo);
     $('scale-hi').textContent = fmtMs(hi);
     const sc = $('scale').getContext('2d');
     for (let i = 0; i < 160; i++) { sc.fillStyle = heatColor(i / 159); sc.fillRect(i, 0, 1, 10); }
@@ -231,7 +237,7 @@
   // lineChart draws series [{color, dash, pts: [[x, y]]}].
   function lineChart(cv, series, fx, fy) {
     const { g, w, h } = fit(cv, 200);
-    const pad = { l: 52, r: 10, t: 8, b: 20 };
+    const pad = { l: 66, r: 10, t: 8, b: 20 };
     let x0 = Infinity, x1 = -Infinity, y1 = 0;
     for (const s of series) for (const [x, y] of s.pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y1 = Math.max(y1, y); }
     if (!Number.isFinite(x0)) { g.fillStyle = '#6b6b70'; g.fillText('no data yet', pad.l, 20); return; }
@@ -282,7 +288,7 @@
       const pts = x ? x.stats.filter((st) => st.calls > 0).map((st) => [(st.t_ms - t0) / 1000, st.busbw_gbps]) : [];
       series.push({ color: color(r), pts });
     }
-    lineChart($('bw'), series, (v) => v.toFixed(0) + ' s', (v) => v.toFixed(v >= 10 ? 0 : 2));
+    lineChart($('bw'), series, (v) => v.toFixed(0) + ' s', (v) => fmtRate(v * 1e9));
     legend($('bw-legend'), n);
   }
 
@@ -316,7 +322,7 @@
       const net = st.net_rx_bps != null ? `${fmtRate(st.net_rx_bps)} / ${fmtRate(st.net_tx_bps)}` : '–';
       const gpu = (st.gpus || []).map((g) => `${g.name} ${(100 * g.util).toFixed(0)}% ${(g.mem_used / 2 ** 30).toFixed(1)}/${(g.mem_total / 2 ** 30).toFixed(0)} GiB`).join('; ') || '<span class="muted">none</span>';
       const arr = last ? (last.arrivals_ms || [])[r] : NaN, pred = last ? (last.plan.predicted_ms || [])[r] : NaN;
-      const state = why ? 'straggler: ' + [...why].join(', ') : x.info ? 'ok' : 'waiting';
+      const state = why ? `<span title="${[...why].join(', ')}">straggler</span>` : x.info ? 'ok' : 'waiting';
       html += `<tr data-rank="${r}" data-straggler="${why ? 'true' : 'false'}" class="${why ? 'straggler' : ''}">` +
         `<td>${r}</td><td>${info.host || '–'}</td><td class="state">${state}</td><td>${linkText}</td><td>${cpu}</td>` +
         `<td>${net}</td><td>${gpu}</td><td>${fmtMs(arr)}${pred > 0 ? ` <span class="muted">(pred ${fmtMs(pred)})</span>` : ''}</td></tr>`;
@@ -334,7 +340,7 @@
     }
     let bw = 0, k = 0;
     for (const [, r] of S.ranks) if (r.last && r.last.calls > 0) { bw += r.last.busbw_gbps; k++; }
-    $('busbw').textContent = k ? (bw / k).toFixed(2) + ' GB/s' : '–';
+    $('busbw').textContent = k ? fmtRate((bw / k) * 1e9) : '–';
   }
 
   function draw() {
