@@ -38,7 +38,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	s := cfg.settings()
 	if rec != nil {
-		s.Tracer = rec
+		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
 	}
 	e, err := engine.New(ctx, s)
 	if err != nil {

@@ -33,6 +33,8 @@ func (c *Config) recorder() (*obs.Recorder, error) {
 	if err != nil {
 		gpu = nil
 	}
+	// The recorder logs through the communicator's logger: the job-wide
+	// logger honouring RINGTAIL_LOG_LEVEL arrives as Config.Logger.
 	rec, err := obs.New(obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger})
 	if err != nil {
 		if gpu != nil {

@@ -105,8 +105,9 @@ func TestObservedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Matched["1"] < 4 {
-		t.Errorf("merge matched %d calls of rank 1, want ≥ 4", rep.Matched["1"])
+	// One host, one clock: the merge keeps it.
+	if rep.OffsetsUs["1"] != 0 || len(rep.Ranks) != 2 || rep.Events < 20 {
+		t.Errorf("merge report %+v", rep)
 	}
 }
 

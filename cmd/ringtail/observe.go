@@ -59,6 +59,9 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 		}
 		o.metricsPort = base
 	}
+	// The dashboard logs lost rank streams at debug level to the logger
+	// it is given: none yet. The job-wide logger (RINGTAIL_LOG_LEVEL,
+	// issue 14 item 4) plugs in here, as DashboardConfig.Logger.
 	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
 		Title: fmt.Sprintf("ringtail run -np %d", np)})
 	if err != nil {

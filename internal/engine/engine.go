@@ -50,8 +50,10 @@ type Settings struct {
 	FastSpin     time.Duration
 	Tunables     algo.Tunables
 	Logger       zerolog.Logger
-	// Tracer observes every call (internal/obs); nil: none.
-	Tracer exec.Tracer
+	// Tracer observes every call (internal/obs); nil: none. The executor
+	// reports phases to it only when TracePhases.
+	Tracer      exec.Tracer
+	TracePhases bool
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
 }
@@ -105,7 +107,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 			return nil, err
 		}
 		e.executor = ex
-		ex.SetTracer(s.Tracer)
+		e.traceExecutor()
 		return e, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
@@ -193,7 +195,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
 		return err
 	}
-	e.executor.SetTracer(s.Tracer)
+	e.traceExecutor()
 	return e.agreeOnFastboxes(ctx)
 }
 

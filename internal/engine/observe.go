@@ -39,3 +39,10 @@ func (e *Engine) ranks(c *Call) int {
 	}
 	return e.s.World
 }
+
+// traceExecutor gives the executor the tracer when it wants phases.
+func (e *Engine) traceExecutor() {
+	if e.s.Tracer != nil && e.s.TracePhases {
+		e.executor.SetTracer(e.s.Tracer)
+	}
+}

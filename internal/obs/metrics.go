@@ -1,7 +1,9 @@
 package obs
 
 import (
+	"math"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -50,11 +52,62 @@ const maxCollective = 16
 // records without a map lookup or an allocation.
 type collMetrics struct {
 	name     string
-	calls    prometheus.Counter
-	bytes    prometheus.Counter
-	busBytes prometheus.Counter
+	count    callCounters
 	duration prometheus.Histogram
 	busbw    prometheus.Gauge
+}
+
+// callCounters are one collective's totals. They have one writer, the
+// engine's call path (calls are serialised), so an update is a load and a
+// store, not a locked read-modify-write; scrapes and the sampler read
+// them concurrently.
+type callCounters struct {
+	calls      atomic.Uint64
+	bytes      atomic.Uint64
+	otherBytes atomic.Uint64 // of subgroup and pair calls
+	otherBus   atomic.Uint64 // float64 bits: their bus bytes
+	busFactor  float64       // the whole world's bus factor
+}
+
+// add counts a call of bytes among ranks (world: the whole world, the
+// common case: two stores).
+func (c *callCounters) add(col wire.Collective, bytes, ranks int, world bool) {
+	c.calls.Store(c.calls.Load() + 1)
+	c.bytes.Store(c.bytes.Load() + uint64(bytes))
+	if !world {
+		c.otherBytes.Store(c.otherBytes.Load() + uint64(bytes))
+		c.otherBus.Store(math.Float64bits(math.Float64frombits(c.otherBus.Load()) + float64(bytes)*busFactor(col, ranks)))
+	}
+}
+
+// bus returns the bus bytes counted.
+func (c *callCounters) bus() float64 {
+	other := c.otherBytes.Load() // before bytes: never more than its share of it
+	return float64(c.bytes.Load()-other)*c.busFactor + math.Float64frombits(c.otherBus.Load())
+}
+
+// countersCollector exposes every collective's callCounters.
+type countersCollector struct {
+	m                 *metrics
+	calls, bytes, bus *prometheus.Desc
+}
+
+func (cc *countersCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cc.calls
+	ch <- cc.bytes
+	ch <- cc.bus
+}
+
+func (cc *countersCollector) Collect(ch chan<- prometheus.Metric) {
+	for i := range cc.m.coll {
+		c := &cc.m.coll[i]
+		if c.duration == nil {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(cc.calls, prometheus.CounterValue, float64(c.count.calls.Load()), c.name)
+		ch <- prometheus.MustNewConstMetric(cc.bytes, prometheus.CounterValue, float64(c.count.bytes.Load()), c.name)
+		ch <- prometheus.MustNewConstMetric(cc.bus, prometheus.CounterValue, c.count.bus(), c.name)
+	}
 }
 
 // metrics is one rank's registry and series.
@@ -105,21 +158,21 @@ func newMetrics(rank, world int, host string) *metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &metrics{reg: reg}
 	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	calls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCalls, Help: "Collective calls completed or failed, by collective."}, []string{"collective"})
-	bytes := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCallBytes, Help: "Bytes of collective calls (nccl-tests size: the in-place buffer, AllGather's output, ReduceScatter's input)."}, []string{"collective"})
-	bus := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricCallBusBytes, Help: "Bus bytes of collective calls (bytes × nccl-tests bus factor); rate(bus bytes) / rate(duration sum) is busbw."}, []string{"collective"})
-	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricCallDuration, Help: "Latency of collective calls.",
+	counters := &countersCollector{m: m,
+		calls: prometheus.NewDesc(MetricCalls, "Collective calls completed or failed, by collective.", []string{"collective"}, nil),
+		bytes: prometheus.NewDesc(MetricCallBytes, "Bytes of collective calls (nccl-tests size: the in-place buffer, AllGather's output, ReduceScatter's input).", []string{"collective"}, nil),
+		bus:   prometheus.NewDesc(MetricCallBusBytes, "Bus bytes of collective calls (bytes × nccl-tests bus factor): busbw is the bus bytes per call over the mean call duration.", []string{"collective"}, nil)}
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricCallDuration,
+		Help:    "Latency of collective calls: every call, or a uniform sample of about 2000 a second when calls are more frequent.",
 		Buckets: prometheus.ExponentialBuckets(1e-6, 4, 14)}, []string{"collective"})
-	bw := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricCallBusBW, Help: "Bus bandwidth of the last call of each collective (nccl-tests busbw)."}, []string{"collective"})
-	f(calls)
-	f(bytes)
-	f(bus)
+	bw := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricCallBusBW, Help: "Bus bandwidth of the last timed call of each collective (nccl-tests busbw)."}, []string{"collective"})
+	f(counters)
 	f(dur)
 	f(bw)
 	for c := wire.AllReduce; c.Valid() && int(c) < maxCollective; c++ {
 		name := c.String()
-		m.coll[c] = collMetrics{name: name, calls: calls.WithLabelValues(name), bytes: bytes.WithLabelValues(name),
-			busBytes: bus.WithLabelValues(name), duration: dur.WithLabelValues(name).(prometheus.Histogram), busbw: bw.WithLabelValues(name)}
+		m.coll[c] = collMetrics{name: name, duration: dur.WithLabelValues(name).(prometheus.Histogram), busbw: bw.WithLabelValues(name)}
+		m.coll[c].count.busFactor = busFactor(c, world)
 	}
 	m.peerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricPeerErrors, Help: "Failed calls by failure kind and blamed rank (peer=\"none\" when no rank is blamed)."}, []string{"kind", "peer"})
 	m.links = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricLinkTransport, Help: "1 for the transport each link uses (shm+fastbox, shm, unix, tcp, libp2p)."}, []string{"peer", "channel", "transport"})
@@ -166,29 +219,15 @@ func newMetrics(rank, world int, host string) *metrics {
 
 // collTotals reads one collective's totals (off the call path).
 type collTotals struct {
-	calls, bytes, busBytes, seconds float64
+	calls, bytes, busBytes float64
+	timed, seconds         float64 // the histogram's count and sum
 }
 
 func (c *collMetrics) totals() collTotals {
-	var t collTotals
+	t := collTotals{calls: float64(c.count.calls.Load()), bytes: float64(c.count.bytes.Load()), busBytes: c.count.bus()}
 	var d dto.Metric
-	if c.calls == nil {
-		return t
-	}
-	if c.calls.Write(&d) == nil {
-		t.calls = d.GetCounter().GetValue()
-	}
-	d.Reset()
-	if c.bytes.Write(&d) == nil {
-		t.bytes = d.GetCounter().GetValue()
-	}
-	d.Reset()
-	if c.busBytes.Write(&d) == nil {
-		t.busBytes = d.GetCounter().GetValue()
-	}
-	d.Reset()
 	if c.duration.Write(&d) == nil {
-		t.seconds = d.GetHistogram().GetSampleSum()
+		t.timed, t.seconds = float64(d.GetHistogram().GetSampleCount()), d.GetHistogram().GetSampleSum()
 	}
 	return t
 }

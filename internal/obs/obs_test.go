@@ -143,7 +143,6 @@ func TestRecorderServesTheMetrics(t *testing.T) {
 		{MetricCalls, []string{"collective=AllGather"}, 1},
 		{MetricCallBytes, []string{"collective=AllReduce"}, 4 << 20},
 		{MetricCallBusBytes, []string{"collective=AllReduce"}, 4 << 20 * 1.5},
-		{MetricCallDuration, []string{"collective=AllReduce"}, 4},
 		{MetricPeerErrors, []string{"kind=peer_died", "peer=2"}, 1},
 		{MetricPeerErrors, []string{"kind=canceled", "peer=none"}, 1},
 		{MetricLinkTransport, []string{"peer=0", "transport=shm+fastbox"}, 1},
@@ -169,6 +168,11 @@ func TestRecorderServesTheMetrics(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// Back-to-back calls are sampled once they come fast: the first is
+	// always timed.
+	if n := value(t, fams, MetricCallDuration, "collective=AllReduce"); n < 1 || n > 4 {
+		t.Errorf("%v AllReduce calls timed of 4", n)
+	}
 	if bw := value(t, fams, MetricCallBusBW, "collective=AllReduce"); !(bw > 0) {
 		t.Errorf("busbw %v, want > 0", bw)
 	}
@@ -179,6 +183,25 @@ func TestRecorderServesTheMetrics(t *testing.T) {
 				t.Errorf("rank 2's late arrival was recorded as %v", m.Gauge.GetValue())
 			}
 		}
+	}
+}
+
+func TestFrequentCallsAreSampledAndCountedExactly(t *testing.T) {
+	r := newTestRecorder(t, 0, 2, "")
+	const calls = 200000
+	for i := range calls {
+		call(r, wire.AllReduce, wire.World, uint64(i+1), 8, 2, nil)
+	}
+	fams := scrape(t, r.Addr())
+	if n := value(t, fams, MetricCalls, "collective=AllReduce"); n != calls {
+		t.Errorf("%v calls counted, want %d", n, calls)
+	}
+	if n := value(t, fams, MetricCallBytes, "collective=AllReduce"); n != 8*calls {
+		t.Errorf("%v bytes counted, want %d", n, 8*calls)
+	}
+	// However fast this machine runs them, far fewer than all are timed.
+	if n := value(t, fams, MetricCallDuration, "collective=AllReduce"); n < 1 || n > calls/4 {
+		t.Errorf("%v of %d back-to-back calls timed", n, calls)
 	}
 }
 

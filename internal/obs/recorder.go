@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -100,14 +101,19 @@ type Recorder struct {
 	started time.Time
 	ranks   []string // rank labels
 
-	// The running call (owned by the engine's call lock).
+	// The running call (owned by the engine's call lock, as are rng and
+	// the counters' writes).
 	call struct {
 		info    exec.CallInfo
-		begin   time.Time
-		arrived time.Time
+		timed   bool
+		begin   time.Duration // since started, on the monotonic clock
+		arrived time.Duration // 0: not reported
 		nph     int
 		phases  [8]phaseMark
 	}
+	rng       uint64        // xorshift state: which calls are timed
+	mask      atomic.Uint64 // time a call when rng&mask == 0 (End widens it, the sampler resets it)
+	lastTimed time.Duration // when the last timed call ended
 
 	stepMu sync.Mutex
 	links  []LinkInfo
@@ -123,7 +129,7 @@ type Recorder struct {
 
 type phaseMark struct {
 	ph plan.Phase
-	at time.Time
+	at time.Duration // since started
 }
 
 // LinkInfo is one link and its transport.
@@ -155,7 +161,7 @@ func New(cfg Config) (*Recorder, error) {
 		cfg.HostProc = nvml.DefaultHostConfig()
 	}
 	r := &Recorder{cfg: cfg, m: newMetrics(cfg.Rank, cfg.World, cfg.Host), hub: newHub(cfg.History), started: time.Now(),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), rng: uint64(time.Now().UnixNano()) | 1}
 	for i := 0; i < cfg.World; i++ {
 		r.ranks = append(r.ranks, strconv.Itoa(i))
 	}
@@ -191,53 +197,85 @@ func (r *Recorder) Addr() string {
 	return r.ln.Addr().String()
 }
 
+// TracesPhases reports whether the recorder uses the executor's phase
+// reports (Arrived, Phase): only a timeline does, so without one the
+// executor need not make them.
+func (r *Recorder) TracesPhases() bool { return r.tl != nil }
+
 // Observing implements observe.StepRecorder.
 func (r *Recorder) Observing() bool { return r != nil }
 
-// Begin implements exec.Tracer.
+// Begin implements exec.Tracer. Counting a call costs two plain stores;
+// timing it, two reads of the monotonic clock (100–150 ns on a VM) and a
+// histogram update. So when calls come faster than timedPerSecond, a
+// random 1 in mask+1 of them is timed: the latency histogram and busbw are
+// then an unbiased sample, counts and bytes stay exact. End widens the
+// mask as soon as timed calls come closer than half the target interval
+// (a burst of small calls is sampled after a few of them); the sampler
+// sets it from each period's call rate (so it narrows again when calls
+// slow down). With a timeline every call is timed.
 func (r *Recorder) Begin(c exec.CallInfo) {
 	r.call.info = c
-	r.call.nph = 0
-	r.call.arrived = time.Time{}
-	r.call.begin = time.Now()
+	r.rng ^= r.rng << 13
+	r.rng ^= r.rng >> 7
+	r.rng ^= r.rng << 17
+	r.call.timed = r.rng&r.mask.Load() == 0 || r.tl != nil
+	if r.call.timed {
+		r.call.nph, r.call.arrived = 0, 0
+		r.call.begin = time.Since(r.started)
+	}
 }
+
+// timedPerSecond is about how many calls a second are timed when calls
+// are frequent: their clock reads cost ≤ 0.05% of the time. maxMask
+// bounds the sampling to 1 call in 2^20.
+const (
+	timedPerSecond = 2000
+	maxMask        = 1<<20 - 1
+)
 
 // Arrived implements exec.Tracer.
 func (r *Recorder) Arrived() {
 	if r.tl != nil {
-		r.call.arrived = time.Now()
+		r.call.arrived = time.Since(r.started)
 	}
 }
 
 // Phase implements exec.Tracer.
 func (r *Recorder) Phase(ph plan.Phase) {
 	if r.tl != nil && r.call.nph < len(r.call.phases) {
-		r.call.phases[r.call.nph] = phaseMark{ph, time.Now()}
+		r.call.phases[r.call.nph] = phaseMark{ph, time.Since(r.started)}
 		r.call.nph++
 	}
 }
 
 // End implements exec.Tracer.
 func (r *Recorder) End(err error) {
-	now := time.Now()
 	ci := &r.call.info
-	sec := now.Sub(r.call.begin).Seconds()
-	if c := ci.Desc.Collective; int(c) < maxCollective && r.m.coll[c].calls != nil {
+	c := ci.Desc.Collective
+	if int(c) < maxCollective && r.m.coll[c].duration != nil {
 		cm := &r.m.coll[c]
-		bus := float64(ci.Bytes) * busFactor(c, ci.Ranks)
-		cm.calls.Inc()
-		cm.bytes.Add(float64(ci.Bytes))
-		cm.busBytes.Add(bus)
-		cm.duration.Observe(sec)
-		if sec > 0 {
-			cm.busbw.Set(bus / sec)
+		cm.count.add(c, ci.Bytes, ci.Ranks, ci.Ranks == r.cfg.World)
+		if r.call.timed {
+			now := time.Since(r.started)
+			if now-r.lastTimed < time.Second/timedPerSecond/2 {
+				r.mask.Store(min(r.mask.Load()<<1|1, maxMask))
+			}
+			r.lastTimed = now
+			sec := (now - r.call.begin).Seconds()
+			cm.duration.Observe(sec)
+			if sec > 0 {
+				cm.busbw.Set(float64(ci.Bytes) * busFactor(c, ci.Ranks) / sec)
+			}
+			if r.tl != nil {
+				r.traceCall(now, err)
+			}
 		}
+	} else if r.call.timed && r.tl != nil {
+		r.traceCall(time.Since(r.started), err)
 	}
 	if err != nil {
 		r.countError(err)
-	}
-	if r.tl != nil {
-		r.traceCall(now, err)
 	}
 }
 
@@ -259,13 +297,13 @@ func (r *Recorder) countError(err error) {
 }
 
 // traceCall writes the call and its phases to the timeline.
-func (r *Recorder) traceCall(now time.Time, err error) {
+func (r *Recorder) traceCall(now time.Duration, err error) {
 	t := r.tl
 	ci := &r.call.info
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.begin(ci.Desc.Collective.String(), "collective", 'X', tidCollectives)
-	b = t.span(b, r.call.begin, now)
+	b = t.spanSince(b, r.call.begin, now)
 	b = append(b, `,"args":{"bytes":`...)
 	b = strconv.AppendInt(b, int64(ci.Bytes), 10)
 	b = append(b, `,"ranks":`...)
@@ -295,16 +333,16 @@ func (r *Recorder) traceCall(now time.Time, err error) {
 		if i+1 < r.call.nph {
 			to = r.call.phases[i+1].at
 		}
-		if i == 0 && !waitEnd.IsZero() && waitEnd.After(to) {
+		if i == 0 && waitEnd > to {
 			waitEnd = to
 		}
-		if pm.ph == plan.PhaseNone || !to.After(from) {
+		if pm.ph == plan.PhaseNone || to <= from {
 			continue
 		}
-		t.end(t.span(t.begin(pm.ph.String(), "phase", 'X', tidCollectives), from, to))
+		t.end(t.spanSince(t.begin(pm.ph.String(), "phase", 'X', tidCollectives), from, to))
 	}
-	if !waitEnd.IsZero() {
-		t.end(t.span(t.begin("wait for peers", "phase", 'X', tidCollectives), r.call.begin, waitEnd))
+	if waitEnd > 0 {
+		t.end(t.spanSince(t.begin("wait for peers", "phase", 'X', tidCollectives), r.call.begin, waitEnd))
 	}
 }
 

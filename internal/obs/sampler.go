@@ -3,6 +3,7 @@ package obs
 import (
 	"encoding/json"
 	"errors"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -56,6 +57,7 @@ func (r *Recorder) sample() {
 	}
 	gpu := r.cfg.GPU
 	var prev [maxCollective]collTotals
+	tlFailed := false
 	tick := time.NewTicker(r.cfg.Period)
 	defer tick.Stop()
 	for {
@@ -64,30 +66,40 @@ func (r *Recorder) sample() {
 			return
 		case now := <-tick.C:
 			msg := statsMsg{Kind: "stats", Rank: r.cfg.Rank, TMs: unixMs(now), Collectives: map[string]collStats{}}
-			var bus, sec float64
+			var bus, sec, calls float64
 			for c := range r.m.coll {
 				cm := &r.m.coll[c]
-				if cm.calls == nil {
+				if cm.duration == nil {
 					continue
 				}
 				cur := cm.totals()
-				d := collTotals{cur.calls - prev[c].calls, cur.bytes - prev[c].bytes, cur.busBytes - prev[c].busBytes, cur.seconds - prev[c].seconds}
+				p := prev[c]
 				prev[c] = cur
+				d := collTotals{cur.calls - p.calls, cur.bytes - p.bytes, cur.busBytes - p.busBytes, cur.timed - p.timed, cur.seconds - p.seconds}
+				calls += d.calls
 				if d.calls <= 0 || wire.Collective(c) == wire.Probe {
 					continue
 				}
-				cs := collStats{Calls: d.calls, Bytes: d.bytes, MeanUs: d.seconds / d.calls * 1e6}
-				if d.seconds > 0 {
-					cs.BusBW = d.busBytes / d.seconds / 1e9
+				cs := collStats{Calls: d.calls, Bytes: d.bytes}
+				if d.timed > 0 && d.seconds > 0 {
+					mean := d.seconds / d.timed // the timed calls are a uniform sample
+					cs.MeanUs = mean * 1e6
+					cs.BusBW = d.busBytes / d.calls / mean / 1e9
+					bus += d.busBytes
+					sec += mean * d.calls
 				}
 				msg.Collectives[cm.name] = cs
 				msg.Calls += d.calls
-				bus += d.busBytes
-				sec += d.seconds
 			}
 			if sec > 0 {
 				msg.BusBW = bus / sec / 1e9
 			}
+			// Time about timedPerSecond calls a second.
+			mask := uint64(0)
+			if rate := calls / r.cfg.Period.Seconds(); rate > timedPerSecond {
+				mask = min(uint64(1)<<bits.Len64(uint64(rate/timedPerSecond))-1, maxMask)
+			}
+			r.mask.Store(mask)
 			if host != nil {
 				if hs, err := host.Read(); err == nil {
 					r.m.hostCPU.Set(hs.CPUBusy)
@@ -120,9 +132,10 @@ func (r *Recorder) sample() {
 			if b, err := json.Marshal(msg); err == nil {
 				r.hub.publish(b, "")
 			}
-			if r.tl != nil {
+			if r.tl != nil && !tlFailed {
 				if err := r.tl.flush(); err != nil {
-					r.cfg.Logger.Warn().Err(err).Msg("obs: timeline write failed")
+					tlFailed = true // said once; Close returns it too
+					r.cfg.Logger.Warn().Err(err).Str("timeline", r.cfg.Timeline).Msg("obs: timeline write failed")
 				}
 			}
 		}

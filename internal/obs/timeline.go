@@ -126,10 +126,15 @@ func (t *timeline) meta(name string, tid int, value string, clock int64, host st
 
 // span appends a complete ("X") event's timing fields.
 func (t *timeline) span(b []byte, from, to time.Time) []byte {
+	return t.spanSince(b, from.Sub(t.base), to.Sub(t.base))
+}
+
+// spanSince is span with times given since the base.
+func (t *timeline) spanSince(b []byte, from, to time.Duration) []byte {
 	b = append(b, `,"ts":`...)
-	b = t.us(b, from)
+	b = appendMicros(b, from)
 	b = append(b, `,"dur":`...)
-	return appendMicros(b, max(to.Sub(from), 0))
+	return appendMicros(b, max(to-from, 0))
 }
 
 // flush writes buffered events to the file.
