@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -49,6 +51,8 @@ const (
 	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
 	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
+	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
+	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -127,6 +131,15 @@ type Config struct {
 	SmallBytes int
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
+	// MetricsAddr, when set, serves this rank's Prometheus metrics
+	// (/metrics), its event stream for the dashboard (/events) and /info
+	// on host:port (port 0: a free one; "host:9400+": port 9400 +
+	// LocalRank). See docs/observability.md.
+	MetricsAddr string
+	// Timeline, when set, writes this rank's Chrome trace / Perfetto
+	// timeline to this file (with ".rank<r>" before the extension when
+	// WorldSize > 1); `ringtail timeline merge` joins the ranks' files.
+	Timeline string
 
 	network transport.Network // tests: an in-memory network
 }
@@ -205,6 +218,8 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChannels, &c.Channels)
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
+	c.MetricsAddr = env.Get(EnvMetricsAddr)
+	c.Timeline = env.Get(EnvTimeline)
 	if err := env.Err(); err != nil {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}
@@ -302,6 +317,20 @@ func (c *Config) Validate() error {
 	}
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)
+	}
+	if c.MetricsAddr != "" {
+		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {
+			bad("metrics address (%s): %v", EnvMetricsAddr, err)
+		} else if err := obs.CheckAddr(addr); err != nil {
+			bad("metrics address (%s): %v", EnvMetricsAddr, err)
+		}
+	}
+	if c.Timeline != "" {
+		if fi, err := os.Stat(filepath.Dir(c.Timeline)); err != nil || !fi.IsDir() {
+			bad("timeline %q (%s): its directory does not exist", c.Timeline, EnvTimeline)
+		} else if fi, err := os.Stat(c.Timeline); err == nil && fi.IsDir() {
+			bad("timeline %q (%s) is a directory", c.Timeline, EnvTimeline)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ringtail: invalid config: %w", err)

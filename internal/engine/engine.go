@@ -50,6 +50,10 @@ type Settings struct {
 	FastSpin     time.Duration
 	Tunables     algo.Tunables
 	Logger       zerolog.Logger
+	// Tracer observes every call (internal/obs); nil: none. The executor
+	// reports phases to it only when TracePhases.
+	Tracer      exec.Tracer
+	TracePhases bool
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
 }
@@ -103,6 +107,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 			return nil, err
 		}
 		e.executor = ex
+		e.traceExecutor()
 		return e, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
@@ -191,6 +196,7 @@ func (e *Engine) connect(ctx context.Context) error {
 		return err
 	}
 	e.executor.SetMailbox(mailboxOf{e})
+	e.traceExecutor()
 	return e.agreeOnFastboxes(ctx)
 }
 
