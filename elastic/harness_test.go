@@ -241,7 +241,8 @@ func (c *cluster) stop(ids []string) {
 // goes: memberlist stops answering without leaving, and its communicator
 // is abandoned.
 func (w *Worker) crashForTest() {
-	w.shutdown()
 	w.stop()
 	<-w.loopDone
+	w.wg.Wait() // no helper may call into the list once it is shut down
+	w.shutdown()
 }

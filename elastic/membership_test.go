@@ -2,7 +2,12 @@ package elastic
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,18 +31,20 @@ func TestMemberlistDetectionTime(t *testing.T) {
 		}
 		var nodes []*memberlist.Memberlist
 		var boxes []*mailbox
+		var first string
 		for i := range n {
 			box := newMailbox()
 			c := cfg
-			ml, err := memberlist.Create(memberlistConfig(&c, fmt.Sprintf("n%d-%d", trial, i), key, &delegate{box: box, state: &published{}}, zerolog.Nop()))
+			d := newDelegate(fmt.Sprintf("n%d-%d", trial, i), box, &published{})
+			ml, err := memberlist.Create(memberlistConfig(&c, d.self, key, d, zerolog.Nop()))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ml.Shutdown()
-			if i > 0 {
-				if _, err := ml.Join([]string{nodes[0].LocalNode().Address()}); err != nil {
-					t.Fatal(err)
-				}
+			if i == 0 {
+				first = d.localAddr()
+			} else if _, err := ml.Join([]string{first}); err != nil {
+				t.Fatal(err)
 			}
 			nodes = append(nodes, ml)
 			boxes = append(boxes, box)
@@ -59,7 +66,7 @@ func TestMemberlistDetectionTime(t *testing.T) {
 		for _, b := range boxes {
 			b.take()
 		}
-		victim := nodes[n-1].LocalNode().Name
+		victim := fmt.Sprintf("n%d-%d", trial, n-1)
 		start := time.Now()
 		_ = nodes[n-1].Shutdown()
 		seen := map[int]bool{}
@@ -111,17 +118,18 @@ func TestMemberlistRejectsWrongSecret(t *testing.T) {
 	bad := DefaultConfig("b", "job", []byte("another-secret-0123456789"))
 	kg, _ := MemberlistKey(good.Secret, good.JobID)
 	kb, _ := MemberlistKey(bad.Secret, bad.JobID)
-	m1, err := memberlist.Create(memberlistConfig(&good, "a", kg, &delegate{box: newMailbox(), state: &published{}}, zerolog.Nop()))
+	d1 := newDelegate("a", newMailbox(), &published{})
+	m1, err := memberlist.Create(memberlistConfig(&good, "a", kg, d1, zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m1.Shutdown()
-	m2, err := memberlist.Create(memberlistConfig(&bad, "b", kb, &delegate{box: newMailbox(), state: &published{}}, zerolog.Nop()))
+	m2, err := memberlist.Create(memberlistConfig(&bad, "b", kb, newDelegate("b", newMailbox(), &published{}), zerolog.Nop()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m2.Shutdown()
-	if _, err := m2.Join([]string{m1.LocalNode().Address()}); err == nil {
+	if _, err := m2.Join([]string{d1.localAddr()}); err == nil {
 		t.Fatal("a node with the wrong secret joined")
 	}
 	if m1.NumMembers() != 1 {
@@ -134,5 +142,84 @@ func TestDecodeRejectsGarbage(t *testing.T) {
 		if _, err := decode(b); err == nil {
 			t.Errorf("%q decoded", b)
 		}
+	}
+}
+
+// memberlist hands out *memberlist.Node values that point into its own
+// state, which it mutates under its node lock: reading one outside that
+// lock is a data race (issue 18), and LocalNode dereferences a nil entry
+// once the local node has left and been reaped. Outside the delegate's
+// callbacks (which run with the lock held and copy what they need), no
+// code in this package may call Members or LocalNode.
+func TestNoMemberlistNodeReads(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) > 0 {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Members" || sel.Sel.Name == "LocalNode") {
+				t.Errorf("%s: %s() reads memberlist's node state outside its lock; use the delegate's events", fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d files", checked)
+	}
+}
+
+// The delegate copies each node's name and address while memberlist holds
+// its lock, and learns this node's own address from its own join, which
+// memberlist.Create announces before returning.
+func TestDelegateCopiesNodes(t *testing.T) {
+	cfg := DefaultConfig("x", "delegate-test", testSecret)
+	key, err := MemberlistKey(cfg.Secret, cfg.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxA, boxB := newMailbox(), newMailbox()
+	da, db := newDelegate("a", boxA, &published{}), newDelegate("b", boxB, &published{})
+	ca, cb := cfg, cfg
+	ma, err := memberlist.Create(memberlistConfig(&ca, "a", key, da, zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ma.Shutdown()
+	mb, err := memberlist.Create(memberlistConfig(&cb, "b", key, db, zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mb.Shutdown()
+	if da.localAddr() == "" || db.localAddr() == "" || da.localAddr() == db.localAddr() {
+		t.Fatalf("local addresses %q and %q", da.localAddr(), db.localAddr())
+	}
+	if _, err := mb.Join([]string{da.localAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	// b learns a's address from a's join (the push/pull of Join runs the
+	// callbacks before Join returns).
+	got := map[string]string{}
+	for _, e := range boxB.take() {
+		if e.kind == evAlive {
+			got[e.name] = e.addr
+		}
+	}
+	if got["a"] != da.localAddr() || got["b"] != db.localAddr() {
+		t.Fatalf("b's events name %v, want a at %s and b at %s", got, da.localAddr(), db.localAddr())
 	}
 }
