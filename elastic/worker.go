@@ -347,7 +347,7 @@ func (w *Worker) propose(p view.Proposal) {
 // port of the advertised IP. It returns the listener and its host:port.
 func (w *Worker) listenRendezvous() (net.Listener, string, error) {
 	ip := w.cfg.advertiseIP()
-	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: w.cfg.JobID, Secret: w.cfg.Secret, ListenIP: ip})
+	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: w.cfg.JobID, Secret: w.cfg.Secret, ListenIP: ip, Logger: w.log})
 	if err != nil {
 		return nil, "", err
 	}
