@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 // parseOverrides splits newline-separated NAME=VALUE lines. Blank lines are
@@ -45,14 +46,20 @@ func configFromEnv(overrides string) (ringtail.Config, error) {
 		return ringtail.Config{}, fmt.Errorf("capi: %w", err)
 	}
 	asked := map[string]bool{}
-	cfg, err := ringtail.ConfigFromLookup(func(name string) (string, bool) {
+	lookup := func(name string) (string, bool) {
 		asked[name] = true
 		if v, ok := kv[name]; ok {
 			return v, true
 		}
 		return os.LookupEnv(name)
-	})
-	errs := []error{err} // nil is skipped by errors.Join
+	}
+	cfg, err := ringtail.ConfigFromLookup(lookup)
+	// The process's logger (RINGTAIL_LOG_LEVEL, default warn, so refused
+	// peers show) writes to stderr: the C API's callers, the PyTorch
+	// backend included, set none of their own.
+	log, lerr := logging.FromLookup(lookup, os.Stderr)
+	cfg.Logger = log.With().Int("rank", cfg.Rank).Logger()
+	errs := []error{err, lerr} // nil is skipped by errors.Join
 	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		if !asked[name] {
 			errs = append(errs, fmt.Errorf("unknown override %s", name))
