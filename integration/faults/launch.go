@@ -169,7 +169,7 @@ func RunScenario(ctx context.Context, bins Binaries, sc Scenario) Result {
 		r.Err = err
 		return r
 	}
-	deadline := 60*time.Second + time.Duration(sc.Steps)*sc.Pace*4 + 4*sc.PeerTimeout
+	deadline := 30*time.Second + time.Duration(sc.Steps)*sc.Pace*4 + 4*sc.PeerTimeout
 	var injected sync.WaitGroup
 	faultAt := make(chan time.Time, 1)
 	injected.Add(1)
