@@ -15,6 +15,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
@@ -161,9 +162,10 @@ func DefaultConfig(rank, world int) Config {
 func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
 
 // ConfigFromLookup is ConfigFromEnv reading variables through lookup (for
-// callers that overlay their own settings on the environment, such as
-// the C API's overrides). It asks for every variable it knows, whichever
-// others are set.
+// callers that overlay their own settings on the environment, such as the
+// C API's overrides). It asks for every variable it knows, whichever others
+// are set. Its Logger writes to stderr as RINGTAIL_LOG_LEVEL (default warn:
+// refused peers are logged) and RINGTAIL_LOG_FORMAT say.
 func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	c := DefaultConfig(0, 1)
 	env := envcfg.Reader{Lookup: lookup}
@@ -220,6 +222,11 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvSmallBytes, &c.SmallBytes)
 	c.MetricsAddr = env.Get(EnvMetricsAddr)
 	c.Timeline = env.Get(EnvTimeline)
+	logger, err := logging.FromLookup(lookup, os.Stderr)
+	if err != nil {
+		env.Fail(err)
+	}
+	c.Logger = logger.With().Int("rank", c.Rank).Logger()
 	if err := env.Err(); err != nil {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}

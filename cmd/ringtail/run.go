@@ -10,11 +10,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 const runUsage = `Usage: ringtail run -np N [-H host:slots,... | --hostfile F] [flags] [--] CMD ARGS...
@@ -160,11 +160,20 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// The launcher's log and the ranks' stderr lines share stderr: one
 	// lock keeps every line whole.
 	errw := zerolog.SyncWriter(stderr)
-	level := zerolog.WarnLevel
-	if *verbose {
-		level = zerolog.DebugLevel
+	logOpts, err := logging.OptionsFromLookup(os.LookupEnv)
+	if err != nil {
+		return usageErr("%v", err)
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: errw, NoColor: true, TimeFormat: time.TimeOnly}).Level(level).With().Timestamp().Logger()
+	if *verbose && logOpts.Level > zerolog.DebugLevel {
+		logOpts.Level = zerolog.DebugLevel
+	}
+	logOpts.Out, logOpts.Terminal = errw, logging.IsTerminal(stderr)
+	logger := logging.New(logOpts)
+	// Ranks write to pipes the launcher reads, so on their own they would
+	// log JSON; on a terminal they write for the human reading it too.
+	if _, set := os.LookupEnv(logging.EnvFormat); logOpts.Terminal && !set {
+		env = append(env, logging.EnvFormat+"="+string(logging.FormatConsole))
+	}
 	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, errw)
 	if err != nil {
 		return usageErr("%v", err)

@@ -238,7 +238,7 @@ func (e *Engine) startCoordinator() error {
 		if loopback {
 			listenIP = "127.0.0.1"
 		}
-		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: s.JobID, Secret: s.Secret, ListenIP: listenIP, Port: s.MasterPort})
+		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: s.JobID, Secret: s.Secret, ListenIP: listenIP, Port: s.MasterPort, Logger: s.Logger})
 	} else {
 		ln, err = net.Listen("tcp", bind)
 	}
