@@ -52,6 +52,7 @@ const (
 	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
 	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
+	EnvRingOrder      = "RINGTAIL_RING_ORDER"    // "hosts" (default) or "ranks"
 	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
 	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
 )
@@ -119,6 +120,13 @@ type Config struct {
 	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
 	// streams, for untrusted networks; several times slower).
 	DataPlane string
+	// RingOrder is the order of the ranks around the world's ring: "hosts"
+	// (the default: each host's ranks adjacent, so the ring crosses every
+	// host's network link once in each direction whatever the launcher's
+	// placement; topology.RingOrder) or "ranks" (rank order, as NCCL and
+	// Gloo use). Empty means "hosts". It changes only the speed and the order in which floats
+	// are added, never which results land where.
+	RingOrder string
 	// FastSpin is how long a small-message wait polls before yielding the
 	// CPU; 0 yields at once (the launcher sets that when ranks outnumber
 	// CPUs).
@@ -153,7 +161,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		DataPlane: "sockets", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
 	}
 }
 
@@ -213,6 +221,9 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	if v := env.Get(EnvDataPlane); v != "" {
 		c.DataPlane = v
 	}
+	if v := env.Get(EnvRingOrder); v != "" {
+		c.RingOrder = v
+	}
 	env.Duration(EnvTimeout, &c.OpTimeout)
 	env.Duration(EnvPeerTimeout, &c.PeerTimeout)
 	env.Duration(EnvConnectTimeout, &c.ConnectTimeout)
@@ -258,7 +269,7 @@ func (c *Config) settings() engine.Settings {
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, FastSpin: c.FastSpin, Tunables: c.tunables(),
+		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
 		Logger: c.Logger, Network: c.network,
 	}
 }
@@ -315,6 +326,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DataPlane != "sockets" && c.DataPlane != "libp2p" {
 		bad("data plane %q must be sockets or libp2p", c.DataPlane)
+	}
+	if c.RingOrder != "" && c.RingOrder != "hosts" && c.RingOrder != "ranks" {
+		bad("ring order %q must be hosts or ranks", c.RingOrder)
 	}
 	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
 		bad("the libp2p planes derive identities from the job secret: set %s", EnvSecret)
