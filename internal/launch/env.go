@@ -94,9 +94,17 @@ type jobEnv struct {
 func rankEnv(j jobEnv, p placement) []string {
 	env := []string{
 		EnvRank + "=" + strconv.Itoa(p.Rank),
-		EnvWorldSize + "=" + strconv.Itoa(j.World),
 		EnvLocalRank + "=" + strconv.Itoa(p.LocalRank),
 		EnvLocalWorldSize + "=" + strconv.Itoa(p.LocalWorld),
+	}
+	return append(env, jobVars(j)...)
+}
+
+// jobVars returns the contract variables every rank of the job shares,
+// the secret excepted.
+func jobVars(j jobEnv) []string {
+	env := []string{
+		EnvWorldSize + "=" + strconv.Itoa(j.World),
 		EnvMasterAddr + "=" + j.MasterAddr,
 		EnvMasterPort + "=" + strconv.Itoa(j.MasterPort),
 		EnvJobID + "=" + j.JobID,

@@ -39,7 +39,7 @@ func TaskNames() []string {
 
 // AllocationNames lists every variable AllocationFromLookup asks for.
 func AllocationNames() []string {
-	return []string{EnvJobID, EnvJobIDOld, EnvJobNodeList, EnvNodeList, EnvTasksPerNode, EnvNTasksPerNode, EnvNTasks, EnvNProcs}
+	return []string{EnvJobID, EnvJobIDOld, EnvJobNodeList, EnvNodeList, EnvTasksPerNode, EnvNTasksPerNode, EnvNTasks, EnvNProcs, EnvStepID, EnvStepIDOld}
 }
 
 // Allocation is a Slurm job's allocation as its batch script or an
@@ -55,7 +55,20 @@ type Allocation struct {
 	Tasks []int
 	// NTasks is SLURM_NTASKS, else the sum of Tasks.
 	NTasks int
+	// Step is SLURM_STEP_ID when this process is a task of a job step
+	// (InteractiveStep for salloc's shell with use_interactive_step), ""
+	// in a batch script or a plain salloc shell.
+	Step string
 }
+
+// InteractiveStep is the step id of salloc's shell when Slurm runs it as
+// a step (LaunchParameters=use_interactive_step); srun works inside it.
+const InteractiveStep = "4294967290"
+
+// InStep reports whether the process runs inside a job step other than
+// the interactive one, where a nested srun would wait for the step's own
+// CPUs, forever.
+func (a Allocation) InStep() bool { return a.Step != "" && a.Step != InteractiveStep }
 
 // lookupFunc finds an environment variable, like os.LookupEnv.
 type lookupFunc = func(name string) (string, bool)
@@ -111,10 +124,11 @@ func AllocationFromLookup(lookup func(name string) (string, bool)) (a Allocation
 	perNode, perNodeName, hasPerNode := r.get(EnvTasksPerNode)
 	uniform, hasUniform := r.count(EnvNTasksPerNode)
 	ntasks, hasNTasks := r.count(EnvNTasks, EnvNProcs)
+	step, _, _ := r.get(EnvStepID, EnvStepIDOld)
 	if !hasJob || !hasList {
 		return Allocation{}, false, errors.Join(r.errs...)
 	}
-	a.JobID = jobID
+	a.JobID, a.Step = jobID, step
 	nodes, err := ExpandHostList(list)
 	if err != nil {
 		r.fail("%s: %w", listName, err)

@@ -191,6 +191,15 @@ func TestAllocationFromLookup(t *testing.T) {
 			t.Errorf("%s: AllocationFromLookup = %+v, %v, %v; want %+v", name, a, ok, err, tc.want)
 		}
 	}
+	for step, inStep := range map[string]bool{"": false, InteractiveStep: false, "0": true, "batch": true} {
+		env := map[string]string{"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n1"}
+		if step != "" {
+			env["SLURM_STEPID"] = step
+		}
+		if a, _, err := AllocationFromLookup(mapLookup(env, nil)); err != nil || a.Step != step || a.InStep() != inStep {
+			t.Errorf("step %q: %+v, %v; want InStep %v", step, a, err, inStep)
+		}
+	}
 	if a, ok, err := AllocationFromLookup(mapLookup(map[string]string{"SLURM_NTASKS": "4"}, nil)); ok || err != nil {
 		t.Errorf("outside a job: %+v, %v, %v", a, ok, err)
 	}
