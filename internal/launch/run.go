@@ -51,6 +51,9 @@ type job struct {
 	decided  bool // code and err are final
 	noticed  bool // err was written to Stderr
 	stopping bool
+	// srunForced: srun was told to end its step (SIGTERM); until then a
+	// stopping srun step is Slurm's to stop (a rank failed).
+	srunForced bool
 }
 
 // prepare validates the configuration and fills in the secret and job id.
@@ -214,7 +217,13 @@ func (j *job) run(ctx context.Context) (int, error) {
 		case <-killTimer:
 			killTimer = nil
 			for _, p := range j.procs {
-				if p.running() && p.place.Rank < 0 {
+				if p.running() && p.place.Rank < 0 && !j.srunForced {
+					// Slurm did not end the step after a rank failed: have
+					// srun end it (SIGTERM: srun kills the step).
+					j.notice(fmt.Sprintf("the %s step did not stop within %v; ending it", cfg.Srun[0], cfg.Grace))
+					p.terminate()
+					j.srunForced, killTimer = true, time.After(cfg.Grace)
+				} else if p.running() && p.place.Rank < 0 {
 					j.notice(fmt.Sprintf("%s did not stop within %v; killing it", cfg.Srun[0], cfg.Grace))
 					p.kill()
 				} else if p.running() {
@@ -236,13 +245,15 @@ func (j *job) run(ctx context.Context) (int, error) {
 }
 
 // rankFailed records a failure a srun step's rank reported (the first
-// decides) and stops the step.
+// decides). Slurm stops the others (srun's --kill-on-bad-exit: SIGTERM,
+// SIGKILL after the cluster's KillWait); the launcher only starts its
+// grace period, after which it has srun end the step.
 func (j *job) rankFailed(e rankExit, running int) {
 	if !j.decided {
 		msg := fmt.Sprintf("rank %d on %s exited with status %d", e.place.Rank, e.place.Host, e.status)
 		j.failNoticed(e.status, &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status}, msg+j.stoppingOthers(running))
 	}
-	j.stop()
+	j.stopping = true
 }
 
 // srunExited records the end of a srun step. A failure a rank reported
@@ -326,14 +337,19 @@ func (j *job) failNoticed(code int, err error, notice string) {
 	}
 }
 
-// stop asks every running rank to stop (once).
+// stop asks every running rank to stop (once). A srun step is stopped
+// through srun, which on SIGTERM kills the step at once (Slurm gives no
+// grace period there).
 func (j *job) stop() {
-	if j.stopping {
+	if j.stopping && (j.srunForced || !j.cfg.isSrun()) {
 		return
 	}
 	j.stopping = true
 	for _, p := range j.procs {
 		p.terminate()
+		if p.place.Rank < 0 {
+			j.srunForced = true
+		}
 	}
 }
 

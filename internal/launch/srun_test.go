@@ -33,9 +33,10 @@ const fakeSrunVar = "LAUNCH_FAKE_SRUN"
 // fakeSrun stands in for srun inside an allocation of one node,
 // "fakenode": it reads the flags SrunCommand passes (--ntasks, --label,
 // --kill-on-bad-exit, --chdir), starts the tasks with the variables srun
-// gives them, labels their output lines as --label does, forwards SIGTERM
-// to them, stops the others when one fails (as --kill-on-bad-exit=1 has
-// Slurm do), says so as srun does, and exits with the highest status.
+// gives them, labels their output lines as --label does, sends SIGTERM to
+// the others when one fails (as --kill-on-bad-exit=1 has Slurm do), kills
+// them all when it gets SIGTERM itself (as srun does: "forcing job
+// termination"), says so as srun does, and exits with the highest status.
 func fakeSrun(args []string) int {
 	n, label, killOnBadExit, dir := 1, false, false, ""
 	i := 0
@@ -105,9 +106,9 @@ func fakeSrun(args []string) int {
 			exits <- exit{r, c.ProcessState.ExitCode()}
 		}()
 	}
-	stopAll := func() {
+	signalAll := func(sig syscall.Signal) {
 		for _, c := range tasks {
-			syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			syscall.Kill(-c.Process.Pid, sig)
 		}
 	}
 	highest := 0
@@ -121,13 +122,13 @@ func fakeSrun(args []string) int {
 			if e.status != 0 {
 				fmt.Fprintf(os.Stderr, "srun: error: %s: task %d: Exited with exit code %d\n", node, e.task, e.status)
 				if killOnBadExit {
-					stopAll()
+					signalAll(syscall.SIGTERM)
 				}
 			}
 			highest = max(highest, e.status)
 		case <-sigs:
 			fmt.Fprintln(os.Stderr, "srun: forcing job termination")
-			stopAll()
+			signalAll(syscall.SIGKILL)
 		}
 	}
 	return highest
@@ -291,6 +292,21 @@ func TestRunSrunNamesTheFirstFailingRank(t *testing.T) {
 	}
 	if d > 15*time.Second {
 		t.Errorf("took %v", d)
+	}
+	j.assertNoLeftovers(t)
+}
+
+func TestRunSrunEndsAStepSlurmDidNotStop(t *testing.T) {
+	// Rank 0 fails; the others ignore the SIGTERM Slurm sends them. After
+	// the grace period the launcher has srun end the step.
+	j := newSrunJob(t, 3, "ignoreterm", "0", "5")
+	j.Grace = 300 * time.Millisecond
+	code, err, _ := j.run(t, context.Background())
+	if code != 5 || err == nil {
+		t.Fatalf("Run = %d, %v; want rank 0's 5", code, err)
+	}
+	if want := "ringtail run: the " + os.Args[0] + " step did not stop within 300ms; ending it\n"; !strings.Contains(j.stderr.String(), want) {
+		t.Errorf("stderr lacks %q", want)
 	}
 	j.assertNoLeftovers(t)
 }
