@@ -184,7 +184,7 @@ func TestRecipeFitsTogether(t *testing.T) {
 	}
 	world, err := strconv.Atoi(value(ringtail.EnvWorldSize))
 	if err != nil || spec.Completions == nil || spec.Parallelism == nil || *spec.Completions != int32(world) || *spec.Parallelism != int32(world) {
-		t.Errorf("WORLD_SIZE %q, completions %v and parallelism %v must be one number", value(ringtail.EnvWorldSize), spec.Completions, spec.Parallelism)
+		t.Errorf("WORLD_SIZE %q, completions %s and parallelism %s must be one number", value(ringtail.EnvWorldSize), deref(spec.Completions), deref(spec.Parallelism))
 	}
 	if spec.BackoffLimit == nil || *spec.BackoffLimit != 0 || pod.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("a failed rank must fail the Job (backoffLimit 0, restartPolicy Never): a restarted rank cannot rejoin a running collective")
@@ -248,6 +248,14 @@ func TestRecipeFitsTogether(t *testing.T) {
 	}
 }
 
+// deref prints an optional count.
+func deref(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*p))
+}
+
 // podEnv is the environment the kubelet gives pod index: the manifest's
 // values, its field references resolved, the Job controller's
 // JOB_COMPLETION_INDEX; the secret file and rendezvous may be redirected
@@ -289,7 +297,9 @@ func TestEveryPodIsAValidRank(t *testing.T) {
 		if c.Rank != i || c.WorldSize != world || c.LocalRank != 0 || c.LocalWorldSize != 1 || c.MasterAddr != "ringtail-train-0.ringtail-train" ||
 			c.MasterPort != 29500 || c.ListenIP != env[ringtail.EnvListenIP] || c.JobID != "0b5a-uid" || string(c.Secret) != "from-a-kubernetes-secret" ||
 			c.ExternalCoordinator {
-			t.Errorf("pod %d: %+v", i, c)
+			t.Errorf("pod %d: rank %d/%d local %d/%d rendezvous %s:%d listen %s job %q external %v secret read %v",
+				i, c.Rank, c.WorldSize, c.LocalRank, c.LocalWorldSize, c.MasterAddr, c.MasterPort, c.ListenIP, c.JobID, c.ExternalCoordinator,
+				string(c.Secret) == "from-a-kubernetes-secret")
 		}
 	}
 }
