@@ -17,9 +17,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/testbed"
 )
 
 // The Slurm integration test: a one-node Slurm cluster on this machine
@@ -40,15 +43,42 @@ type cluster struct {
 	secret  string // the job secret, on the "shared" file system
 	env     []string
 	bin     map[string]string // slurmPrograms' paths
+	hub     string            // the network namespace of slurmctld and the commands
 	daemons []*exec.Cmd
 }
 
-// startCluster starts munged, slurmctld and slurmd with a generated
-// configuration — one node, localhost, with 4 CPUs whatever the hardware
-// (SlurmdParameters=config_overrides), select/cons_tres, no accounting,
-// proctrack/linuxproc, every file under a temporary directory — and waits
-// until the node is idle.
-func startCluster(t *testing.T) *cluster {
+// clusterNode is one node of a test cluster.
+type clusterNode struct {
+	name, addr string
+	cpus       int
+	netns      string // the network namespace its slurmd runs in ("": this one's)
+}
+
+// clusterConfig places a test cluster's daemons.
+type clusterConfig struct {
+	// ctlAddr is slurmctld's address, in the network namespace hub ("":
+	// this one's), where the Slurm commands of the test run too.
+	ctlAddr, hub string
+	nodes        []clusterNode
+}
+
+// oneNode is the cluster of TestSlurmOnThisMachine: localhost, with 4
+// CPUs whatever the hardware (SlurmdParameters=config_overrides).
+var oneNode = clusterConfig{ctlAddr: "127.0.0.1", nodes: []clusterNode{{name: "localhost", addr: "127.0.0.1", cpus: 4}}}
+
+// inNetns wraps argv to run in the named network namespace (nsenter, not
+// `ip netns exec`, which remounts /sys and so hides the cgroup file system
+// slurmd looks for).
+func inNetns(netns string, argv []string) []string {
+	if netns == "" {
+		return argv
+	}
+	return append([]string{"nsenter", "--net=/run/netns/" + netns}, argv...)
+}
+
+// requireSlurm skips t unless it runs as root with Slurm installed, and
+// returns the paths of slurmPrograms.
+func requireSlurm(t *testing.T) map[string]string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the Slurm test needs root: slurmd and slurmctld run as root with SlurmUser=root")
@@ -65,6 +95,16 @@ func startCluster(t *testing.T) *cluster {
 		}
 		bin[p] = path
 	}
+	return bin
+}
+
+// startCluster starts munged, slurmctld and a slurmd per node with a
+// generated configuration — select/cons_tres, no accounting,
+// proctrack/linuxproc, every file under a temporary directory — and waits
+// until every node is idle.
+func startCluster(t *testing.T, cc clusterConfig) *cluster {
+	t.Helper()
+	bin := requireSlurm(t)
 	sweepStaleClusters()
 	dir, err := os.MkdirTemp("", "ringtail-slurm-")
 	if err != nil {
@@ -73,9 +113,13 @@ func startCluster(t *testing.T) *cluster {
 	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf"), secret: filepath.Join(dir, "shared", "job.secret"), bin: bin}
+	c := &cluster{dir: dir, conf: filepath.Join(dir, "slurm.conf"), secret: filepath.Join(dir, "shared", "job.secret"), bin: bin, hub: cc.hub}
 	t.Cleanup(c.stop)
-	for _, d := range []string{"munge", "state", "spool", "log", "shared"} {
+	dirs := []string{"munge", "state", "log", "shared"}
+	for _, n := range cc.nodes {
+		dirs = append(dirs, filepath.Join("spool", n.name))
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +135,7 @@ func startCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	socket := filepath.Join(dir, "munge", "munge.sock")
-	c.daemon(t, "munged", "--foreground", "--force", "--key-file="+filepath.Join(dir, "munge", "munge.key"), "--socket="+socket,
+	c.daemon(t, "", "munged", "--foreground", "--force", "--key-file="+filepath.Join(dir, "munge", "munge.key"), "--socket="+socket,
 		"--pid-file="+filepath.Join(dir, "munge", "munged.pid"), "--log-file="+filepath.Join(dir, "log", "munged.log"),
 		"--seed-file="+filepath.Join(dir, "munge", "seed"))
 	c.await(t, "munged's socket", func() bool { _, err := os.Stat(socket); return err == nil })
@@ -105,7 +149,7 @@ func startCluster(t *testing.T) *cluster {
 	// job id, and another run of this test may share the machine.
 	firstJob := 1000 + mrand.IntN(1_000_000)
 	conf := fmt.Sprintf(`ClusterName=ringtail
-SlurmctldHost=%s(127.0.0.1)
+SlurmctldHost=%s(%s)
 SlurmctldPort=%d
 SlurmdPort=%d
 SlurmUser=root
@@ -114,11 +158,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=%s
 StateSaveLocation=%s
-SlurmdSpoolDir=%s
+SlurmdSpoolDir=%s/%%n
 SlurmctldPidFile=%s
-SlurmdPidFile=%s
+SlurmdPidFile=%s/slurmd-%%n.pid
 SlurmctldLogFile=%s
-SlurmdLogFile=%s
+SlurmdLogFile=%s/slurmd-%%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -133,11 +177,14 @@ SlurmdParameters=config_overrides
 MailProg=/bin/true
 FirstJobId=%d
 KillWait=5
-NodeName=localhost NodeHostname=localhost NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-`, host, freePort(t), freePort(t), socket, filepath.Join(dir, "state"), filepath.Join(dir, "spool"),
-		filepath.Join(dir, "slurmctld.pid"), filepath.Join(dir, "slurmd.pid"),
-		filepath.Join(dir, "log", "slurmctld.log"), filepath.Join(dir, "log", "slurmd.log"), firstJob)
+`, host, cc.ctlAddr, freePort(t), freePort(t), socket, filepath.Join(dir, "state"), filepath.Join(dir, "spool"),
+		filepath.Join(dir, "slurmctld.pid"), dir, filepath.Join(dir, "log", "slurmctld.log"), filepath.Join(dir, "log"), firstJob)
+	var names []string
+	for _, n := range cc.nodes {
+		conf += fmt.Sprintf("NodeName=%s NodeHostname=%s NodeAddr=%s CPUs=%d State=UNKNOWN\n", n.name, n.name, n.addr, n.cpus)
+		names = append(names, n.name)
+	}
+	conf += "PartitionName=debug Nodes=" + strings.Join(names, ",") + " Default=YES MaxTime=INFINITE State=UP\n"
 	if err := os.WriteFile(c.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -147,11 +194,14 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 		}
 	}
 	c.env = append(c.env, "SLURM_CONF="+c.conf, "RINGTAIL_SECRET_FILE="+c.secret)
-	c.daemon(t, "slurmctld", "-D", "-f", c.conf)
-	c.daemon(t, "slurmd", "-D", "-N", "localhost", "-f", c.conf)
-	c.await(t, "the node to be idle", func() bool {
+	c.daemon(t, cc.hub, "slurmctld", "-D", "-f", c.conf)
+	for _, n := range cc.nodes {
+		c.daemon(t, n.netns, "slurmd", "-D", "-N", n.name, "-f", c.conf)
+	}
+	c.await(t, "the nodes to be idle", func() bool {
 		out, _ := c.command(context.Background(), "sinfo", "-h", "-N", "-o", "%T").Output()
-		return strings.TrimSpace(string(out)) == "idle"
+		states := strings.Fields(string(out))
+		return len(states) == len(cc.nodes) && !slices.ContainsFunc(states, func(s string) bool { return s != "idle" })
 	})
 	return c
 }
@@ -184,15 +234,17 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// daemon starts a daemon in the foreground, its output in log/NAME.out.
-func (c *cluster) daemon(t *testing.T, name string, args ...string) {
+// daemon starts a daemon in the foreground in network namespace netns,
+// its output in log/NAME-N.out.
+func (c *cluster) daemon(t *testing.T, netns, name string, args ...string) {
 	t.Helper()
-	out, err := os.Create(filepath.Join(c.dir, "log", name+".out"))
+	out, err := os.Create(filepath.Join(c.dir, "log", fmt.Sprintf("%s-%d.out", name, len(c.daemons))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.Command(c.bin[name], args...)
+	argv := inNetns(netns, append([]string{c.bin[name]}, args...))
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(c.env, "RINGTAIL_SLURM_TEST="+c.dir)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -236,7 +288,8 @@ func (c *cluster) command(ctx context.Context, name string, args ...string) *exe
 	if path, ok := c.bin[name]; ok {
 		name = path
 	}
-	cmd := exec.CommandContext(ctx, name, args...)
+	argv := inNetns(c.hub, append([]string{name}, args...))
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = c.env
 	cmd.Dir = c.dir
 	cmd.WaitDelay = 10 * time.Second
@@ -308,28 +361,56 @@ func processesWith(marker []byte) []int {
 	return pids
 }
 
-// buildBinaries builds bin/ringtail and bin/ringtail-train into dir, with
-// -race when this test is (so that `go test -race` reuses its build
-// cache).
-func buildBinaries(t *testing.T, dir string) (ringtail, train string) {
-	t.Helper()
+// binaries builds bin/ringtail and bin/ringtail-train once per test
+// binary, with -race when this test is (so that `go test -race` reuses
+// its build cache), into a directory TestMain removes.
+var binaries = sync.OnceValues(func() ([2]string, error) {
+	dir, err := os.MkdirTemp("", "ringtail-slurm-bin-")
+	if err != nil {
+		return [2]string{}, err
+	}
+	binDir = dir
+	// Swept like a cluster's directory if this process is killed.
+	os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if _, err := os.Stat(goTool); err != nil {
 		goTool = "go"
 	}
-	ringtail, train = filepath.Join(dir, "ringtail"), filepath.Join(dir, "ringtail-train")
-	for bin, pkg := range map[string]string{ringtail: "./cmd/ringtail", train: "./cmd/ringtail-train"} {
-		args := []string{"build", "-o", bin}
+	bins := [2]string{filepath.Join(dir, "ringtail"), filepath.Join(dir, "ringtail-train")}
+	for i, pkg := range []string{"./cmd/ringtail", "./cmd/ringtail-train"} {
+		args := []string{"build", "-o", bins[i]}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command(goTool, append(args, pkg)...)
 		cmd.Dir = filepath.Join("..", "..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+			return bins, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	}
-	return ringtail, train
+	return bins, nil
+})
+
+// binDir is where binaries built them ("" until it runs).
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// buildBinaries returns the built bin/ringtail and bin/ringtail-train,
+// failing t if they cannot be built.
+func buildBinaries(t *testing.T) (ringtail, train string) {
+	t.Helper()
+	bins, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins[0], bins[1]
 }
 
 // paramsLine matches ringtail-train's summary: the world size and the
@@ -350,10 +431,10 @@ func trained(t *testing.T, out string) (int, string) {
 
 func TestSlurmOnThisMachine(t *testing.T) {
 	start := time.Now()
-	c := startCluster(t)
+	c := startCluster(t, oneNode)
 	t.Logf("cluster up in %.1fs", time.Since(start).Seconds())
 	start = time.Now()
-	ringtail, train := buildBinaries(t, c.dir)
+	ringtail, train := buildBinaries(t)
 	t.Logf("binaries built in %.1fs", time.Since(start).Seconds())
 	// Synchronous SGD (bsp) is deterministic: every way of starting the 4
 	// ranks must train the same parameters.
@@ -440,6 +521,56 @@ func TestSlurmOnThisMachine(t *testing.T) {
 		}
 		if d := time.Since(start); d > 40*time.Second {
 			t.Fatalf("took %v: the other ranks were not stopped", d)
+		}
+	})
+}
+
+// TestSlurmAcrossHosts runs a two-node Slurm cluster on the namespace test
+// bed (internal/testbed): slurmctld and the Slurm commands in the hub,
+// one slurmd in each host namespace, the node names being the hosts'
+// addresses (nothing else resolves them). Ranks on the two nodes reach
+// each other, and the launcher in the hub, over TCP through the bed's
+// links.
+func TestSlurmAcrossHosts(t *testing.T) {
+	requireSlurm(t)
+	if _, err := exec.LookPath("nsenter"); err != nil {
+		t.Skip("nsenter (util-linux) not found")
+	}
+	b := testbed.ForTest(t, false, testbed.Config{Hosts: 2})
+	cc := clusterConfig{ctlAddr: b.HubAddr().String(), hub: b.HubName()}
+	for _, h := range b.Hosts() {
+		cc.nodes = append(cc.nodes, clusterNode{name: h.Addr.String(), addr: h.Addr.String(), cpus: 2, netns: h.Name})
+	}
+	c := startCluster(t, cc)
+	ringtail, train := buildBinaries(t)
+	trainArgs := []string{train, "--epochs", "1", "--step-compute", "0", "--mode", "bsp"}
+	first, second := cc.nodes[0].name, cc.nodes[1].name
+
+	code, stdout, _ := c.run(t, ringtail, append([]string{"run", "--launcher", "direct", "-np", "4", "--"}, trainArgs...)...)
+	if code != 0 {
+		t.Fatalf("direct run: status %d", code)
+	}
+	_, want := trained(t, stdout)
+
+	t.Run("srun -N 2 -n 4 ringtail-train", func(t *testing.T) {
+		code, stdout, _ := c.run(t, "srun", append([]string{"-N", "2", "-n", "4"}, trainArgs...)...)
+		if world, params := trained(t, stdout); code != 0 || world != 4 || params != want {
+			t.Fatalf("status %d, world %d, params %s; want 0, 4, %s", code, world, params, want)
+		}
+	})
+
+	t.Run("salloc -N 2 -n 4 ringtail run", func(t *testing.T) {
+		code, stdout, _ := c.run(t, "salloc", "-N", "2", "-n", "4", ringtail, "run", "--", "sh", "-c",
+			`echo "$RANK $LOCAL_RANK/$LOCAL_WORLD_SIZE $SLURMD_NODENAME $MASTER_ADDR"`)
+		for r := range 4 {
+			node := map[bool]string{true: first, false: second}[r < 2]
+			if line := fmt.Sprintf("[%d] %d %d/2 %s %s\n", r, r, r%2, node, b.HubAddr()); code != 0 || !strings.Contains(stdout, line) {
+				t.Errorf("status %d; stdout lacks %q", code, line)
+			}
+		}
+		code, stdout, _ = c.run(t, "salloc", append([]string{"-N", "2", "-n", "4", ringtail, "run", "--"}, trainArgs...)...)
+		if world, params := trained(t, stdout); code != 0 || world != 4 || params != want {
+			t.Fatalf("status %d, world %d, params %s; want 0, 4, %s", code, world, params, want)
 		}
 	})
 }
