@@ -94,9 +94,13 @@ func srunScript(s SrunStep) string {
 	if len(s.Interfaces) > 0 {
 		b.WriteString(interfaceScript(s.Interfaces))
 	}
+	// The trap comes first, so that a signal arriving while the command
+	// starts is passed on, not lost with the wrapper.
+	b.WriteString("p= stopped=\n")
+	b.WriteString("trap 'stopped=1; [ -n \"$p\" ] && kill -TERM $p 2>/dev/null' HUP INT TERM\n")
 	b.WriteString("\"$@\" &\n")
-	b.WriteString("p=$! stopped=\n")
-	b.WriteString("trap 'stopped=1; kill -TERM $p 2>/dev/null' HUP INT TERM\n")
+	b.WriteString("p=$!\n")
+	b.WriteString("[ -n \"$stopped\" ] && kill -TERM $p 2>/dev/null\n")
 	b.WriteString("while :; do wait $p; s=$?; kill -0 $p 2>/dev/null || break; done\n")
 	b.WriteString("if [ $s -ne 0 ] && [ -z \"$stopped\" ]; then\n")
 	b.WriteString("  echo " + shellQuote(s.ExitMarker) + " $s \"${SLURMD_NODENAME:-$(hostname)}\" >&2\n")

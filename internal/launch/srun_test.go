@@ -218,6 +218,7 @@ func TestSrunScriptReportsARankThatFailsOnItsOwn(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	c := exec.Command("sh", "-c", wrapperScript(step), "ringtail-rank", "sh", "-c", `trap 'exit 143' TERM; touch "$0"; while :; do sleep 0.05; done`, ready)
 	c.Env = append(env, "PATH="+os.Getenv("PATH"))
+	c.WaitDelay = 10 * time.Second
 	var stderrB strings.Builder
 	c.Stderr = &stderrB
 	if err := c.Start(); err != nil {
