@@ -420,6 +420,37 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
+// RINGTAIL_MASTER_ADDR and RINGTAIL_MASTER_PORT, when set, come before
+// MASTER_ADDR and MASTER_PORT, which are then torch's (a MASTER_PORT that
+// ringtail would not accept does not matter).
+func TestConfigFromEnvPrefersRingtailMaster(t *testing.T) {
+	env := map[string]string{EnvRank: "1", EnvWorldSize: "2", EnvMasterAddr: "10.0.0.1", EnvMasterPort: "29500"}
+	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	c, err := ConfigFromLookup(lookup)
+	if err != nil || c.MasterAddr != "10.0.0.1" || c.MasterPort != 29500 {
+		t.Fatalf("MASTER_* only: %s:%d %v", c.MasterAddr, c.MasterPort, err)
+	}
+	env[EnvRingtailAddr], env[EnvRingtailPort] = "10.0.0.2", "29400"
+	env[EnvMasterPort] = "torch's"
+	c, err = ConfigFromLookup(lookup)
+	if err != nil || c.MasterAddr != "10.0.0.2" || c.MasterPort != 29400 || c.JobID != "job@10.0.0.2:29400" {
+		t.Fatalf("RINGTAIL_MASTER_*: %s:%d job %q %v", c.MasterAddr, c.MasterPort, c.JobID, err)
+	}
+	delete(env, EnvRingtailAddr) // the port alone: the address is still MASTER_ADDR
+	c, err = ConfigFromLookup(lookup)
+	if err != nil || c.MasterAddr != "10.0.0.1" || c.MasterPort != 29400 {
+		t.Fatalf("RINGTAIL_MASTER_PORT only: %s:%d %v", c.MasterAddr, c.MasterPort, err)
+	}
+	env[EnvRingtailPort] = "many"
+	if _, err := ConfigFromLookup(lookup); err == nil || !strings.Contains(err.Error(), EnvRingtailPort) {
+		t.Fatalf("RINGTAIL_MASTER_PORT=many: %v", err)
+	}
+	env[EnvRingtailPort] = "" // empty is unset: MASTER_PORT again, and now it must parse
+	if _, err := ConfigFromLookup(lookup); err == nil || !strings.Contains(err.Error(), EnvMasterPort) {
+		t.Fatalf("MASTER_PORT=torch's without RINGTAIL_MASTER_PORT: %v", err)
+	}
+}
+
 func TestWorldOfOne(t *testing.T) {
 	cfg := DefaultConfig(0, 1)
 	c, err := New(context.Background(), cfg)

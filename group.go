@@ -73,21 +73,64 @@ func (ct *Contribution) Release() {
 	}
 }
 
-// Contribute sends buf to rank peer as an eager message tagged with tag:
-// the peer buffers it on arrival without having to be ready, and picks it
-// up with NextContribution. It returns once the data is handed to the
-// transport (for shared memory and sockets: in the peer's buffers).
+// MaxContributionTag is the largest tag of a contribution. Contributions
+// and the messages of a Mailbox share the links but not their tags: bit 31
+// of an eager message's tag says which of the two it is (see
+// internal/engine.Class), so neither ever takes the other's messages.
+const MaxContributionTag = engine.MaxTag
+
+// Contribute sends buf to rank peer as an eager message tagged with tag
+// (at most MaxContributionTag): the peer buffers it on arrival without
+// having to be ready, and picks it up with NextContribution. It returns
+// once the data is handed to the transport (for shared memory and sockets:
+// in the peer's buffers). Bad arguments return an error and leave the
+// communicator usable.
 func (c *Comm) Contribute(ctx context.Context, peer int, buf Buffer, tag uint32) error {
 	if err := checkBuffer("Contribute", buf); err != nil {
 		return err
 	}
-	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, tag))
+	if tag > MaxContributionTag {
+		return fmt.Errorf("ringtail: Contribute: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
+	return public(c.e.Post(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag))
+}
+
+// Posting is a contribution on its way (ContributeAsync).
+type Posting struct{ p *engine.Posting }
+
+// Done reports whether the contribution has been handed to the transport:
+// its buffer may be reused.
+func (p *Posting) Done() bool { return p.p.Done() }
+
+// Wait waits until the contribution is handed to the transport (or the
+// peer dies, the communicator fails, or ctx ends).
+func (p *Posting) Wait(ctx context.Context) error { return public(p.p.Wait(ctx)) }
+
+// ContributeAsync is Contribute without the wait: buf is queued for peer
+// behind the link's other messages and must not change until the Posting
+// is Done. A parent hands fresh parameters to a child on a slow link this
+// way without stalling its own step.
+func (c *Comm) ContributeAsync(ctx context.Context, peer int, buf Buffer, tag uint32) (*Posting, error) {
+	if err := checkBuffer("ContributeAsync", buf); err != nil {
+		return nil, err
+	}
+	if tag > MaxContributionTag {
+		return nil, fmt.Errorf("ringtail: ContributeAsync: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
+	p, err := c.e.PostAsync(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag)
+	if err != nil {
+		return nil, public(err)
+	}
+	return &Posting{p}, nil
 }
 
 // NextContribution returns the earliest-arrived contribution not yet taken
 // from any rank in from. When ctx ends first it returns ctx's error, and the
 // communicator stays usable: a deadline here is a policy (wait at most t_w),
-// not a failure. Contributions from other ranks are kept for later calls.
+// not a failure. Contributions from other ranks are kept for later calls,
+// and a Mailbox's messages are never returned. Several NextContribution and
+// TakeContribution calls (and a Mailbox) may wait at once; each
+// contribution goes to one of them.
 func (c *Comm) NextContribution(ctx context.Context, from []int) (*Contribution, error) {
 	return c.take(ctx, from, nil)
 }
@@ -95,13 +138,38 @@ func (c *Comm) NextContribution(ctx context.Context, from []int) (*Contribution,
 // TakeContribution returns the contribution from rank from with the given
 // tag, waiting for it like NextContribution.
 func (c *Comm) TakeContribution(ctx context.Context, from int, tag uint32) (*Contribution, error) {
+	if tag > MaxContributionTag {
+		return nil, fmt.Errorf("ringtail: TakeContribution: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+	}
 	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t == tag })
 }
 
+// TryContribution returns, without waiting, the earliest-arrived
+// contribution from rank from whose tag matches tag under mask
+// (t&mask == tag&mask), if one has arrived.
+func (c *Comm) TryContribution(from int, tag, mask uint32) (*Contribution, bool) {
+	m, ok := c.e.TryTake(from, func(_ int, t uint32) bool { return t&mask == tag&mask })
+	if !ok {
+		return nil, false
+	}
+	return c.wrap(m), true
+}
+
+// TakeContributionMatching is TakeContribution for any tag that matches
+// tag under mask.
+func (c *Comm) TakeContributionMatching(ctx context.Context, from int, tag, mask uint32) (*Contribution, error) {
+	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t&mask == tag&mask })
+}
+
+// wrap makes an eager message taken from the engine a Contribution.
+func (c *Comm) wrap(m transport.Eager) *Contribution {
+	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}
+}
+
 func (c *Comm) take(ctx context.Context, from []int, want func(int, uint32) bool) (*Contribution, error) {
-	m, err := c.e.Take(ctx, from, want)
+	m, err := c.e.Take(ctx, engine.Contributions, from, want)
 	if err != nil {
 		return nil, public(err)
 	}
-	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}, nil
+	return c.wrap(m), nil
 }

@@ -3,6 +3,7 @@
 package nvml
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -45,6 +46,30 @@ type Binding struct {
 	mu      sync.RWMutex
 	state   bindingState
 	initErr error
+	// syms says which optional entry points the loaded library exports,
+	// probed once after Init (under the write lock) and read-only after:
+	// calling a symbol the driver lacks would kill the process.
+	syms symbols
+}
+
+// symbols records the optional NVML entry points of the loaded library.
+type symbols struct {
+	// eventReasons: nvmlDeviceGetCurrentClocksEventReasons (drivers from
+	// R535); older ones only have the throttle-reasons name.
+	eventReasons, throttleReasons bool
+	// fieldValues: nvmlDeviceGetFieldValues (NVLink counters).
+	fieldValues bool
+}
+
+// probeSymbols asks the loaded library which optional entry points it has.
+func probeSymbols(lib gonvml.Interface) symbols {
+	ext := lib.Extensions()
+	has := func(name string) bool { return ext.LookupSymbol(name) == nil }
+	return symbols{
+		eventReasons:    has("nvmlDeviceGetCurrentClocksEventReasons"),
+		throttleReasons: has("nvmlDeviceGetCurrentClocksThrottleReasons"),
+		fieldValues:     has("nvmlDeviceGetFieldValues"),
+	}
 }
 
 var _ Telemetry = (*Binding)(nil)
@@ -101,6 +126,7 @@ func (b *Binding) acquire() error {
 				b.initErr = &OpError{Op: "Init", Device: -1, Code: int(ret), Text: initText(ret), kind: ErrNoNVML}
 			} else {
 				b.state = stateReady
+				b.syms = probeSymbols(b.lib)
 			}
 		}
 		b.mu.Unlock()
@@ -235,10 +261,82 @@ func (g *gpu) Sample() (Sample, error) {
 	if field("DeviceGetPowerUsage", FieldPower, ret) {
 		s.PowerMilliwatts = pw
 	}
+	switch {
+	case g.b.syms.eventReasons:
+		r, ret := g.h.GetCurrentClocksEventReasons()
+		if field("DeviceGetCurrentClocksEventReasons", FieldClockReasons, ret) {
+			s.ClockReasons = ClockReasons(r)
+		}
+	case g.b.syms.throttleReasons:
+		r, ret := g.h.GetCurrentClocksThrottleReasons()
+		if field("DeviceGetCurrentClocksThrottleReasons", FieldClockReasons, ret) {
+			s.ClockReasons = ClockReasons(r)
+		}
+	default:
+		s.Unsupported = s.Unsupported.With(FieldClockReasons)
+	}
+	if g.b.syms.fieldValues && err == nil {
+		rx, tx, ok, ferr := g.nvlink()
+		switch {
+		case ferr != nil:
+			err = ferr
+		case ok:
+			s.NVLinkRxKiB, s.NVLinkTxKiB = rx, tx
+		default:
+			s.Unsupported = s.Unsupported.With(FieldNVLink)
+		}
+	} else {
+		s.Unsupported = s.Unsupported.With(FieldNVLink)
+	}
 	if err != nil {
 		return Sample{}, err
 	}
 	return s, nil
+}
+
+// allLinks is the NVML field-value scope that sums a counter over every
+// NVLink (UINT_MAX).
+const allLinks = ^uint32(0)
+
+// nvlink reads the data counters of all NVLinks, in KiB. ok is false when
+// the device has no NVLink or the driver does not know the counters (a
+// per-field failure); err is set only when the call as a whole fails.
+func (g *gpu) nvlink() (rx, tx uint64, ok bool, err error) {
+	vals := []gonvml.FieldValue{
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: allLinks},
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: allLinks},
+	}
+	ret := g.h.GetFieldValues(vals)
+	if unsupported(ret) {
+		return 0, 0, false, nil
+	}
+	if err := opErr("DeviceGetFieldValues(nvlink)", g.index, ret); err != nil {
+		return 0, 0, false, err
+	}
+	out := [2]uint64{}
+	for i, v := range vals {
+		n, good := fieldUint(v)
+		if !good {
+			return 0, 0, false, nil
+		}
+		out[i] = n
+	}
+	return out[0], out[1], true, nil
+}
+
+// fieldUint decodes an unsigned field value, or reports false for a failed
+// or non-integer one.
+func fieldUint(v gonvml.FieldValue) (uint64, bool) {
+	if gonvml.Return(v.NvmlReturn) != gonvml.SUCCESS {
+		return 0, false
+	}
+	switch gonvml.ValueType(v.ValueType) {
+	case gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG, gonvml.VALUE_TYPE_UNSIGNED_LONG:
+		return binary.LittleEndian.Uint64(v.Value[:]), true
+	case gonvml.VALUE_TYPE_UNSIGNED_INT:
+		return uint64(binary.LittleEndian.Uint32(v.Value[:4])), true
+	}
+	return 0, false
 }
 
 // unsupported reports whether ret means "this device cannot report that

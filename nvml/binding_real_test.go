@@ -3,29 +3,55 @@
 package nvml
 
 import (
+	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
 
-// TestReal_NVMLReadingsAreSane runs against the machine's real NVML. It is
-// skipped unless RINGTAIL_NVML_REAL=1, so that it never runs where no GPU
-// is expected. Build and run it on a GPU host with:
+// openReal opens the machine's real NVML, or skips the test with the
+// reason when there is none (no library, no driver, no GPU). With
+// RINGTAIL_NVML_REAL=1 a missing NVML is a failure instead, so a GPU host
+// with a broken driver does not pass by skipping. Build and run on a GPU
+// host with:
 //
 //	go test -c -tags ringtail_nvml -o nvml.test ./nvml
 //	RINGTAIL_NVML_REAL=1 ./nvml.test -test.run Real -test.v
-func TestReal_NVMLReadingsAreSane(t *testing.T) {
-	if os.Getenv("RINGTAIL_NVML_REAL") != "1" {
-		t.Skip("set RINGTAIL_NVML_REAL=1 on a GPU host to run against real NVML")
-	}
+//
+// RINGTAIL_NVML_LIBRARY may give an absolute path to libnvidia-ml.so.1.
+func openReal(t *testing.T) Telemetry {
+	t.Helper()
 	tel, err := Open(Config{LibraryPath: os.Getenv("RINGTAIL_NVML_LIBRARY")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := tel.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-	}()
+	})
+	n, err := tel.DeviceCount()
+	if err == nil && n == 0 {
+		err = errors.New("NVML reports no devices")
+	}
+	if err != nil {
+		if os.Getenv("RINGTAIL_NVML_REAL") == "1" {
+			t.Fatalf("RINGTAIL_NVML_REAL=1 but NVML is unusable: %v", err)
+		}
+		t.Skipf("no usable NVML/GPU on this machine (%v); RINGTAIL_NVML_REAL=1 makes this a failure", err)
+	}
+	return tel
+}
+
+// TestReal_NVMLReadingsAreSane reads every device of the real NVML.
+func TestReal_NVMLReadingsAreSane(t *testing.T) {
+	tel := openReal(t)
 	n, err := tel.DeviceCount()
 	if err != nil {
 		t.Fatalf("DeviceCount: %v", err)
@@ -62,5 +88,39 @@ func TestReal_NVMLReadingsAreSane(t *testing.T) {
 		if !s.Unsupported.Has(FieldPower) && (s.PowerMilliwatts == 0 || s.PowerMilliwatts > 2_000_000) {
 			t.Errorf("device %d: power %d mW", s.Index, s.PowerMilliwatts)
 		}
+	}
+}
+
+// TestReal_SamplerOnTheGPU runs the Sampler on device 0 for a few ticks
+// (driven by the test, 200 ms apart by the wall clock) and logs what it
+// read, NVLink rates included.
+func TestReal_SamplerOnTheGPU(t *testing.T) {
+	tel := openReal(t)
+	ticks := make(chan time.Time)
+	readings := make(chan Reading, 1)
+	log := &syncbuf.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := StartSampler(ctx, SamplerConfig{
+		Telemetry: tel, Ticks: ticks, Log: zerolog.New(log),
+		OnReading: func(r Reading) { readings <- r },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-s.Done() }()
+	r := <-readings
+	for i := 0; i < 3; i++ {
+		time.Sleep(200 * time.Millisecond) // let the counters move; not synchronisation
+		ticks <- time.Now()
+		r = <-readings
+		t.Logf("reading %d: source %s err %q reasons %s nvlink rx %.0f B/s tx %.0f B/s sample %+v",
+			r.Seq, r.Source, r.GPUErr, r.GPU.ClockReasons, r.NVLinkRxBytesPerSec, r.NVLinkTxBytesPerSec, r.GPU)
+	}
+	if r.Source != SourceNVML || r.GPUErr != "" || r.GPU.Name == "" || r.GPULost {
+		t.Fatalf("reading %+v", r)
+	}
+	t.Logf("log: %s", log)
+	if strings.Count(log.String(), "telemetry from the GPU") != 1 {
+		t.Fatalf("source not announced exactly once:\n%s", log)
 	}
 }

@@ -3,11 +3,15 @@
 package nvml
 
 import (
+	"encoding/binary"
 	"errors"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
@@ -52,7 +56,48 @@ func h100(index int, calls, late *atomic.Int64, shut *atomic.Bool) *mock.Device 
 			return 3400, gonvml.SUCCESS
 		},
 		GetPowerUsageFunc: func() (uint32, gonvml.Return) { touch(); return 612000, gonvml.SUCCESS },
+		GetCurrentClocksEventReasonsFunc: func() (uint64, gonvml.Return) {
+			touch()
+			return gonvml.ClocksEventReasonSwPowerCap | gonvml.ClocksThrottleReasonHwThermalSlowdown, gonvml.SUCCESS
+		},
+		GetFieldValuesFunc: func(vals []gonvml.FieldValue) gonvml.Return {
+			touch()
+			for i := range vals {
+				if vals[i].ScopeId != allLinks {
+					vals[i].NvmlReturn = uint32(gonvml.ERROR_INVALID_ARGUMENT)
+					continue
+				}
+				var n uint64
+				switch vals[i].FieldId {
+				case gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+					n = 5 << 20
+				case gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+					n = 7 << 20
+				default:
+					vals[i].NvmlReturn = uint32(gonvml.ERROR_INVALID_ARGUMENT)
+					continue
+				}
+				vals[i].ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				binary.LittleEndian.PutUint64(vals[i].Value[:], n)
+			}
+			return gonvml.SUCCESS
+		},
 	}
+}
+
+// allSymbols is a loaded library that exports every optional entry point.
+func allSymbols() gonvml.ExtendedInterface {
+	return &mock.ExtendedInterface{LookupSymbolFunc: func(string) error { return nil }}
+}
+
+// symbolsExcept is a loaded library that lacks the named entry points.
+func symbolsExcept(missing ...string) gonvml.ExtendedInterface {
+	return &mock.ExtendedInterface{LookupSymbolFunc: func(name string) error {
+		if slices.Contains(missing, name) {
+			return errors.New("undefined symbol: " + name)
+		}
+		return nil
+	}}
 }
 
 // fakeNVML is a mocked NVML with n H100s that counts calls.
@@ -69,8 +114,9 @@ func newFakeNVML(n int) *fakeNVML {
 		f.devs = append(f.devs, h100(i, &f.calls, &f.late, &f.shut))
 	}
 	f.lib = &mock.Interface{
-		InitFunc:     func() gonvml.Return { return gonvml.SUCCESS },
-		ShutdownFunc: func() gonvml.Return { f.shut.Store(true); return gonvml.SUCCESS },
+		InitFunc:       func() gonvml.Return { return gonvml.SUCCESS },
+		ExtensionsFunc: allSymbols,
+		ShutdownFunc:   func() gonvml.Return { f.shut.Store(true); return gonvml.SUCCESS },
 		DeviceGetCountFunc: func() (int, gonvml.Return) {
 			if f.shut.Load() {
 				f.late.Add(1)
@@ -113,6 +159,8 @@ func TestBinding_SamplesEveryField(t *testing.T) {
 		MemoryTotalBytes: 80 << 30, MemoryUsedBytes: 20 << 30, MemoryFreeBytes: 60 << 30,
 		SMClockMHz: 1980, GPUUtilPercent: 97, MemoryUtilPercent: 41,
 		PCIeRxKBps: 1200, PCIeTxKBps: 3400, PowerMilliwatts: 612000,
+		ClockReasons: ClockSWPowerCap | ClockHWThermal,
+		NVLinkRxKiB:  5 << 20, NVLinkTxKiB: 7 << 20,
 	}
 	if got[1] != want {
 		t.Fatalf("device 1:\n got %+v\nwant %+v", got[1], want)
@@ -382,5 +430,124 @@ func TestOpen_RealGoNVMLWithMissingLibraryFailsTyped(t *testing.T) {
 	}
 	if err := tel.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+}
+
+// Older drivers only export the throttle-reasons name; a driver with
+// neither, or without field values, gets the fields flagged, never a call
+// into a symbol that is not there (the mock panics if one is made).
+func TestBinding_OptionalEntryPointsAreProbedNotCalledBlind(t *testing.T) {
+	f := newFakeNVML(1)
+	f.lib.ExtensionsFunc = func() gonvml.ExtendedInterface {
+		return symbolsExcept("nvmlDeviceGetCurrentClocksEventReasons")
+	}
+	f.devs[0].GetCurrentClocksEventReasonsFunc = nil
+	f.devs[0].GetCurrentClocksThrottleReasonsFunc = func() (uint64, gonvml.Return) {
+		return gonvml.ClocksEventReasonGpuIdle, gonvml.SUCCESS
+	}
+	b := openMock(t, f.lib)
+	got, err := SampleAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].ClockReasons != ClockIdle || got[0].Unsupported != 0 {
+		t.Fatalf("old driver: reasons %s, unsupported %s", got[0].ClockReasons, got[0].Unsupported)
+	}
+	b.Close()
+
+	f = newFakeNVML(1)
+	f.lib.ExtensionsFunc = func() gonvml.ExtendedInterface {
+		return symbolsExcept("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons", "nvmlDeviceGetFieldValues")
+	}
+	f.devs[0].GetCurrentClocksEventReasonsFunc = nil
+	f.devs[0].GetFieldValuesFunc = nil
+	b = openMock(t, f.lib)
+	defer b.Close()
+	got, err = SampleAll(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Unsupported.String() != "clock_reasons|nvlink" || got[0].NVLinkRxKiB != 0 {
+		t.Fatalf("ancient driver: %+v", got[0])
+	}
+	if n := len(f.lib.ExtensionsCalls()); n != 1 {
+		t.Fatalf("symbols probed %d times, want once after Init", n)
+	}
+}
+
+func TestBinding_NVLinkWithoutLinksIsUnsupported(t *testing.T) {
+	for name, fv := range map[string]func([]gonvml.FieldValue) gonvml.Return{
+		"call not supported": func([]gonvml.FieldValue) gonvml.Return { return gonvml.ERROR_NOT_SUPPORTED },
+		"field not supported": func(vals []gonvml.FieldValue) gonvml.Return {
+			for i := range vals {
+				vals[i].NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+			}
+			return gonvml.SUCCESS
+		},
+		"not an integer": func(vals []gonvml.FieldValue) gonvml.Return {
+			for i := range vals {
+				vals[i].ValueType = uint32(gonvml.VALUE_TYPE_DOUBLE)
+			}
+			return gonvml.SUCCESS
+		},
+	} {
+		f := newFakeNVML(1)
+		f.devs[0].GetFieldValuesFunc = fv
+		b := openMock(t, f.lib)
+		got, err := SampleAll(b)
+		b.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got[0].Unsupported != Fields(FieldNVLink) || got[0].NVLinkTxKiB != 0 {
+			t.Fatalf("%s: %+v", name, got[0])
+		}
+	}
+	f := newFakeNVML(1)
+	f.devs[0].GetFieldValuesFunc = func([]gonvml.FieldValue) gonvml.Return { return gonvml.ERROR_GPU_IS_LOST }
+	b := openMock(t, f.lib)
+	defer b.Close()
+	if _, err := SampleAll(b); !errors.Is(err, ErrGPULost) {
+		t.Fatalf("lost GPU while reading NVLink: err = %v, want ErrGPULost", err)
+	}
+}
+
+// The Sampler over the real binding whose NVML fails to initialise: the
+// mock panics on any call but Init, so a single call after the failed Init
+// would crash this test. Every tick reads the host instead.
+func TestSampler_OverBindingWithFailedInitNeverCallsNVMLAgain(t *testing.T) {
+	lib := &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_DRIVER_NOT_LOADED }}
+	b := openMock(t, lib)
+	defer b.Close()
+	h := startHarness(t, nil, SamplerConfig{Telemetry: b})
+	r := h.next()
+	for i := 0; i < 5; i++ {
+		r = h.tick(time.Second)
+	}
+	if r.Source != SourceHost || !strings.Contains(r.GPUErr, "NVIDIA driver not loaded") {
+		t.Fatalf("reading %+v", r)
+	}
+	if n := len(lib.InitCalls()); n != 1 {
+		t.Fatalf("Init called %d times, want 1", n)
+	}
+	if n := h.logLines("telemetry from the /proc host fallback"); n != 1 {
+		t.Fatalf("fallback announced %d times:\n%s", n, h.log)
+	}
+}
+
+// The Sampler over a mocked H100 through the real binding: every field the
+// lead wires into observations arrives, NVLink as a rate.
+func TestSampler_OverMockedH100(t *testing.T) {
+	f := newFakeNVML(2)
+	b := openMock(t, f.lib)
+	defer b.Close()
+	h := startHarness(t, nil, SamplerConfig{Telemetry: b, Device: 1})
+	first := h.next()
+	r := h.tick(2 * time.Second)
+	if r.Source != SourceNVML || r.GPU.Model != "H100" || r.GPU.SMClockMHz != 1980 || r.GPU.ClockReasons != ClockSWPowerCap|ClockHWThermal {
+		t.Fatalf("reading %+v", r)
+	}
+	if first.GPU.NVLinkRxKiB != 5<<20 || r.NVLinkRxBytesPerSec != 0 {
+		t.Fatalf("constant counters: first %+v, rate %v", first.GPU, r.NVLinkRxBytesPerSec)
 	}
 }

@@ -1,6 +1,8 @@
 package nvml
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -86,4 +88,66 @@ func NormalizeModel(name string) string {
 		}
 	}
 	return ""
+}
+
+// SeedWeights are step-0 speed weights for a job's ranks, from the prior
+// table alone (see PriorWeights).
+type SeedWeights struct {
+	// Speed is each rank's prior throughput relative to a V100. A rank
+	// whose model is unknown gets the median of the known ranks' priors,
+	// or 1 when no rank's model is known.
+	Speed []float64
+	// Share is Speed normalised to sum to 1: the fraction of the global
+	// batch each rank gets before any step time has been measured
+	// (throughput-proportional, as AntDT-DD starts).
+	Share []float64
+	// Slowdown is the fastest rank's Speed divided by each rank's (1 for
+	// the fastest, 3 for a P100 beside a V100): the form of
+	// straggler.MonitorConfig.Prior, where > 1 marks a deterministic
+	// straggler.
+	Slowdown []float64
+	// Known says which ranks' models are in the prior table.
+	Known []bool
+}
+
+// PriorWeights turns the device of every rank (a raw NVML name such as
+// "Tesla V100-SXM2-16GB", a model key such as "P100", or "" for none) into
+// step-0 speed weights. It is pure; measured step times replace the
+// weights as soon as there are any. V100 beside P100 gives shares 0.75 and
+// 0.25 (AntDT §I: a V100 is ~3× a P100).
+func PriorWeights(devices []string) (SeedWeights, error) {
+	if len(devices) == 0 {
+		return SeedWeights{}, fmt.Errorf("%w: no ranks to weigh", ErrInvalidConfig)
+	}
+	w := SeedWeights{
+		Speed:    make([]float64, len(devices)),
+		Share:    make([]float64, len(devices)),
+		Slowdown: make([]float64, len(devices)),
+		Known:    make([]bool, len(devices)),
+	}
+	var known []float64
+	for i, d := range devices {
+		if p, ok := PriorThroughput(d); ok {
+			w.Speed[i], w.Known[i] = p, true
+			known = append(known, p)
+		}
+	}
+	fill := 1.0
+	if n := len(known); n > 0 {
+		slices.Sort(known)
+		fill = (known[(n-1)/2] + known[n/2]) / 2
+	}
+	total, fastest := 0.0, 0.0
+	for i := range w.Speed {
+		if !w.Known[i] {
+			w.Speed[i] = fill
+		}
+		total += w.Speed[i]
+		fastest = max(fastest, w.Speed[i])
+	}
+	for i, v := range w.Speed {
+		w.Share[i] = v / total
+		w.Slowdown[i] = fastest / v
+	}
+	return w, nil
 }

@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -84,5 +85,70 @@ func TestPriors_TableIsWellFormed(t *testing.T) {
 		if strings.ToUpper(p.Model) != p.Model {
 			t.Errorf("model key %s is not upper case", p.Model)
 		}
+	}
+}
+
+func TestPriorWeights_V100BesideP100(t *testing.T) {
+	w, err := PriorWeights([]string{"Tesla V100-SXM2-16GB", "Tesla P100-PCIE-16GB", "V100", "P100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, p := 1.0, 0.33
+	want := []float64{v / (2*v + 2*p), p / (2*v + 2*p), v / (2*v + 2*p), p / (2*v + 2*p)}
+	for i := range want {
+		if math.Abs(w.Share[i]-want[i]) > 1e-12 || !w.Known[i] {
+			t.Fatalf("rank %d: share %v known %v, want %v", i, w.Share[i], w.Known[i], want[i])
+		}
+	}
+	if math.Abs(w.Share[0]/w.Share[1]-3) > 0.05 {
+		t.Fatalf("V100:P100 share ratio %v, want ≈3", w.Share[0]/w.Share[1])
+	}
+	if w.Slowdown[0] != 1 || math.Abs(w.Slowdown[1]-1/0.33) > 1e-12 {
+		t.Fatalf("slowdowns %v", w.Slowdown)
+	}
+}
+
+func TestPriorWeights_UnknownModelsGetTheMedianOfTheKnown(t *testing.T) {
+	w, err := PriorWeights([]string{"NVIDIA GeForce RTX 4090", "V100", "P100", "A100", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Known: 0.33, 1.0, 2.2 → median 1.0.
+	if w.Known[0] || w.Known[4] || w.Speed[0] != 1.0 || w.Speed[4] != 1.0 {
+		t.Fatalf("unknown ranks: %+v", w)
+	}
+	sum := 0.0
+	for _, s := range w.Share {
+		sum += s
+	}
+	if math.Abs(sum-1) > 1e-12 {
+		t.Fatalf("shares sum to %v", sum)
+	}
+	if w.Slowdown[3] != 1 || math.Abs(w.Slowdown[0]-2.2) > 1e-12 {
+		t.Fatalf("slowdowns %v", w.Slowdown)
+	}
+
+	w, err = PriorWeights([]string{"V100", "P100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := PriorWeights([]string{"V100", "P100", "mystery"}) // median of two known: their mean
+	if math.Abs(w2.Speed[2]-(1.0+0.33)/2) > 1e-12 || w.Speed[0] != 1 {
+		t.Fatalf("median of two: %v", w2.Speed)
+	}
+}
+
+func TestPriorWeights_NothingKnownIsEqualShares(t *testing.T) {
+	w, err := PriorWeights([]string{"", "mystery", "RTX 4090"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.Share {
+		if math.Abs(w.Share[i]-1.0/3) > 1e-12 || w.Slowdown[i] != 1 || w.Known[i] {
+			t.Fatalf("rank %d: %+v", i, w)
+		}
+	}
+	if _, err := PriorWeights(nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("no ranks: err = %v", err)
 	}
 }

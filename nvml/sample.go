@@ -1,6 +1,9 @@
 package nvml
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Sample is one reading of one GPU. It is plain data: it can be copied,
 // compared and serialised, and holds no handle to the device. It carries no
@@ -46,6 +49,17 @@ type Sample struct {
 	// PowerMilliwatts is the board's power draw.
 	PowerMilliwatts uint32
 
+	// ClockReasons says why the clocks are below their maximum (NVML's
+	// clocks event reasons, called throttle reasons by older drivers).
+	ClockReasons ClockReasons
+
+	// NVLinkRxKiB is the data received over all NVLinks, in KiB, counted
+	// by the driver since it loaded; a Sampler turns two readings into a
+	// rate. Zero and flagged FieldNVLink on devices without NVLink.
+	NVLinkRxKiB uint64
+	// NVLinkTxKiB is the data sent over all NVLinks, in KiB, likewise.
+	NVLinkTxKiB uint64
+
 	// Unsupported lists the fields the device could not report.
 	Unsupported Fields
 }
@@ -69,6 +83,10 @@ const (
 	FieldPCIeTx
 	// FieldPower is PowerMilliwatts.
 	FieldPower
+	// FieldClockReasons is ClockReasons.
+	FieldClockReasons
+	// FieldNVLink is NVLinkRxKiB and NVLinkTxKiB.
+	FieldNVLink
 )
 
 // fieldNames lists the field groups in bit order, for String.
@@ -87,6 +105,8 @@ func fieldNames() []struct {
 		{FieldPCIeRx, "pcie_rx"},
 		{FieldPCIeTx, "pcie_tx"},
 		{FieldPower, "power"},
+		{FieldClockReasons, "clock_reasons"},
+		{FieldNVLink, "nvlink"},
 	}
 }
 
@@ -106,6 +126,63 @@ func (s Fields) String() string {
 		if s.Has(fn.f) {
 			parts = append(parts, fn.name)
 		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "|")
+}
+
+// ClockReasons is NVML's bit set of reasons the device's clocks are below
+// their maximum (nvmlClocksEventReasons; the bit values are NVML's).
+type ClockReasons uint64
+
+// The clock reasons NVML reports.
+const (
+	// ClockIdle: nothing is running, the clocks are down to save power.
+	ClockIdle ClockReasons = 1 << 0
+	// ClockApplicationsSetting: the clocks are held by an applications
+	// clocks setting.
+	ClockApplicationsSetting ClockReasons = 1 << 1
+	// ClockSWPowerCap: the software power cap holds the clocks down.
+	ClockSWPowerCap ClockReasons = 1 << 2
+	// ClockHWSlowdown: hardware slowdown (temperature or power brake).
+	ClockHWSlowdown ClockReasons = 1 << 3
+	// ClockSyncBoost: held to the slowest GPU of a sync-boost group.
+	ClockSyncBoost ClockReasons = 1 << 4
+	// ClockSWThermal: software thermal slowdown.
+	ClockSWThermal ClockReasons = 1 << 5
+	// ClockHWThermal: hardware thermal slowdown.
+	ClockHWThermal ClockReasons = 1 << 6
+	// ClockHWPowerBrake: the external power brake is asserted.
+	ClockHWPowerBrake ClockReasons = 1 << 7
+	// ClockDisplaySetting: held by the display clock setting.
+	ClockDisplaySetting ClockReasons = 1 << 8
+)
+
+// clockReasonNames lists the reasons in bit order, for String.
+func clockReasonNames() []string {
+	return []string{"idle", "applications_clocks", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks"}
+}
+
+// Slowing reports whether a reason that makes a busy device slower than it
+// could be is set: a power cap, thermal or hardware slowdown, the power
+// brake, or sync boost. Idle and clock settings are not slowdowns.
+func (r ClockReasons) Slowing() bool {
+	return r&(ClockSWPowerCap|ClockHWSlowdown|ClockSyncBoost|ClockSWThermal|ClockHWThermal|ClockHWPowerBrake) != 0
+}
+
+// String lists the set reasons joined by "|" ("none" for none; unknown
+// bits as a hex remainder).
+func (r ClockReasons) String() string {
+	var parts []string
+	for i, name := range clockReasonNames() {
+		if r&(1<<i) != 0 {
+			parts = append(parts, name)
+		}
+	}
+	if rest := r &^ (1<<len(clockReasonNames()) - 1); rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint64(rest)))
 	}
 	if len(parts) == 0 {
 		return "none"

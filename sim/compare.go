@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
-	"github.com/ringtail-ml/ringtail/straggler/driver/workload"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
+	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
 // CompareConfig configures `ringtail sim`: every selected pattern at every
@@ -54,8 +54,11 @@ type Row struct {
 	// (wall time of one Policy.Observe) in the adaptive run.
 	DecisionMeanMS float64 `json:"decision_mean_ms"`
 	DecisionMaxMS  float64 `json:"decision_max_ms"`
-	// EvictSteps and AppliedPerStep describe the adaptive run.
+	// EvictSteps, OverlapSteps, Staleness and AppliedPerStep describe the
+	// adaptive run.
 	EvictSteps     int     `json:"evict_steps"`
+	OverlapSteps   int     `json:"overlap_steps"`
+	Staleness      float64 `json:"staleness"`
 	AppliedPerStep float64 `json:"applied_per_step"`
 }
 
@@ -63,7 +66,7 @@ type Row struct {
 // and hands every row to emit.
 func Compare(cfg CompareConfig, emit func(Row) error) error {
 	if cfg.Policy == "" {
-		cfg.Policy = policy.NameAdaptive
+		cfg.Policy = straggler.NameAdaptive
 	}
 	if cfg.Network == (Network{}) {
 		cfg.Network = DefaultNetwork()
@@ -99,7 +102,7 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 				return Run(Config{Ranks: n, Policy: name, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps, GlobalBatch: m,
 					PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Network: cfg.Network, Clock: clock})
 			}
-			bsp, err := run(policy.NameBSP, nil)
+			bsp, err := run(straggler.NameBSP, nil)
 			if err != nil {
 				return err
 			}
@@ -111,7 +114,8 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 			row := Row{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: cfg.Policy,
 				BSP: bsp.PerBatch.Seconds(), Adaptive: ad.PerBatch.Seconds(), Ideal: ideal.Seconds(),
 				DecisionMeanMS: float64(ad.DecisionMean) / 1e6, DecisionMaxMS: float64(ad.DecisionMax) / 1e6,
-				EvictSteps: ad.EvictSteps, AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps)}
+				EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, Staleness: ad.Staleness,
+				AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps)}
 			row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
 			if err := emit(row); err != nil {
 				return err

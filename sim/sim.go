@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
-	"github.com/ringtail-ml/ringtail/straggler/driver/workload"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
+	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
 // ErrInvalidConfig is wrapped by configuration errors.
@@ -53,7 +53,7 @@ func (n Network) Ring(k, b int) time.Duration {
 type Config struct {
 	// Ranks is the world size.
 	Ranks int
-	// Policy is a straggler/driver preset name.
+	// Policy is a straggler preset name.
 	Policy string
 	// Injector slows ranks' compute; nil injects nothing.
 	Injector *inject.Injector
@@ -102,184 +102,288 @@ type Result struct {
 	Computed int64 `json:"computed"`
 	// PerBatch is Wall × GlobalBatch ÷ Applied.
 	PerBatch time.Duration `json:"per_batch_ns"`
-	// EvictSteps counts measured steps in evict mode; Late the samples
-	// folded a step late.
-	EvictSteps int   `json:"evict_steps"`
-	Late       int64 `json:"late"`
+	// EvictSteps and OverlapSteps count measured steps in those modes;
+	// Folded the children's samples folded in them, Staleness their mean
+	// staleness.
+	EvictSteps   int     `json:"evict_steps"`
+	OverlapSteps int     `json:"overlap_steps"`
+	Folded       int64   `json:"folded"`
+	Staleness    float64 `json:"staleness"`
+	// Total and TotalApplied are every sample computed and applied over the
+	// whole run, warm-up included: equal, since nothing is lost.
+	Total, TotalApplied int64 `json:"-"`
 	// Decisions is the number of decisions timed; DecisionMean and
 	// DecisionMax their wall time (zero without a Clock).
 	Decisions    int           `json:"decisions"`
 	DecisionMean time.Duration `json:"decision_mean_ns"`
 	DecisionMax  time.Duration `json:"decision_max_ns"`
-	// LastPlan is the plan decided after the last step.
-	LastPlan policy.Plan `json:"-"`
+	// Reports are the reports of every step, in order: what the ranks'
+	// reduced buffers would say (Replay feeds them to the policy again).
+	Reports []straggler.Report `json:"-"`
+	// Plans are the plans decided after every step.
+	Plans []straggler.Plan `json:"-"`
 }
 
-// Run simulates cfg.Warmup + cfg.Steps steps and a final flush. Each step
-// executes the plan the way straggler/driver's Driver does: every rank
-// computes its share (or for the budget), evicted children send their
-// gradient to their parent (Send), parents first wait for gradients owed
-// from the previous step, then until WaitUntil after their step start for
-// this step's, members reduce (Ring), parents send results to their
-// children one after the other, and a child starts the next step when it
-// has both sent its gradient and received the result. The report of the
-// step — built like the reduced buffer — goes to the Policy, whose plan
-// governs the next step.
+// gradient is a child's gradient on its way to its parent.
+type gradient struct {
+	at             time.Duration // when it reaches the parent
+	samples        int
+	compute, cycle time.Duration
+	version        int
+}
+
+// state is parameters on their way to a child.
+type state struct {
+	at      time.Duration
+	version int
+}
+
+// child is the simulated state of a rank computing as a child.
+type child struct {
+	free     time.Duration // when its next iteration starts
+	version  int
+	lastPost time.Duration
+	unacked  int
+	states   []state // in flight or arrived, not yet taken
+	blocked  bool    // waiting for a state that is not posted yet
+}
+
+// Run simulates cfg.Warmup + cfg.Steps steps and a final flush of the
+// straggler driver's protocol with virtual time, deciding every plan with
+// the policy the ranks run (straggler.Policy; nothing of the decision is
+// re-implemented here):
+//
+//   - members compute their share (or for the budget) from their step
+//     start; parents fold the gradients their children's posts have
+//     brought by the plan's WaitUntil (or, on a Must edge, wait for one);
+//     the members reduce (Ring over the members); the report goes to the
+//     policy; parents post parameters to the children whose gradients they
+//     folded, and the step's report;
+//   - a child iterates at its own pace on the newest parameters that have
+//     reached it: it computes its share, posts its gradient (it arrives
+//     after one Send), and starts again, waiting for parameters when two
+//     gradients are unanswered;
+//   - a child that rejoins finishes its iteration, gets the members' state,
+//     and computes the step's share; its last gradients are folded first.
+//
+// Every sample computed is applied exactly once (Result.Total equals
+// Result.TotalApplied).
 func Run(cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	pc, err := policy.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
+	pc, err := straggler.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
 	if err != nil {
 		return Result{}, err
 	}
-	pol, err := policy.New(pc)
+	pc.GradBytes = cfg.GradBytes
+	pol, err := straggler.NewPolicy(pc)
 	if err != nil {
 		return Result{}, err
 	}
 	n := cfg.Ranks
 	net := cfg.Network
-	send := net.Send(cfg.GradBytes)
-	start := make([]time.Duration, n)  // step start, by rank
-	next := make([]time.Duration, n)   // next step's start
-	arrive := make([]time.Duration, n) // entry into the reduction
-	samples := make([]int, n)
-	compute := make([]time.Duration, n)
-	busy := make([]time.Duration, n)
-	cut := make([]bool, n)
-	wait := make([]time.Duration, n) // time in the previous reduction
-	type owed struct {
-		child  int
-		parent int
-		at     time.Duration // when its gradient reaches the parent
-		report policy.RankReport
-	}
-	var carried []owed
+	msg := net.Send(cfg.GradBytes)
+	start := make([]time.Duration, n) // members: the next step's start
+	wait := make([]time.Duration, n)  // time in the previous reduction
+	queue := make([][]gradient, n)    // by child: posts not yet folded, in order
+	kids := make([]*child, n)         // ranks computing as children (nil: a member)
+	lastParent := make([]int, n)      // the parent of a child, or of a former child
 	res := Result{Policy: cfg.Policy, Ranks: n, Steps: cfg.Steps}
-	var t0 time.Duration
-	var decisionSum time.Duration
-	for s := 0; s < cfg.Warmup+cfg.Steps; s++ {
-		measured := s >= cfg.Warmup
+	total := cfg.Warmup + cfg.Steps
+	var t0, decisionSum time.Duration
+	staleSum := 0.0
+
+	// advance runs child c's iterations that start by until.
+	advance := func(c int, share int, until time.Duration) {
+		if kids[c] == nil {
+			return
+		}
+		k := kids[c]
+		for !k.blocked && k.free <= until {
+			// Take the newest parameters that have arrived.
+			for len(k.states) > 0 && k.states[0].at <= k.free {
+				k.version, k.unacked = max(k.version, k.states[0].version), 0
+				k.states = k.states[1:]
+			}
+			compute := workload.Compute(cfg.Injector, c, min(k.version, total-1), share, cfg.PerSample)
+			done := k.free + compute
+			cycle := done - k.lastPost
+			k.lastPost = done
+			queue[c] = append(queue[c], gradient{at: done + msg, samples: share, compute: compute, cycle: cycle,
+				version: k.version})
+			res.Total += int64(share)
+			if k.version >= cfg.Warmup {
+				res.Computed += int64(share)
+			}
+			k.unacked++
+			k.free = done + msg // the post holds the rank until the transport has taken it
+			if k.unacked >= 2 {
+				if len(k.states) == 0 {
+					k.blocked = true // until its parent posts parameters
+					return
+				}
+				k.free = max(k.free, k.states[0].at)
+			}
+		}
+	}
+	for s := 0; s < total; s++ {
 		if s == cfg.Warmup {
-			t0 = start[0]
+			t0 = slices.Min(start)
+			for _, k := range kids {
+				if k != nil {
+					t0 = min(t0, k.free)
+				}
+			}
 		}
 		p := pol.Plan()
-		rep := policy.Report{Step: s, Current: make([]policy.RankReport, n), Late: make([]policy.RankReport, n)}
-		for r := 0; r < n; r++ {
-			samples[r], cut[r] = p.Shares[r], false
-			if p.Budget > 0 {
-				samples[r], cut[r] = within(cfg.Injector, r, s, p.Budget, cfg.PerSample), true
-			}
-			compute[r] = workload.Compute(cfg.Injector, r, s, samples[r], cfg.PerSample)
-			busy[r] = compute[r]
-			if cut[r] {
-				busy[r] = p.Budget // working on one more sample until the budget ends
-			}
-			arrive[r] = start[r] + busy[r]
-			if measured {
-				res.Computed += int64(samples[r])
-			}
-		}
-		// Parents: owed gradients of the previous step, then children.
+		rep := straggler.Report{Step: s, Current: make([]straggler.RankReport, n), Child: make([]straggler.ChildReport, n)}
+		arrive := make([]time.Duration, n)
 		done := make([]time.Duration, n)
-		copy(done, arrive)
-		for _, o := range carried {
-			done[o.parent] = max(done[o.parent], o.at)
-			rep.Late[o.child] = o.report
-		}
-		carried = carried[:0]
-		present := make([]bool, n)
 		for _, m := range p.Members {
-			present[m] = true
+			samples, cut := p.Shares[m], false
+			if p.Budget > 0 {
+				samples, cut = within(cfg.Injector, m, s, p.Budget, cfg.PerSample), true
+			}
+			compute := workload.Compute(cfg.Injector, m, s, samples, cfg.PerSample)
+			busy := compute
+			if cut {
+				busy = p.Budget
+			}
+			arrive[m] = start[m] + busy
+			done[m] = arrive[m]
+			rep.Current[m] = straggler.RankReport{Present: true, Samples: samples, Compute: compute, Arrival: busy, Cut: cut, Wait: wait[m]}
+			res.Total += int64(samples)
+			if s >= cfg.Warmup {
+				res.Computed += int64(samples)
+			}
 		}
-		byParent := map[int][]int{}
-		for _, a := range p.Parents {
-			byParent[a.Parent] = append(byParent[a.Parent], a.Child)
-		}
-		for _, m := range p.Members {
-			kids := byParent[m]
-			if len(kids) == 0 {
+		// Parents fold what their children (and former children) sent.
+		for c, k := range kids {
+			if k == nil && len(queue[c]) == 0 {
 				continue
 			}
-			t := done[m]
-			deadline := max(t, start[m]+p.WaitUntil)
-			last := t
-			for _, c := range kids {
-				at := arrive[c] + send
-				if at <= deadline {
-					present[c] = true
-					last = max(last, at)
-				} else {
-					carried = append(carried, owed{child: c, parent: m, at: at})
+			parent, isChild := p.ParentOf(c)
+			if !isChild {
+				parent = lastParent[c] // a former child's last gradients
+			}
+			deadline := time.Duration(math.MaxInt64)
+			if isChild {
+				deadline = max(arrive[parent], start[parent]+p.WaitUntil)
+				advance(c, p.Shares[c], deadline)
+				if i := slices.IndexFunc(p.Parents, func(e straggler.Edge) bool { return e.Child == c }); p.Parents[i].Must {
+					for len(queue[c]) == 0 && !k.blocked {
+						advance(c, p.Shares[c], k.free)
+					}
+					if len(queue[c]) > 0 {
+						deadline = max(deadline, queue[c][0].at)
+					}
 				}
 			}
-			done[m] = last
-			if len(carried) > 0 && carried[len(carried)-1].parent == m {
-				done[m] = deadline // waited the whole window for a late child
-			}
-		}
-		gate := time.Duration(0)
-		for _, m := range p.Members {
-			gate = max(gate, done[m])
-		}
-		end := gate + net.Ring(len(p.Members), cfg.GradBytes)
-		for _, m := range p.Members {
-			next[m] = end + time.Duration(len(byParent[m]))*send
-			for j, c := range byParent[m] {
-				next[c] = max(arrive[c]+send, end+time.Duration(j+1)*send)
-			}
-		}
-		for r := 0; r < n; r++ {
-			rr := policy.RankReport{Present: true, Samples: samples[r], Compute: compute[r], Arrival: busy[r], Cut: cut[r], Wait: wait[r]}
-			if present[r] {
-				rep.Current[r] = rr
-				rep.Applied += samples[r]
-			}
-			for i := range carried {
-				if carried[i].child == r {
-					carried[i].report = rr
+			kept := queue[c][:0]
+			for _, g := range queue[c] {
+				if g.at > deadline {
+					kept = append(kept, g)
+					continue
+				}
+				cr := &rep.Child[c]
+				cr.Count++
+				cr.Samples += g.samples
+				cr.Compute += g.compute
+				cr.Cycle += g.cycle
+				cr.Versions += g.version
+				if p.IsMember(parent) {
+					done[parent] = max(done[parent], g.at)
 				}
 			}
+			queue[c] = kept
 		}
-		for _, rr := range rep.Late {
+		end := time.Duration(0)
+		for _, m := range p.Members {
+			end = max(end, done[m])
+		}
+		end += net.Ring(len(p.Members), cfg.GradBytes)
+		for _, m := range p.Members {
+			wait[m], start[m] = end-arrive[m], end
+		}
+		for _, cr := range rep.Child {
+			rep.Applied += cr.Samples
+		}
+		for _, rr := range rep.Current {
 			rep.Applied += rr.Samples
 		}
-		if measured {
-			res.Applied += int64(rep.Applied)
-			for _, rr := range rep.Late {
-				res.Late += int64(rr.Samples)
-			}
-			if p.Mode == straggler.ModeEvict {
-				res.EvictSteps++
-			}
-		}
-		for r := 0; r < n; r++ {
-			wait[r] = next[r] - arrive[r]
-		}
+		res.TotalApplied += int64(rep.Applied)
 		var began time.Time
 		if cfg.Clock != nil {
 			began = cfg.Clock()
 		}
-		if _, err := pol.Observe(rep); err != nil {
+		next, err := pol.Observe(rep)
+		if err != nil {
 			return res, fmt.Errorf("sim: step %d: %w", s, err)
 		}
 		if cfg.Clock != nil {
-			d := cfg.Clock().Sub(began)
+			d := time.Duration(cfg.Clock().Sub(began))
 			decisionSum += d
 			res.DecisionMax = max(res.DecisionMax, d)
 			res.Decisions++
 		}
-		copy(start, next)
+		res.Reports, res.Plans = append(res.Reports, rep), append(res.Plans, next)
+		if s >= cfg.Warmup {
+			res.Applied += int64(rep.Applied)
+			switch p.Mode {
+			case straggler.ModeEvict:
+				res.EvictSteps++
+			case straggler.ModeOverlap:
+				res.OverlapSteps++
+			}
+			for _, cr := range rep.Child {
+				res.Folded += int64(cr.Samples)
+				staleSum += cr.Staleness(s) * float64(cr.Count)
+			}
+		}
+		// Parameters go down to the children whose gradients were folded;
+		// ranks leave or rejoin the ring.
+		for c, k := range kids {
+			if k == nil {
+				continue
+			}
+			if rep.Child[c].Count > 0 && !next.IsMember(c) {
+				k.states = append(k.states, state{at: end + msg, version: s + 1})
+				if k.blocked {
+					k.blocked, k.free = false, max(k.free, end+msg)
+				}
+			}
+			if next.IsMember(c) {
+				// It finishes its iteration, gets the state, and joins;
+				// its last gradients are folded at the next step.
+				k.blocked = false
+				start[c] = max(k.free, end+msg)
+				kids[c] = nil
+			}
+		}
+		for _, e := range next.Parents {
+			if kids[e.Child] == nil {
+				kids[e.Child] = &child{free: end, version: s + 1, lastPost: end}
+			}
+			lastParent[e.Child] = e.Parent
+		}
 	}
-	// Flush: one more reduction over every rank folds what is still owed.
-	end := time.Duration(0)
-	for r := 0; r < n; r++ {
-		end = max(end, start[r])
+	// Flush: children get the final state and post their last gradient;
+	// everything left is folded into one reduction over every rank.
+	end := slices.Max(start)
+	for c, k := range kids {
+		if k != nil {
+			k.blocked = false
+			advance(c, pol.Plan().Shares[c], k.free)
+		}
 	}
-	for _, o := range carried {
-		end = max(end, o.at)
-		res.Applied += int64(o.report.Samples)
-		res.Late += int64(o.report.Samples)
+	for c := range queue {
+		for _, g := range queue[c] {
+			end = max(end, g.at)
+			res.Applied += int64(g.samples)
+			res.TotalApplied += int64(g.samples)
+			res.Folded += int64(g.samples)
+		}
 	}
 	end += net.Ring(n, cfg.GradBytes)
 	res.Wall = end - t0
@@ -289,14 +393,39 @@ func Run(cfg Config) (Result, error) {
 	if res.Decisions > 0 {
 		res.DecisionMean = decisionSum / time.Duration(res.Decisions)
 	}
-	res.LastPlan = pol.Plan()
+	if res.Folded > 0 {
+		res.Staleness = staleSum / float64(res.Folded)
+	}
+	if res.Total != res.TotalApplied {
+		return res, fmt.Errorf("sim: %d samples computed, %d applied", res.Total, res.TotalApplied)
+	}
 	return res, nil
+}
+
+// Replay feeds reports to a fresh policy and returns the plans it decides:
+// what every member of a job that reduced those reports decided. The
+// simulator decides through the same calls (the test that the simulator
+// and the live driver decide alike replays the driver's reports here).
+func Replay(cfg straggler.Config, reports []straggler.Report) ([]straggler.Plan, error) {
+	pol, err := straggler.NewPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	plans := make([]straggler.Plan, 0, len(reports))
+	for _, rep := range reports {
+		next, err := pol.Observe(rep)
+		if err != nil {
+			return plans, err
+		}
+		plans = append(plans, next)
+	}
+	return plans, nil
 }
 
 // within is how many samples rank finishes at step within budget. Every
 // injected pattern is affine in the work (c(k) = a + b·k), so it is
 // ⌊(budget − a)/b⌋ from two evaluations of the injector rather than the
-// real job's search (driver.SamplesWithin), which at 4096 ranks would
+// real job's search (workload.SamplesWithin), which at 4096 ranks would
 // dominate the simulation.
 func within(in *inject.Injector, rank, step int, budget, perSample time.Duration) int {
 	a := float64(workload.Compute(in, rank, step, 0, perSample))
@@ -310,7 +439,7 @@ func within(in *inject.Injector, rank, step int, budget, perSample time.Duration
 
 // Ideal is FlexRR's Ideal per global batch for steps [from, to): the
 // batch's work perfectly balanced over the ranks' injected speeds
-// (driver.IdealCompute) plus the ring all-reduce over every rank.
+// (workload.IdealCompute) plus the ring all-reduce over every rank.
 func Ideal(in *inject.Injector, ranks, from, to, globalBatch int, perSample time.Duration, gradBytes int, net Network) time.Duration {
 	var sum time.Duration
 	for s := from; s < to; s++ {

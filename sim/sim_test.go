@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -35,8 +35,11 @@ func TestRingModel(t *testing.T) {
 	}
 }
 
+// Two runs of one configuration are identical; evicted ranks compute at
+// their own pace and every sample computed is applied exactly once (Run
+// checks it).
 func TestSimIsDeterministicAndConservesSamples(t *testing.T) {
-	cfg := Config{Ranks: 16, Policy: policy.NameSTAR, Injector: injector(t, "slow=3,9:4x;powerlaw=7;seed=5", 16),
+	cfg := Config{Ranks: 16, Policy: straggler.NameSTAR, Injector: injector(t, "slow=3,9:4x;powerlaw=7;seed=5", 16),
 		Warmup: 3, Steps: 40, GlobalBatch: 512, PerSample: time.Millisecond, GradBytes: 4 << 20}
 	a, err := Run(cfg)
 	if err != nil {
@@ -46,30 +49,50 @@ func TestSimIsDeterministicAndConservesSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Wall != b.Wall || a.Applied != b.Applied || !bytes.Equal(a.LastPlan.Dump(), b.LastPlan.Dump()) {
+	if a.Wall != b.Wall || a.Applied != b.Applied || !bytes.Equal(a.Plans[len(a.Plans)-1].Dump(), b.Plans[len(b.Plans)-1].Dump()) {
 		t.Fatalf("two runs of one config differ: %+v vs %+v", a, b)
 	}
-	if a.EvictSteps == 0 || a.Late == 0 {
-		t.Fatalf("STAR with two 4× slow ranks: %d evicting steps, %d late samples; the carry path is not exercised", a.EvictSteps, a.Late)
+	if a.EvictSteps == 0 || a.Folded == 0 || a.Staleness <= 0 {
+		t.Fatalf("STAR with two 4× slow ranks: %d evicting steps, %d samples folded from children (staleness %v)", a.EvictSteps, a.Folded, a.Staleness)
 	}
-	// Samples computed in the warmup but folded late in the first measured
-	// step would break the equality; none are late there with these
-	// seeds, but allow for it by comparing with the flush included.
-	if a.Applied < a.Computed || a.Applied > a.Computed+int64(cfg.GlobalBatch) {
-		t.Fatalf("applied %d samples, computed %d", a.Applied, a.Computed)
+	if a.Total != a.TotalApplied {
+		t.Fatalf("computed %d samples, applied %d", a.Total, a.TotalApplied)
 	}
 }
 
 func TestDecisionCostIsMeasuredWithTheInjectedClock(t *testing.T) {
 	var now time.Time
 	clock := func() time.Time { now = now.Add(250 * time.Microsecond); return now }
-	res, err := Run(Config{Ranks: 8, Policy: policy.NameAdaptive, Steps: 5, GlobalBatch: 64, PerSample: time.Millisecond,
+	res, err := Run(Config{Ranks: 8, Policy: straggler.NameAdaptive, Steps: 5, GlobalBatch: 64, PerSample: time.Millisecond,
 		GradBytes: 1024, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Decisions != 5 || res.DecisionMean != 250*time.Microsecond || res.DecisionMax != 250*time.Microsecond {
 		t.Fatalf("decisions %d mean %v max %v, want 5 × 250µs", res.Decisions, res.DecisionMean, res.DecisionMax)
+	}
+}
+
+// One straggler core: the reports a live job's members reduced, replayed
+// through the simulator's decision path, give byte-identical plans.
+func TestTheSimulatorAndTheLiveDriverDecideAlike(t *testing.T) {
+	const n = 4
+	in := injector(t, "slow=2:3x", n)
+	for _, name := range []string{straggler.NameSTAR, straggler.NameAdaptive} {
+		live, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
+			Warmup: 2, Steps: 10, GlobalBatch: 64, PerSample: time.Millisecond, GradBytes: 64 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans, err := Replay(live.PolicyConfig, live.Reports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range plans {
+			if !bytes.Equal(plans[s].Dump(), live.Plans[s].Dump()) {
+				t.Fatalf("%s step %d: the live members decided\n%s\nthe simulator's path\n%s", name, s, live.Plans[s].Dump(), plans[s].Dump())
+			}
+		}
 	}
 }
 
@@ -84,11 +107,11 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 	}
 	const n, warm, steps, batch = 4, 3, 8, 64
 	const perSample, grad = time.Millisecond, 256 << 10
-	for _, spec := range []string{"slow=2:3x", "powerlaw=4;seed=3"} {
+	for _, spec := range []string{"slow=2:3x"} {
 		in := injector(t, spec, n)
 		real := map[string]time.Duration{}
 		simulated := map[string]time.Duration{}
-		for _, name := range []string{policy.NameBSP, policy.NameAdaptive} {
+		for _, name := range []string{straggler.NameBSP, straggler.NameAdaptive} {
 			r, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
 				Warmup: warm, Steps: steps, GlobalBatch: batch, PerSample: perSample, GradBytes: grad})
 			if err != nil {
@@ -102,9 +125,9 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 			real[name], simulated[name] = r.PerBatch, s.PerBatch
 		}
 		t.Logf("%s: real bsp %v adaptive %v; sim bsp %v adaptive %v", spec,
-			real[policy.NameBSP], real[policy.NameAdaptive], simulated[policy.NameBSP], simulated[policy.NameAdaptive])
-		realFaster := real[policy.NameAdaptive] < real[policy.NameBSP]
-		simFaster := simulated[policy.NameAdaptive] < simulated[policy.NameBSP]
+			real[straggler.NameBSP], real[straggler.NameAdaptive], simulated[straggler.NameBSP], simulated[straggler.NameAdaptive])
+		realFaster := real[straggler.NameAdaptive] < real[straggler.NameBSP]
+		simFaster := simulated[straggler.NameAdaptive] < simulated[straggler.NameBSP]
 		if realFaster != simFaster {
 			t.Fatalf("%s: real run says adaptive faster = %v, simulation %v", spec, realFaster, simFaster)
 		}

@@ -1,10 +1,40 @@
 package straggler
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"time"
+	"strings"
+
+	"github.com/ringtail-ml/ringtail/topology"
 )
+
+// ErrOutOfOrder is wrapped when a Report is not of the step the Policy
+// expects next.
+var ErrOutOfOrder = errors.New("straggler: report out of order")
+
+// Policy names, for Preset and the command-line tools.
+const (
+	// NameBSP is the plain ring over all ranks with equal shares.
+	NameBSP = "bsp"
+	// NameAdaptive is everything a job that can take any number of
+	// samples per step can use: shares proportional to predicted speed, a
+	// compute budget, and the mode chosen by predicted time to progress
+	// among the ring, the exact overlap and eviction.
+	NameAdaptive = "adaptive"
+	// NameShares is shares without the budget, and the mode choice (what
+	// a job with a fixed data order, like examples/train, can use).
+	NameShares = "shares"
+	// NameSTAR is STAR's eviction alone: equal shares, evicted ranks at
+	// their own pace under a staleness bound.
+	NameSTAR = "star"
+	// NameExact is the exact mode alone: no staleness, no shares; a late
+	// rank's reduction overlaps the others' reduce-scatter.
+	NameExact = "exact"
+)
+
+// Names returns the preset names.
+func Names() []string { return []string{NameBSP, NameAdaptive, NameShares, NameSTAR, NameExact} }
 
 // Defaults applied by Config.WithDefaults to zero fields.
 const (
@@ -18,65 +48,110 @@ const (
 	DefaultThreshold = 0.2
 	// DefaultMaxEvictFraction caps evictions at half the world.
 	DefaultMaxEvictFraction = 0.5
-	// DefaultEWMAAlpha smooths the EWMA predictor.
+	// DefaultEWMAAlpha smooths the EWMA predictor and RLS's fallback.
 	DefaultEWMAAlpha = 0.5
 	// DefaultRLSForgetting is the RLS forgetting factor (memory ≈ 100 steps).
 	DefaultRLSForgetting = 0.99
-	// DefaultCollectiveAlpha smooths the collective-duration estimate.
+	// DefaultSpeedAlpha smooths the overhead and child-cycle estimates.
+	DefaultSpeedAlpha = 0.5
+	// DefaultCollectiveAlpha smooths the reduction-time estimate.
 	DefaultCollectiveAlpha = 0.3
-	// DefaultStalenessBound bounds how late a carried gradient may be.
-	DefaultStalenessBound = 1
-	// DefaultLead makes a plan decided at step s apply to step s+1.
-	DefaultLead = 1
-	// DefaultMaxAhead is how many steps past the open one are buffered.
-	DefaultMaxAhead = 4
-	// DefaultStepTimeoutTicks closes a step after this many ticks.
-	DefaultStepTimeoutTicks = 10
+	// DefaultHysteresis is Config.Hysteresis's default.
+	DefaultHysteresis = 0.03
+	// DefaultModeHysteresis is Config.ModeHysteresis's default.
+	DefaultModeHysteresis = 0.1
+	// DefaultMaxStaleness is Config.MaxStaleness's default.
+	DefaultMaxStaleness = 8
 )
 
-// Config configures a Controller. Zero fields take the defaults above
-// (WithDefaults); World and GlobalBatch are required.
+// Config configures a Policy. Zero fields take defaults (WithDefaults);
+// World and GlobalBatch are required.
 type Config struct {
 	// World is N, the number of ranks.
-	World int
+	World int `json:"world"`
 	// GlobalBatch is M, the samples of one step summed over all ranks.
-	GlobalBatch int
-	// Phi is the gradient noise scale φ in samples. 0 means φ = M (the
-	// job is assumed to train near its critical batch size); SetPhi
-	// replaces it at run time, e.g. from a GNSEstimator.
-	Phi float64
-	// Lambda is AntDT's slowness ratio λ.
-	Lambda float64
-	// ShortWindow and LongWindow are L_trans and L_per, in steps.
-	ShortWindow, LongWindow int
-	// Prior is an optional static slowdown per rank (see MonitorConfig).
-	Prior []float64
-	// Threshold is the straggler deviation ratio (0.2).
-	Threshold float64
-	// MaxEvictFraction caps x at this fraction of World.
-	MaxEvictFraction float64
-	// WaitCandidates are extra t_w values for ChooseMode.
-	WaitCandidates []time.Duration
-	// Predictor selects the arrival predictor (default RLS).
-	Predictor PredictorKind
-	// EWMAAlpha smooths the EWMA predictor and RLS's fallback.
-	EWMAAlpha float64
-	// RLSForgetting is RLS's forgetting factor.
-	RLSForgetting float64
-	// CollectiveAlpha smooths the collective-duration estimate.
-	CollectiveAlpha float64
-	// StalenessBound is the most steps a carried gradient may lag (≥ 1).
-	StalenessBound int
-	// Lead is 1 or 2: observations of step s decide the plan of s+Lead.
-	Lead int
-	// MaxAhead is how many steps past the open step are buffered.
-	MaxAhead int
-	// StepTimeoutTicks closes the open step after that many Ticks even if
-	// some ranks never reported; negative disables the timeout.
-	StepTimeoutTicks int
+	GlobalBatch int `json:"global_batch"`
+	// Shares gives each rank a batch share proportional to its predicted
+	// speed (AntDT ADJUST_BS); otherwise shares are equal.
+	Shares bool `json:"shares"`
+	// Budget gives every rank the same compute time, M / Σ predicted speed
+	// (× 1+Slack): a rank computes until it is spent and reports how many
+	// samples it finished. Requires Shares.
+	Budget bool `json:"budget"`
+	// Evict lets the policy evict ranks into parents when that is
+	// predicted to make faster progress (slow compute that shares cannot
+	// balance, or a slow link).
+	Evict bool `json:"evict"`
+	// Overlap lets the policy choose the exact mode: the others
+	// reduce-scatter while the rank predicted last is still computing.
+	Overlap bool `json:"overlap"`
+	// Slack stretches the budget by this fraction (default 0).
+	Slack float64 `json:"slack,omitempty"`
+	// Hysteresis keeps the shares in effect unless new ones are predicted
+	// to shorten the slowest rank's compute by more than this fraction.
+	Hysteresis float64 `json:"hysteresis,omitempty"`
+	// ModeHysteresis keeps the mode in effect unless another is predicted
+	// cheaper by more than this fraction: a mode change costs work (a
+	// rejoining child waits for parameters).
+	ModeHysteresis float64 `json:"mode_hysteresis,omitempty"`
+	// MinShare is the smallest share a rank gets (default 1 when M ≥ N
+	// with Shares, else 0).
+	MinShare int `json:"min_share,omitempty"`
+	// SpeedAlpha smooths the overhead and child-cycle estimates;
+	// CollectiveAlpha the reduction-time estimate.
+	SpeedAlpha      float64 `json:"speed_alpha,omitempty"`
+	CollectiveAlpha float64 `json:"collective_alpha,omitempty"`
+	// Predictor forecasts each rank's per-sample time (default EWMA; RLS
+	// regresses on the rank's telemetry).
+	Predictor PredictorKind `json:"predictor,omitempty"`
+	// EWMAAlpha smooths the EWMA predictor; RLSForgetting is RLS's
+	// forgetting factor.
+	EWMAAlpha     float64 `json:"ewma_alpha,omitempty"`
+	RLSForgetting float64 `json:"rls_forgetting,omitempty"`
+	// Phi is the gradient noise scale φ for Eq. 3 (default M).
+	Phi float64 `json:"phi,omitempty"`
+	// Threshold is the straggler deviation ratio (default 0.2).
+	Threshold float64 `json:"threshold,omitempty"`
+	// MaxEvictFraction caps evictions at this fraction of World (0.5).
+	MaxEvictFraction float64 `json:"max_evict_fraction,omitempty"`
+	// MaxStaleness caps the staleness bound K (default 8).
+	MaxStaleness int `json:"max_staleness,omitempty"`
+	// MaxChildren caps the children of one parent (0: no cap beyond what
+	// balance needs; topology spreads children over parents).
+	MaxChildren int `json:"max_children,omitempty"`
+	// Bandwidth is the measured link bandwidth between ranks (bytes/s,
+	// from Comm.Probe): it predicts the reduction time of any ring and
+	// chooses parents. Nil: unmeasured (one host).
+	Bandwidth topology.Matrix `json:"-"`
+	// GradBytes is the size of the reduced buffer, for the link model.
+	GradBytes int `json:"grad_bytes,omitempty"`
+	// Lambda, ShortWindow and LongWindow configure AntDT classification
+	// (Monitor); Prior seeds it with static slowdowns (device priors).
+	Lambda                  float64   `json:"lambda,omitempty"`
+	ShortWindow, LongWindow int       `json:",omitempty"`
+	Prior                   []float64 `json:"prior,omitempty"`
 }
 
-// WithDefaults returns c with zero fields replaced by the defaults.
+// Preset returns the named policy for a world and global batch.
+func Preset(name string, world, globalBatch int) (Config, error) {
+	c := Config{World: world, GlobalBatch: globalBatch}
+	switch name {
+	case NameBSP:
+	case NameAdaptive:
+		c.Shares, c.Budget, c.Evict, c.Overlap = true, true, true, true
+	case NameShares:
+		c.Shares, c.Evict, c.Overlap = true, true, true
+	case NameSTAR:
+		c.Evict = true
+	case NameExact:
+		c.Overlap = true
+	default:
+		return c, fmt.Errorf("straggler: unknown policy %q (want one of %s): %w", name, strings.Join(Names(), ", "), ErrInvalidConfig)
+	}
+	return c, nil
+}
+
+// WithDefaults returns c with zero fields replaced by their defaults.
 func (c Config) WithDefaults() Config {
 	set := func(f *float64, d float64) {
 		if *f == 0 {
@@ -88,19 +163,22 @@ func (c Config) WithDefaults() Config {
 			*f = d
 		}
 	}
+	set(&c.SpeedAlpha, DefaultSpeedAlpha)
+	set(&c.CollectiveAlpha, DefaultCollectiveAlpha)
+	set(&c.Hysteresis, DefaultHysteresis)
+	set(&c.ModeHysteresis, DefaultModeHysteresis)
 	set(&c.Phi, float64(c.GlobalBatch))
-	set(&c.Lambda, DefaultLambda)
-	seti(&c.ShortWindow, DefaultShortWindow)
-	seti(&c.LongWindow, DefaultLongWindow)
 	set(&c.Threshold, DefaultThreshold)
 	set(&c.MaxEvictFraction, DefaultMaxEvictFraction)
+	set(&c.Lambda, DefaultLambda)
 	set(&c.EWMAAlpha, DefaultEWMAAlpha)
 	set(&c.RLSForgetting, DefaultRLSForgetting)
-	set(&c.CollectiveAlpha, DefaultCollectiveAlpha)
-	seti(&c.StalenessBound, DefaultStalenessBound)
-	seti(&c.Lead, DefaultLead)
-	seti(&c.MaxAhead, DefaultMaxAhead)
-	seti(&c.StepTimeoutTicks, DefaultStepTimeoutTicks)
+	seti(&c.ShortWindow, DefaultShortWindow)
+	seti(&c.LongWindow, DefaultLongWindow)
+	seti(&c.MaxStaleness, DefaultMaxStaleness)
+	if c.MinShare == 0 && c.Shares && c.GlobalBatch >= c.World {
+		c.MinShare = 1
+	}
 	return c
 }
 
@@ -109,32 +187,38 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("straggler: "+format+": %w", append(args, ErrInvalidConfig)...)
 	}
+	unit := func(f float64) bool { return f > 0 && f <= 1 }
 	switch {
 	case c.World < 1:
 		return bad("world %d must be ≥ 1", c.World)
 	case c.GlobalBatch < 1:
 		return bad("global batch %d must be ≥ 1", c.GlobalBatch)
+	case c.Budget && !c.Shares:
+		return bad("a compute budget needs shares")
+	case !(c.Slack >= 0) || math.IsInf(c.Slack, 0):
+		return bad("slack %v must be finite and ≥ 0", c.Slack)
+	case !(c.Hysteresis >= 0 && c.Hysteresis < 1) || !(c.ModeHysteresis >= 0 && c.ModeHysteresis < 1):
+		return bad("hysteresis %v and mode hysteresis %v must be in [0,1)", c.Hysteresis, c.ModeHysteresis)
+	case c.MinShare < 0 || c.MinShare*c.World > c.GlobalBatch:
+		return bad("min share %d × world %d exceeds global batch %d (or is negative)", c.MinShare, c.World, c.GlobalBatch)
+	case !unit(c.SpeedAlpha) || !unit(c.CollectiveAlpha):
+		return bad("speed alpha %v and collective alpha %v must be in (0,1]", c.SpeedAlpha, c.CollectiveAlpha)
 	case !(c.Phi > 0) || math.IsInf(c.Phi, 0):
 		return bad("φ=%v must be finite and > 0", c.Phi)
 	case !(c.Threshold > 0) || math.IsInf(c.Threshold, 0):
 		return bad("threshold %v must be finite and > 0", c.Threshold)
 	case !(c.MaxEvictFraction > 0 && c.MaxEvictFraction < 1):
 		return bad("max evict fraction %v not in (0,1)", c.MaxEvictFraction)
-	case c.Predictor != PredictEWMA && c.Predictor != PredictRLS:
+	case c.MaxStaleness < 1:
+		return bad("max staleness %d must be ≥ 1", c.MaxStaleness)
+	case c.MaxChildren < 0:
+		return bad("max children %d must be ≥ 0", c.MaxChildren)
+	case c.GradBytes < 0:
+		return bad("gradient of %d bytes", c.GradBytes)
+	case c.Predictor != PredictRLS && c.Predictor != PredictEWMA:
 		return bad("unknown predictor %v", c.Predictor)
-	case !(c.CollectiveAlpha > 0 && c.CollectiveAlpha <= 1):
-		return bad("collective alpha %v not in (0,1]", c.CollectiveAlpha)
-	case c.StalenessBound < 1:
-		return bad("staleness bound %d must be ≥ 1", c.StalenessBound)
-	case c.Lead != 1 && c.Lead != 2:
-		return bad("lead %d must be 1 or 2", c.Lead)
-	case c.MaxAhead < 1:
-		return bad("max ahead %d must be ≥ 1", c.MaxAhead)
-	}
-	for _, w := range c.WaitCandidates {
-		if w <= 0 {
-			return bad("wait candidate %v must be > 0", w)
-		}
+	case c.Bandwidth != nil && len(c.Bandwidth) != c.World:
+		return bad("bandwidth matrix of %d rows for %d ranks", len(c.Bandwidth), c.World)
 	}
 	if _, err := NewEWMA(c.EWMAAlpha); err != nil {
 		return fmt.Errorf("straggler: %w", err)
@@ -149,11 +233,6 @@ func (c Config) monitorConfig() MonitorConfig {
 	return MonitorConfig{World: c.World, ShortWindow: c.ShortWindow, LongWindow: c.LongWindow, Lambda: c.Lambda, Prior: c.Prior}
 }
 
-// maxEvict is X's cap for the world.
-func (c Config) maxEvict() int {
-	return int(math.Floor(c.MaxEvictFraction * float64(c.World)))
-}
-
 func (c Config) newPredictor() Predictor {
 	if c.Predictor == PredictEWMA {
 		p, _ := NewEWMA(c.EWMAAlpha) // validated
@@ -161,4 +240,9 @@ func (c Config) newPredictor() Predictor {
 	}
 	p, _ := NewRLS(c.RLSForgetting, c.EWMAAlpha) // validated
 	return p
+}
+
+// maxEvict is the cap on evicted ranks.
+func (c Config) maxEvict() int {
+	return min(c.World-1, int(math.Floor(c.MaxEvictFraction*float64(c.World))))
 }

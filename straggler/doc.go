@@ -1,29 +1,31 @@
-// Package straggler is ringtail's straggler policy: it observes when each
-// rank reaches the collective, classifies ranks (AntDT), predicts their next
-// arrival (STAR §IV-A), and chooses each step's all-reduce mode (STAR §IV-C,
-// Eq. 3): the plain ring (BSP), or the ring with x predicted stragglers
-// evicted into parents that wait t_w for them.
+// Package straggler is ringtail's one straggler core: the pure decision
+// code that every rank of a job, the simulator and the benchmarks run.
+// Each step it takes what the step's reduced buffer says about every rank
+// (a Report) and returns the Plan of the next step:
 //
-// It owns:
-//   - Observation, one rank's report of one step;
-//   - Monitor, short and long sliding windows per rank, the slowness ratio λ
-//     and the per-rank Class (none, transient, persistent, deterministic);
-//   - Predictor and its two implementations, EWMA and RLS (recursive least
-//     squares on resource features, with gonum's BLAS);
-//   - ChooseMode, the pure Eq. 3 minimisation, and GNSEstimator for φ;
-//   - Plan, the decision for one step (mode, evicted ranks, t_w, the
-//     candidates it weighed, the Carry list that keeps late gradients);
-//   - Controller, an etcd-raft style state machine: Step(obs), Tick(),
-//     Ready()/Advance(), Plan().
+//		observe → predict → choose the mode → plan
 //
-// Everything here is pure decision logic: no clock (time moves only through
-// Tick), no goroutines, no I/O, no global random source, ranks visited in
-// sorted order, and the same inputs give byte-identical Plans. Parent
-// selection and ring order belong to topology/; executing a Plan belongs to
-// the executor. See docs/straggler.md for the model and formulas.
+//	  - observe: Layout is the driver's reduction buffer ([payload | member
+//	    reports | child reports]); Report is what a reduced buffer says;
+//	  - predict: a Predictor per rank (RLS on the rank's telemetry, or EWMA)
+//	    forecasts its per-sample time; Monitor classifies ranks (AntDT:
+//	    transient, persistent, deterministic); the reduction time of any set
+//	    of members comes from the probed link bandwidths and the measured
+//	    reductions;
+//	  - choose: shares proportional to speed (AntDT ADJUST_BS, through
+//	    balance.AdjustBS) and an optional compute budget; then ChooseMode,
+//	    STAR Eq. 3 extended: the plain ring, the exact overlap (the latest
+//	    rank joins a reduction the others have reduce-scattered), or
+//	    eviction of ranks into parents (topology.AssignParents), where each
+//	    child computes at its own pace and its gradients are folded within a
+//	    staleness bound;
+//	  - plan: Plan, plain data, byte-identical for the same reports.
 //
-// This package must never import net (not even through a dependency:
-// zerolog pulls it in, so callers log Plans instead), os, ringtail's
-// transport, NVML bindings, the straggler/inject harness (tests excepted)
-// or any executor package. purity_test.go enforces the import list.
+// Everything here is a pure function of its inputs: no clock, no I/O, no
+// goroutines, no global random source, ranks visited in index order
+// (purity_test.go checks the imports and calls). It must never import net,
+// os, the root package, the transport, zerolog, NVML bindings or
+// straggler/inject. Executing a Plan is straggler/driver's job; the work
+// model the benchmark and the simulator share is straggler/workload. See
+// docs/straggler.md for the model and formulas.
 package straggler

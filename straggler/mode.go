@@ -5,180 +5,183 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"time"
 )
 
-// Mode is the all-reduce mode of a step.
-type Mode int
-
-const (
-	// ModeRing is the plain ring over all ranks (BSP).
-	ModeRing Mode = iota
-	// ModeEvict is the ring without the evicted ranks, each of which sends
-	// its gradient to a parent that waits up to t_w (STAR §IV-B).
-	ModeEvict
-)
-
-// String returns "ring" or "evict".
-func (m Mode) String() string {
-	switch m {
-	case ModeRing:
-		return "ring"
-	case ModeEvict:
-		return "evict"
-	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
-}
-
-// MarshalText encodes the mode as its name.
-func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
-
-// ModeInput is what ChooseMode decides from.
+// ModeInput is what ChooseMode decides from: predictions for the next
+// step.
 type ModeInput struct {
-	// Arrivals are the predicted arrivals at the collective, by rank.
+	// Arrivals are the predicted arrivals at the reduction, by rank, under
+	// Shares (measured from the step start).
 	Arrivals []time.Duration
-	// Collective is the predicted duration of the ring collective once
-	// every ring member has arrived (C).
-	Collective time.Duration
-	// Phi is the gradient noise scale φ in samples (≥ 0).
+	// Shares are the samples each rank computes per iteration.
+	Shares []int
+	// Collective predicts the reduction time among members (ascending
+	// ranks) once they have all arrived.
+	Collective func(members []int) time.Duration
+	// Cycle is each rank's predicted iteration time as a child: its
+	// compute plus sending its gradient to a parent (0: unknown, taken as
+	// its arrival plus the reduction among everyone).
+	Cycle []time.Duration
+	// Phi is the gradient noise scale φ in samples.
 	Phi float64
-	// GlobalBatch is M, the samples of one step summed over all ranks.
-	GlobalBatch int
-	// Threshold is the straggler deviation ratio (STAR/FlexRR: 0.2): rank
-	// i is a straggler when a_i > (1+Threshold)·min_j a_j.
+	// Threshold is the straggler deviation ratio (STAR/FlexRR: 0.2).
 	Threshold float64
-	// MaxEvict caps x; at most len(Arrivals)−1 ranks are ever evicted.
+	// MaxEvict caps the evicted ranks.
 	MaxEvict int
-	// WaitCandidates are extra t_w values to weigh, besides each x's own
-	// ring spread; they need not be sorted.
-	WaitCandidates []time.Duration
+	// Evict and Overlap enable those modes.
+	Evict, Overlap bool
+	// WorstLinks orders ranks by their slowest link, worst first (nil
+	// without link measurements): eviction candidates besides the latest
+	// arrivals, for stragglers that compute on time but reduce slowly.
+	WorstLinks []int
+	// Pinned ranks are never evicted (the parents of children that stay
+	// evicted: a child keeps its parent while it is a child).
+	Pinned []int
+	// Confirmed, when not nil, are the only ranks that may be newly
+	// evicted: those predicted stragglers twice in a row (or already
+	// children), so that one noisy step evicts nobody.
+	Confirmed []int
 }
 
-// Candidate is one (x, t_w) the mode choice weighed, with the terms of
-// STAR Eq. 3.
-type Candidate struct {
-	// Evict is x, the number of evicted ranks (0 = plain ring).
-	Evict int
-	// Wait is t_w, measured from the fastest predicted arrival.
-	Wait time.Duration
-	// InTime is q, the evicted ranks predicted to arrive within t_w.
-	InTime int
-	// RingTime is t_ring = fastest predicted arrival + collective.
-	RingTime time.Duration
-	// Updates is 1 + φ/((N−x+q)·M/N), the relative number of updates the
-	// mode needs for the same progress.
-	Updates float64
-	// Cost is T_a = Updates·(t_ring + t_w), in seconds.
-	Cost float64
-}
-
-// Choice is the result of ChooseMode.
+// Choice is the mode ChooseMode picked, with every mode it weighed.
 type Choice struct {
-	// Mode is ModeRing when x = 0, else ModeEvict.
-	Mode Mode
-	// Evicted are the evicted ranks, sorted.
-	Evicted []int
-	// Wait is the chosen t_w. For ModeRing it is the predicted spread of
-	// arrivals, max − min.
-	Wait time.Duration
-	// Deadline is the fastest predicted arrival plus t_w, from the start
-	// of the step: when parents stop waiting for their children.
-	Deadline time.Duration
-	// Cost is the chosen candidate's T_a in seconds.
-	Cost float64
-	// Stragglers are the predicted stragglers, sorted.
+	ModeCost
+	// Members are the ranks in the ring, ascending.
+	Members []int
+	// Stragglers are the ranks predicted more than Threshold after the
+	// fastest, ascending.
 	Stragglers []int
-	// Candidates are all candidates weighed, in (x, t_w) order.
-	Candidates []Candidate
+	// Costs lists the modes weighed, in the order weighed.
+	Costs []ModeCost
 }
 
-// ChooseMode picks the all-reduce mode that minimises STAR Eq. 3,
+// ChooseMode picks the mode with the least predicted time to progress,
+// STAR Eq. 3 extended to the exact mode and to children at their own pace:
 //
-//	T_a = (1 + φ/((N−x+q)·M/N)) · (t_ring + t_w),
+//	cost = (1 + φ/B) · T
 //
-// over x ∈ 0..X and t_w, where X = min(#predicted stragglers, MaxEvict,
-// N−1) and the evicted ranks are always the x latest predicted arrivals.
-// Times are measured from the step start: t_ring is the fastest predicted
-// arrival a_min plus the collective C, and t_w is the wait after a_min
-// that the step tolerates, so it is never less than the spread of the ring
-// members, s_x = max_{ring} a − a_min. For x = 0 this gives the plain ring
-// exactly: t_w = max − min and t_ring + t_w = max arrival + C. For each x the
-// candidates are t_w = s_x and every WaitCandidates value above s_x; q
-// counts the evicted ranks with a − a_min ≤ t_w. Ties go to the smaller x,
-// then the smaller t_w, so equal costs never cause an eviction.
+// where T is the predicted step time and B the samples a step applies,
+// (1 + φ/B) being the relative number of updates needed for the same
+// progress with B samples per update (McCandlish et al., STAR Eq. 1).
+//
+//   - ring: T = max_r a_r + C(all), B = Σ shares.
+//   - overlap (the latest rank L arrives into a reduction the others have
+//     reduce-scattered among themselves): T = max(a_L, a₂ + C(all)·(n−2)/(2(n−1)))
+//   - C(all)·n/(2(n−1)), B = Σ shares — the same sum, exactly.
+//   - evict a set E (the x latest arrivals, or the x ranks with the worst
+//     links): T = max over the members of a + C(members), B = the members'
+//     shares + each child's share at the rate its cycle keeps up,
+//     share_c · min(1, T/cycle_c).
+//
+// Ties go to the earlier candidate (ring, overlap, then fewer evictions),
+// so equal costs never change the mode.
 func ChooseMode(in ModeInput) (Choice, error) {
 	n := len(in.Arrivals)
 	switch {
 	case n == 0:
 		return Choice{}, fmt.Errorf("choose mode: no arrivals: %w", ErrInvalidConfig)
-	case in.GlobalBatch < 1 || !(in.Phi >= 0) || math.IsInf(in.Phi, 0) || !(in.Threshold >= 0) || in.MaxEvict < 0 || in.Collective < 0:
-		return Choice{}, fmt.Errorf("choose mode: need M ≥ 1, finite φ ≥ 0, threshold ≥ 0, MaxEvict ≥ 0, C ≥ 0: %w", ErrInvalidConfig)
+	case len(in.Shares) != n || (in.Cycle != nil && len(in.Cycle) != n) || in.Collective == nil:
+		return Choice{}, fmt.Errorf("choose mode: %d arrivals, %d shares, %d cycles, collective %v: %w",
+			n, len(in.Shares), len(in.Cycle), in.Collective != nil, ErrInvalidConfig)
+	case !(in.Phi >= 0) || math.IsInf(in.Phi, 0) || !(in.Threshold >= 0) || in.MaxEvict < 0:
+		return Choice{}, fmt.Errorf("choose mode: need finite φ ≥ 0, threshold ≥ 0, MaxEvict ≥ 0: %w", ErrInvalidConfig)
 	}
-	type ranked struct {
-		a    time.Duration
-		rank int
+	order := make([]int, n) // ranks by predicted arrival, earliest first
+	for r := range order {
+		order[r] = r
 	}
-	byArrival := make([]ranked, n)
-	for r, a := range in.Arrivals {
-		byArrival[r] = ranked{a, r}
-	}
-	slices.SortFunc(byArrival, func(x, y ranked) int {
-		if x.a != y.a {
-			return cmp.Compare(x.a, y.a)
+	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(in.Arrivals[x], in.Arrivals[y]) })
+	amin := in.Arrivals[order[0]]
+	var stragglers []int
+	for _, r := range order {
+		if float64(in.Arrivals[r]) > float64(amin)*(1+in.Threshold) {
+			stragglers = append(stragglers, r)
 		}
-		return cmp.Compare(x.rank, y.rank)
-	})
-	order := make([]int, n)
-	sorted := make([]time.Duration, n)
-	for i, ra := range byArrival {
-		order[i], sorted[i] = ra.rank, ra.a
 	}
-	amin := sorted[0]
-	limit := time.Duration(float64(amin) * (1 + in.Threshold))
-	firstStraggler := sort.Search(n, func(i int) bool { return sorted[i] > limit })
-	stragglers := slices.Clone(order[firstStraggler:])
 	slices.Sort(stragglers)
 
-	maxEvict := min(n-firstStraggler, in.MaxEvict, n-1)
-	waits := slices.Clone(in.WaitCandidates)
-	slices.Sort(waits)
-	perRank := float64(in.GlobalBatch) / float64(n)
-	ringTime := amin + in.Collective
-	eval := func(x int, wait time.Duration) Candidate {
-		// q = evicted ranks (sorted[n−x:]) arriving by amin + wait.
-		q := max(0, sort.Search(n, func(i int) bool { return sorted[i]-amin > wait })-(n-x))
-		updates := 1 + in.Phi/(float64(n-x+q)*perRank)
-		return Candidate{Evict: x, Wait: wait, InTime: q, RingTime: ringTime, Updates: updates,
-			Cost: updates * (ringTime + wait).Seconds()}
+	all := make([]int, n)
+	for r := range all {
+		all[r] = r
 	}
-	cands := make([]Candidate, 0, (maxEvict+1)*(len(waits)+1))
-	best := -1
-	for x := 0; x <= maxEvict; x++ {
-		spread := sorted[n-x-1] - amin
-		consider := func(c Candidate) {
-			cands = append(cands, c)
-			if best < 0 || c.Cost < cands[best].Cost*(1-1e-12) {
-				best = len(cands) - 1
+	total := 0
+	for _, s := range in.Shares {
+		total += s
+	}
+	cost := func(t time.Duration, b float64) float64 {
+		if b <= 0 {
+			return math.Inf(1)
+		}
+		return (1 + in.Phi/b) * t.Seconds()
+	}
+	var costs []ModeCost
+	best, bestMembers := -1, all
+	consider := func(mc ModeCost, members []int) {
+		costs = append(costs, mc)
+		if best < 0 || mc.Cost < costs[best].Cost*(1-1e-9) {
+			best, bestMembers = len(costs)-1, members
+		}
+	}
+	cAll := in.Collective(all)
+	latest := in.Arrivals[order[n-1]]
+	ring := latest + cAll
+	consider(ModeCost{Mode: ModeRing, Late: -1, Time: ring, Samples: float64(total), Cost: cost(ring, float64(total))}, all)
+
+	if in.Overlap && n > 2 {
+		second := in.Arrivals[order[n-2]]
+		k := float64(n)
+		before := time.Duration(float64(cAll) * (k - 2) / (2 * (k - 1)))
+		after := time.Duration(float64(cAll) * k / (2 * (k - 1)))
+		t := max(latest, second+before) + after
+		consider(ModeCost{Mode: ModeOverlap, Late: order[n-1], Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
+	}
+
+	if in.Evict && n > 1 {
+		seen := map[string]bool{}
+		tryEvict := func(evicted []int) {
+			e := slices.Clone(evicted)
+			slices.Sort(e)
+			for _, r := range e {
+				if slices.Contains(in.Pinned, r) || in.Confirmed != nil && !slices.Contains(in.Confirmed, r) {
+					return
+				}
+			}
+			key := fmt.Sprint(e)
+			if seen[key] {
+				return
+			}
+			seen[key] = true
+			members := make([]int, 0, n-len(e))
+			for r := 0; r < n; r++ {
+				if _, out := slices.BinarySearch(e, r); !out {
+					members = append(members, r)
+				}
+			}
+			slowest := time.Duration(0)
+			samples := 0.0
+			for _, m := range members {
+				slowest = max(slowest, in.Arrivals[m])
+				samples += float64(in.Shares[m])
+			}
+			t := slowest + in.Collective(members)
+			for _, c := range e {
+				cycle := in.Arrivals[c] + cAll
+				if in.Cycle != nil && in.Cycle[c] > 0 {
+					cycle = in.Cycle[c]
+				}
+				samples += float64(in.Shares[c]) * math.Min(1, float64(t)/float64(max(cycle, 1)))
+			}
+			consider(ModeCost{Mode: ModeEvict, Late: -1, Evicted: e, Time: t, Samples: samples, Cost: cost(t, samples)}, members)
+		}
+		for x := 1; x <= min(in.MaxEvict, n-1); x++ {
+			if x <= len(stragglers) {
+				tryEvict(order[n-x:])
+			}
+			if len(in.WorstLinks) >= x {
+				tryEvict(in.WorstLinks[:x])
 			}
 		}
-		consider(eval(x, spread))
-		if x == 0 {
-			continue // nothing to wait for beyond the ring itself
-		}
-		for _, w := range waits {
-			if w > spread && (len(cands) == 0 || w != cands[len(cands)-1].Wait) {
-				consider(eval(x, w))
-			}
-		}
 	}
-	b := cands[best]
-	ch := Choice{Mode: ModeRing, Wait: b.Wait, Deadline: amin + b.Wait, Cost: b.Cost, Stragglers: stragglers, Candidates: cands}
-	if b.Evict > 0 {
-		ch.Mode = ModeEvict
-		ch.Evicted = slices.Clone(order[n-b.Evict:])
-		slices.Sort(ch.Evicted)
-	}
-	return ch, nil
+	return Choice{ModeCost: costs[best], Members: bestMembers, Stragglers: stragglers, Costs: costs}, nil
 }

@@ -3,81 +3,182 @@ package straggler
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// Plan is the Controller's decision for one step. Plans are plain data:
-// the executor applies them, loggers print them, tests compare their dumps.
-type Plan struct {
-	// Step is the step the plan applies to.
-	Step int
-	// DecidedAt is the step whose observations closed and produced the
-	// plan (Step − Config.Lead); −1 for the initial default plan.
-	DecidedAt int
-	// Choice is the mode choice: mode, evicted ranks, t_w, candidates.
-	Choice
-	// Phi is the φ the choice used.
-	Phi float64
-	// Collective is the predicted ring collective duration C used.
-	Collective time.Duration
-	// Carry lists, for every evicted rank, how its gradient is kept if it
-	// misses the wait window. No gradient is ever dropped.
-	Carry []Carry
-	// Classes lists the ranks whose class is not ClassNone, by rank.
-	Classes []RankClass
-	// Missing lists ranks whose observation of DecidedAt never came (the
-	// step was closed by Tick); their arrival was taken as at least the
-	// latest one observed.
-	Missing []int
+// Mode is how a step reduces.
+type Mode int
+
+const (
+	// ModeRing is the plain ring over every rank (BSP).
+	ModeRing Mode = iota
+	// ModeOverlap is the exact mode (StragglAR): the rank predicted to
+	// arrive last (Plan.Late) joins a reduction the others have already
+	// reduce-scattered among themselves; the result is the same sum.
+	ModeOverlap
+	// ModeEvict takes the evicted ranks out of the ring: each computes at
+	// its own pace as the child of a parent (a member) that folds what the
+	// child has sent into its contribution, and sends it fresh parameters;
+	// a child's gradients are folded within Plan.Staleness steps, none is
+	// dropped.
+	ModeEvict
+)
+
+// String returns "ring", "overlap" or "evict".
+func (m Mode) String() string {
+	switch m {
+	case ModeRing:
+		return "ring"
+	case ModeOverlap:
+		return "overlap"
+	case ModeEvict:
+		return "evict"
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// Carry says how an evicted rank's gradient is kept when it misses the
-// parent's wait window: the executor folds the gradient of step From into
-// the aggregate of the first later step it reaches, and at the latest into
-// step Latest = From + StalenessBound, whose aggregation waits for it.
-// Staleness is thus bounded by StalenessBound and nothing is lost.
-type Carry struct {
-	// Rank is the evicted rank.
-	Rank int
-	// From is the step whose gradient may be late (the plan's step).
-	From int
-	// Latest is the last step that may absorb it; that step blocks on it.
-	Latest int
-	// PredictedLate says whether the rank is predicted to miss t_w.
-	PredictedLate bool
+// MarshalText encodes the mode as its name.
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// Edge makes Child an evicted rank whose gradients Parent folds. With Must,
+// the parent waits for one this step: the child's last gradient was folded
+// Plan.Staleness steps ago.
+type Edge struct {
+	Child  int  `json:"child"`
+	Parent int  `json:"parent"`
+	Must   bool `json:"must,omitempty"`
 }
 
-// RankClass pairs a rank with its class.
+// RankClass pairs a rank with its AntDT class.
 type RankClass struct {
-	// Rank is the rank.
-	Rank int
-	// Class is its class.
-	Class Class
+	Rank  int   `json:"rank"`
+	Class Class `json:"class"`
 }
 
-// Dump returns the plan as one line of JSON. Field order and float
-// formatting are fixed, so equal plans give byte-identical dumps.
+// ModeCost is one mode the policy weighed: its predicted step time T (the
+// slowest member's arrival plus the reduction), the samples B a step
+// applies (children's at the rate they keep up), and STAR Eq. 3's cost
+// (1 + φ/B)·T, seconds.
+type ModeCost struct {
+	Mode    Mode          `json:"mode"`
+	Evicted []int         `json:"evicted,omitempty"`
+	Late    int           `json:"late,omitempty"`
+	Time    time.Duration `json:"time_ns"`
+	Samples float64       `json:"samples"`
+	Cost    float64       `json:"cost"`
+}
+
+// Plan is the decision for one step, identical on every member. Plans are
+// plain data: the driver executes them, loggers print them, tests compare
+// their dumps.
+type Plan struct {
+	// Step is the step the plan governs; DecidedAt the step whose report
+	// produced it (−1 for the initial plan).
+	Step      int `json:"step"`
+	DecidedAt int `json:"decided_at"`
+	// Mode is how the step reduces.
+	Mode Mode `json:"mode"`
+	// Members are the ranks in the ring, ascending.
+	Members []int `json:"members"`
+	// Late is the rank the exact mode waits for last (ModeOverlap), else −1.
+	Late int `json:"late"`
+	// Evicted are the children, ascending; Parents gives each its parent,
+	// ordered by child.
+	Evicted []int  `json:"evicted,omitempty"`
+	Parents []Edge `json:"parents,omitempty"`
+	// WaitUntil is when, from a member's step start, parents stop waiting
+	// for children that have sent nothing yet: the slowest member's
+	// predicted arrival (the ring cannot start earlier anyway).
+	WaitUntil time.Duration `json:"wait_until_ns,omitempty"`
+	// Staleness is K: a child's gradients are folded at least every K
+	// steps (its edge is Must when K steps have passed without one),
+	// chosen from its predicted cycle.
+	Staleness int `json:"staleness,omitempty"`
+	// Budget is the compute time every rank spends (0: none; compute the
+	// share whatever it takes).
+	Budget time.Duration `json:"budget_ns,omitempty"`
+	// Shares are the samples each rank takes per iteration (a child's: per
+	// its own iteration), summing to the global batch.
+	Shares []int `json:"shares"`
+	// PerSample is the predicted compute time of one sample, by rank (0:
+	// not yet measured).
+	PerSample []time.Duration `json:"per_sample_ns"`
+	// Predicted is the predicted arrival at the reduction, by rank, under
+	// the shares and budget (0: unknown).
+	Predicted []time.Duration `json:"predicted_ns"`
+	// Collective is the predicted reduction time among every rank.
+	Collective time.Duration `json:"collective_ns"`
+	// Cost is the chosen mode's Eq. 3 cost, seconds (0 when not weighed);
+	// Costs lists every mode weighed.
+	Cost  float64    `json:"cost"`
+	Costs []ModeCost `json:"costs,omitempty"`
+	// Stragglers are the ranks predicted to arrive more than Threshold
+	// after the fastest.
+	Stragglers []int `json:"stragglers,omitempty"`
+	// Classes lists ranks whose AntDT class is not none.
+	Classes []RankClass `json:"classes,omitempty"`
+}
+
+// Dump returns the plan as one line of JSON; equal plans give
+// byte-identical dumps.
 func (p Plan) Dump() []byte {
 	b, err := json.Marshal(p)
 	if err != nil {
-		// Plan holds only numbers, strings, slices and text marshalers
-		// that cannot fail; reaching this is a programming error.
+		// Plan holds only numbers, slices and text marshalers that cannot
+		// fail; reaching this is a programming error.
 		panic(fmt.Sprintf("straggler: marshalling plan: %v", err))
 	}
 	return b
 }
 
-// String is a short human-readable summary for logs.
+// String is a one-line summary for logs.
 func (p Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "step %d: %s", p.Step, p.Mode)
-	if p.Mode == ModeEvict {
-		fmt.Fprintf(&b, " %v t_w=%v", p.Evicted, p.Wait)
+	switch p.Mode {
+	case ModeEvict:
+		fmt.Fprintf(&b, " %v staleness≤%d", p.Evicted, p.Staleness)
+	case ModeOverlap:
+		fmt.Fprintf(&b, " late=%d", p.Late)
 	}
-	fmt.Fprintf(&b, " T_a=%.4gs stragglers=%v", p.Cost, p.Stragglers)
-	if len(p.Missing) > 0 {
-		fmt.Fprintf(&b, " missing=%v", p.Missing)
+	if p.Budget > 0 {
+		fmt.Fprintf(&b, " budget=%v", p.Budget)
+	}
+	if len(p.Shares) <= 16 {
+		fmt.Fprintf(&b, " shares=%v", p.Shares)
 	}
 	return b.String()
+}
+
+// ParentOf returns rank's parent under the plan, if it is evicted.
+func (p Plan) ParentOf(rank int) (int, bool) {
+	for _, e := range p.Parents {
+		if e.Child == rank {
+			return e.Parent, true
+		}
+	}
+	return 0, false
+}
+
+// Children returns the edges whose parent is rank, by child.
+func (p Plan) Children(rank int) []Edge {
+	var out []Edge
+	for _, e := range p.Parents {
+		if e.Parent == rank {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// IsMember reports whether rank is in the ring.
+func (p Plan) IsMember(rank int) bool {
+	for _, m := range p.Members {
+		if m == rank {
+			return true
+		}
+	}
+	return false
 }

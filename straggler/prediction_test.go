@@ -22,19 +22,22 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-// scorePrediction runs a Controller over the trace and compares the
-// stragglers each plan predicted for its step with the actual ones.
+// scorePrediction runs a Policy over the trace (equal shares, every rank
+// computing its share in the trace's arrival time with the trace's CPU
+// utilisation) and compares the stragglers each plan predicted for its
+// step with the actual ones.
 func scorePrediction(t testing.TB, tr trace, kind PredictorKind, warmup int) confusion {
 	t.Helper()
-	c, err := NewController(Config{World: tr.cfg.world, GlobalBatch: 32 * tr.cfg.world, Predictor: kind})
+	n := tr.cfg.world
+	p, err := NewPolicy(Config{World: n, GlobalBatch: 32 * n, Overlap: true, Predictor: kind})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var conf confusion
 	for s, row := range tr.obs {
 		if s >= warmup {
-			predicted := make([]bool, tr.cfg.world)
-			for _, r := range c.PlanFor(s).Stragglers {
+			predicted := make([]bool, n)
+			for _, r := range p.Plan().Stragglers {
 				predicted[r] = true
 			}
 			for r, actual := range actualStragglers(row, DefaultThreshold) {
@@ -50,10 +53,12 @@ func scorePrediction(t testing.TB, tr trace, kind PredictorKind, warmup int) con
 				}
 			}
 		}
-		for _, o := range row {
-			if err := c.Step(o); err != nil {
-				t.Fatal(err)
-			}
+		rep := Report{Step: s, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
+		for r, o := range row {
+			rep.Current[r] = RankReport{Present: true, Samples: 32, Compute: o.Arrival, Arrival: o.Arrival, Wait: o.Wait, CPU: o.CPU}
+		}
+		if _, err := p.Observe(rep); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return conf

@@ -21,11 +21,14 @@ type Predictor interface {
 type PredictorKind int
 
 const (
-	// PredictRLS selects recursive least squares on resource features,
-	// the default: docs/straggler.md shows it has the lower error rates.
-	PredictRLS PredictorKind = iota
-	// PredictEWMA selects the exponentially weighted moving average.
-	PredictEWMA
+	// PredictEWMA selects the exponentially weighted moving average, the
+	// default: it follows a change of speed within a few steps, where
+	// RLS, fitted to the history before the change, extrapolates it.
+	PredictEWMA PredictorKind = iota
+	// PredictRLS selects recursive least squares on resource features
+	// (CPU, GPU utilisation and clock): fewer false positives when the
+	// telemetry carries the slowdown (docs/straggler.md).
+	PredictRLS
 )
 
 // String returns "rls" or "ewma".

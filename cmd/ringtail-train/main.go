@@ -25,16 +25,29 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
-
-	"github.com/rs/zerolog"
+	"time"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/internal/logging"
+	"github.com/ringtail-ml/ringtail/nvml"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
+
+// gradientSync is the straggler driver's Sync as examples/train's
+// GradientSync.
+type gradientSync struct{ *driver.Sync }
+
+// Outcome describes the last step for the epoch line.
+func (s gradientSync) Outcome() train.SyncOutcome {
+	r := s.Last()
+	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == driver.RoleChild, Evicted: r.Plan.Evicted,
+		Folded: r.Report.ChildSamples(), Staleness: r.Staleness}
+}
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -53,8 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	injectSpec := fs.String("inject", "", "straggler/fault injection spec, e.g. slow=2:3x (default $"+inject.EnvVar+")")
 	dataPath := fs.String("data", "", "digits CSV (gzip or plain); default: the copy embedded from data/digits.csv.gz")
 	asJSON := fs.Bool("json", false, "print rank 0's final report as JSON on stdout (epoch lines go to stderr)")
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
-	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (straggler driver: shares ∝ speed, STAR eviction)")
+	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (default: $RINGTAIL_LOG_LEVEL, else warn)")
+	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (the straggler driver)")
+	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
+	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -73,11 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail-train: %v\n", err)
 		return 1
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
+	logger, err := logging.ForProcess(stderr, *logLevel)
 	if err != nil {
-		return fail(fmt.Errorf("--log-level: %w", err))
+		return fail(fmt.Errorf("--log-level or environment: %w", err))
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -86,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	logger = logger.With().Int("rank", rcfg.Rank).Logger()
 	rcfg.Logger = logger
 	spec, err := inject.Lookup(*injectSpec, os.Getenv)
 	if err != nil {
@@ -126,23 +141,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		cfg.Out = stderr
 	}
+	var telemetry *nvml.Sampler
 	if *mode == "adaptive" {
-		pol, err := policy.Preset(policy.NameShares, comm.Size(), *batch)
+		pol, err := straggler.Preset(*policyName, comm.Size(), *batch)
 		if err != nil {
 			return fail(err)
 		}
-		if comm.Size() > 1 {
-			// Measure the links once, so evicted ranks get the parents they
-			// reach fastest (all ranks obtain the same estimates).
-			links, err := comm.Probe(ctx, ringtail.ProbeConfig{})
-			if err != nil {
-				return fail(err)
-			}
-			pol.Bandwidth = links.Bandwidth
+		// Device and host telemetry feed the policy's predictor; without a
+		// GPU or driver the sampler says so once and reads /proc.
+		dev, _ := nvml.Open(nvml.Config{})
+		host, _ := nvml.NewHostReader(nvml.HostConfig{})
+		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: rcfg.LocalRank % max(1, rcfg.LocalWorldSize),
+			Host: host, Interval: time.Second, Log: logger})
+		if err != nil {
+			return fail(err)
 		}
-		sync := driver.NewSync(comm, pol, logger)
-		defer sync.Close()
-		cfg.Sync = sync
+		cfg.Sync = gradientSync{driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
+			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }})}
 	}
 	tr, err := train.New(cfg)
 	if err != nil {
@@ -159,10 +174,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if *asJSON {
+		var tel *telemetryReport
+		if telemetry != nil {
+			tel = reportTelemetry(telemetry.Latest())
+		}
 		out, err := json.Marshal(struct {
 			train.Report
-			Inject string `json:"inject"`
-		}{rep, spec.String()})
+			Inject    string           `json:"inject"`
+			Mode      string           `json:"mode"`
+			Policy    string           `json:"policy,omitempty"`
+			Telemetry *telemetryReport `json:"telemetry,omitempty"`
+		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel})
 		if err != nil {
 			return fail(err)
 		}
@@ -171,4 +193,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return 0
+}
+
+// telemetryOf turns a sampler reading into the policy's report fields:
+// host CPU and GPU utilisation in [0, 1] and the SM clock (0 without a
+// device).
+func telemetryOf(r nvml.Reading) (cpu, gpu, clock float64) {
+	if r.HostOK {
+		cpu = r.Host.CPUBusy
+	}
+	if r.Source == nvml.SourceNVML && !r.GPUAt.IsZero() {
+		gpu, clock = float64(r.GPU.GPUUtilPercent)/100, float64(r.GPU.SMClockMHz)
+	}
+	return cpu, gpu, clock
+}
+
+// telemetryReport is the device telemetry the job used, in --json.
+type telemetryReport struct {
+	Source     string  `json:"source"`
+	Device     string  `json:"device,omitempty"`
+	GPUUtil    float64 `json:"gpu_util,omitempty"`
+	SMClockMHz float64 `json:"sm_clock_mhz,omitempty"`
+	CPUBusy    float64 `json:"cpu_busy"`
+	Error      string  `json:"error,omitempty"`
+}
+
+func reportTelemetry(r nvml.Reading) *telemetryReport {
+	cpu, gpu, clock := telemetryOf(r)
+	t := &telemetryReport{Source: r.Source.String(), GPUUtil: gpu, SMClockMHz: clock, CPUBusy: cpu, Error: r.GPUErr}
+	if r.Source == nvml.SourceNVML {
+		t.Device = r.GPU.Name
+	}
+	return t
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/bench"
 	"github.com/ringtail-ml/ringtail/sim"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+	"github.com/ringtail-ml/ringtail/straggler"
 )
 
 const simUsage = `Usage: ringtail sim [--ranks 64,256,1024,4096] [--patterns a,b] [--json] ...
@@ -31,7 +31,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
 	ranks := fs.String("ranks", "64,256,1024,4096", "world sizes, comma-separated")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; as in ringtail bench straggler)")
-	policyName := fs.String("policy", policy.NameAdaptive, "policy compared with BSP: "+strings.Join(policy.Names(), ", "))
+	policyName := fs.String("policy", straggler.NameAdaptive, "policy compared with BSP: "+strings.Join(straggler.Names(), ", "))
 	steps := fs.Int("steps", 60, "measured steps per run")
 	warmup := fs.Int("warmup", 3, "steps before measuring")
 	perRank := fs.Int("batch-per-rank", 64, "samples per rank per step (the global batch grows with the world)")
@@ -60,7 +60,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return usage("--grad: %q is not a size", *grad)
 	}
 	cfg.GradBytes = int(g)
-	if _, err := policy.Preset(*policyName, 1, 1); err != nil {
+	if _, err := straggler.Preset(*policyName, 1, 1); err != nil {
 		return usage("--policy: %v", err)
 	}
 	if *perRank < 1 || *steps < 1 || *warmup < 0 || *perSample <= 0 || !(*bandwidth > 0) || *alpha < 0 {

@@ -11,11 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/logging"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 )
 
 const benchStragglerUsage = `Usage: ringtail bench straggler [--ranks 4,8] [--patterns a,b] [--grad 16M] [--json] ...
@@ -39,7 +38,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, benchStragglerUsage); fs.PrintDefaults() }
 	ranks := fs.String("ranks", "4,8", "world sizes, comma-separated")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; see the table)")
-	policyName := fs.String("policy", policy.NameAdaptive, "policy compared with BSP: "+strings.Join(policy.Names(), ", "))
+	policyName := fs.String("policy", straggler.NameAdaptive, "policy compared with BSP: "+strings.Join(straggler.Names(), ", "))
 	steps := fs.Int("steps", 30, "measured steps per run")
 	warmup := fs.Int("warmup", 3, "steps before measuring (the policy learns the speeds)")
 	batch := fs.Int("batch", 256, "global batch (samples per step over all ranks)")
@@ -47,7 +46,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
-	logLevel := fs.String("log-level", "warn", "driver log level (debug prints every decision)")
+	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
 	if code, ok := parseFlags(fs, "ringtail bench straggler", args, stderr); !ok {
 		return code
 	}
@@ -66,14 +65,12 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		return usage("--grad: %q is not a size in 4B..1G", *grad)
 	}
 	cfg.GradBytes = int(g)
-	if _, err := policy.Preset(*policyName, 1, 1); err != nil {
+	if _, err := straggler.Preset(*policyName, 1, 1); err != nil {
 		return usage("--policy: %v", err)
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
-	if err != nil {
-		return usage("--log-level: %v", err)
+	if cfg.Logger, err = logging.ForProcess(stderr, *logLevel); err != nil {
+		return usage("--log-level or environment: %v", err)
 	}
-	cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -38,14 +39,79 @@ type EpochStats struct {
 	CommMean time.Duration `json:"comm_mean_ns"`
 	// SamplesPerSec is global samples over the summed step time.
 	SamplesPerSec float64 `json:"samples_per_sec"`
+	// Applied is the samples whose gradients reached the model in the
+	// epoch's steps (under eviction a step applies the members' rows and
+	// whatever evicted ranks' gradients were folded into it); BatchTime
+	// is the step time per global batch of applied samples.
+	Applied   int           `json:"applied"`
+	BatchTime time.Duration `json:"batch_time_ns,omitempty"`
+	// Modes counts the epoch's steps by reduction mode; Evicted lists the
+	// ranks evicted in any of them; Staleness is the mean staleness (in
+	// steps) of the evicted ranks' gradients folded; ChildSteps counts
+	// this rank's iterations at its own pace.
+	Modes      map[string]int `json:"modes,omitempty"`
+	Evicted    []int          `json:"evicted,omitempty"`
+	Staleness  float64        `json:"staleness,omitempty"`
+	ChildSteps int            `json:"child_steps,omitempty"`
+
+	lossSum          float64
+	lossRows, folded int
+	staleSum         float64
+}
+
+// add accumulates one step of a batch of rows.
+func (e *EpochStats) add(st stepStats, rows int) {
+	if st.outcome.Child {
+		e.ChildSteps++
+		return // the members account for the job's steps
+	}
+	e.Steps++
+	e.Samples += rows
+	e.Applied += st.applied
+	e.lossSum += st.loss
+	e.lossRows += st.applied
+	e.StepMean += st.total
+	e.ComputeMean += st.compute
+	e.PadMean += st.pad
+	e.CommMean += st.comm
+	if st.outcome.Mode != "" {
+		if e.Modes == nil {
+			e.Modes = map[string]int{}
+		}
+		e.Modes[st.outcome.Mode]++
+	}
+	for _, r := range st.outcome.Evicted {
+		if !slices.Contains(e.Evicted, r) {
+			e.Evicted = append(e.Evicted, r)
+			slices.Sort(e.Evicted)
+		}
+	}
+	e.folded += st.outcome.Folded
+	e.staleSum += st.outcome.Staleness * float64(st.outcome.Folded)
 }
 
 // String formats the epoch as rank 0 prints it:
 //
 //	epoch 3  loss 0.2412  test-acc 95.83%  step 101.2ms  samples/s 632
+//
+// followed, under a sync that changed modes, by the mode mix, the evicted
+// ranks and the staleness: "  evict 14/16 [2] stale 2.4  batch 121.0ms".
 func (e EpochStats) String() string {
-	return fmt.Sprintf("epoch %d  loss %.4f  test-acc %.2f%%  step %s  samples/s %.0f",
+	s := fmt.Sprintf("epoch %d  loss %.4f  test-acc %.2f%%  step %s  samples/s %.0f",
 		e.Epoch, e.Loss, 100*e.TestAccuracy, formatMillis(e.StepMean), e.SamplesPerSec)
+	if ev, ov := e.Modes["evict"], e.Modes["overlap"]; ev+ov > 0 {
+		if ev > 0 {
+			s += fmt.Sprintf("  evict %d/%d %v stale %.1f", ev, e.Steps, e.Evicted, e.Staleness)
+		}
+		if ov > 0 {
+			s += fmt.Sprintf("  overlap %d/%d", ov, e.Steps)
+		}
+		s += "  batch " + formatMillis(e.BatchTime)
+	}
+	if e.ChildSteps > 0 {
+		s += fmt.Sprintf("  (this rank: %d iterations at its own pace)", e.ChildSteps)
+	}
+	return s
 }
 
 // formatMillis formats d in milliseconds with one decimal.

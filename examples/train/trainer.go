@@ -34,25 +34,53 @@ var _ Collective = (*ringtail.Comm)(nil)
 // GradientSync replaces a step's gradient AllReduce when Config.Sync is
 // set: cmd/ringtail-train's --mode adaptive plugs the straggler driver
 // (straggler/driver) in through it, which may give ranks unequal shares of
-// the global batch, evict slow ranks into parents and fold a late rank's
-// gradient into the next step. The trainer stays on the public API: it only
-// fills a buffer and applies the mean over the rows the sync says it holds.
+// the global batch, overlap a late rank's reduction, or evict a slow rank
+// into a parent: the evicted rank then computes at its own pace on the
+// newest parameters its parent sent, and its gradients are folded into
+// later steps. The trainer stays on the public API: it fills a buffer,
+// applies the mean over the rows the sync says it holds, and computes the
+// batch of the step the sync names.
 type GradientSync interface {
-	// Open is called once by New with the length of the reduced buffer
+	// Open is called once by Run with the length of the reduced buffer
 	// (the gradient, then one slot for the loss sum) and returns the
-	// buffer the trainer fills each step.
-	Open(n int) ([]float32, error)
-	// Share returns this rank's rows [lo, hi) of the next step's global
-	// batch of the given number of rows.
+	// buffer the trainer fills each step. Every rank calls it at the same
+	// point (it may run a collective).
+	Open(ctx context.Context, n int) ([]float32, error)
+	// SetState registers the training state the sync may replace (the
+	// parameters, then the optimizer's state): a rank computing at its own
+	// pace gets its parameters from the others.
+	SetState(parts ...[]float32)
+	// Next returns the step whose batch this rank computes next.
+	Next() int
+	// Share returns this rank's rows [lo, hi) of a batch of the given
+	// number of rows.
 	Share(rows int) (lo, hi int)
 	// Reduce sums the buffer over the job in place and returns the number
-	// of rows whose gradients (and losses) it now holds; every rank gets
-	// identical bits. compute is this rank's compute time for its rows,
-	// arrival the time since the step began.
-	Reduce(ctx context.Context, rows int, compute, arrival time.Duration) (applied int, err error)
+	// of rows whose gradients (and losses) it now holds (0 when this rank
+	// computes at its own pace: it applies nothing), whether the state was
+	// replaced, and whether training is over for this rank. compute is
+	// this rank's compute time for its rows, arrival the time since the
+	// step began.
+	Reduce(ctx context.Context, rows int, compute, arrival time.Duration) (applied int, replaced, done bool, err error)
+	// Outcome describes the last Reduce, for the epoch statistics.
+	Outcome() SyncOutcome
 	// Flush reduces the gradients still pending after the last step; the
 	// trainer applies them as one more update when applied > 0.
 	Flush(ctx context.Context) (applied int, err error)
+}
+
+// SyncOutcome is what a GradientSync did in one step.
+type SyncOutcome struct {
+	// Mode is the step's reduction mode (ring, overlap, evict); Child says
+	// this rank computed at its own pace.
+	Mode  string
+	Child bool
+	// Evicted are the ranks computing at their own pace in the step.
+	Evicted []int
+	// Folded is the rows of evicted ranks' gradients folded into the step,
+	// Staleness their mean staleness in steps.
+	Folded    int
+	Staleness float64
 }
 
 // ErrReplicasDiverged is returned by Run when the ranks' parameters are not
@@ -195,14 +223,6 @@ func New(cfg Config) (*Trainer, error) {
 		}
 	}
 	grad := make([]float32, model.NumParams()+1)
-	if cfg.Sync != nil {
-		if grad, err = cfg.Sync.Open(len(grad)); err != nil {
-			return nil, fmt.Errorf("train: opening gradient sync: %w", err)
-		}
-		if len(grad) != model.NumParams()+1 {
-			return nil, fmt.Errorf("train: gradient sync buffer has %d elements, want %d", len(grad), model.NumParams()+1)
-		}
-	}
 	return &Trainer{
 		cfg: cfg, rank: rank, world: world, model: model, opt: opt, runner: runner,
 		log:  cfg.Logger.With().Int("rank", rank).Logger(),
@@ -228,27 +248,32 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("train: rank %d: broadcasting initial parameters: %w", t.rank, err)
 	}
 	t.opt.Reset()
-	step := 0
-	for epoch := 1; epoch <= t.cfg.Epochs; epoch++ {
-		es, err := t.epoch(ctx, epoch, &step)
-		if err != nil {
-			rep.finish(time.Since(start))
-			return rep, err
-		}
-		rep.Epochs = append(rep.Epochs, es)
-		t.log.Debug().Int("epoch", epoch).Float64("loss", es.Loss).Float64("test_acc", es.TestAccuracy).
-			Dur("step", es.StepMean).Msg("epoch done")
-		if t.rank == 0 && t.cfg.Out != nil {
-			if _, err := fmt.Fprintln(t.cfg.Out, es.String()); err != nil {
-				rep.finish(time.Since(start))
-				return rep, fmt.Errorf("train: writing epoch line: %w", err)
-			}
-		}
-	}
 	if t.cfg.Sync != nil {
-		if err := t.flush(ctx); err != nil {
+		grad, err := t.cfg.Sync.Open(ctx, t.model.NumParams()+1)
+		if err != nil {
+			return rep, fmt.Errorf("train: rank %d: opening gradient sync: %w", t.rank, err)
+		}
+		if len(grad) != t.model.NumParams()+1 {
+			return rep, fmt.Errorf("train: gradient sync buffer has %d elements, want %d", len(grad), t.model.NumParams()+1)
+		}
+		t.grad = grad
+		t.cfg.Sync.SetState(t.model.Params, t.opt.velocity)
+		if err := t.runSync(ctx, &rep); err != nil {
 			rep.finish(time.Since(start))
 			return rep, err
+		}
+	} else {
+		step := 0
+		for epoch := 1; epoch <= t.cfg.Epochs; epoch++ {
+			es, err := t.epoch(ctx, epoch, &step)
+			if err != nil {
+				rep.finish(time.Since(start))
+				return rep, err
+			}
+			if err := t.endEpoch(&rep, es); err != nil {
+				rep.finish(time.Since(start))
+				return rep, err
+			}
 		}
 	}
 	hash := paramsHash(t.model.Params)
@@ -265,13 +290,83 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
+// endEpoch evaluates the held-out set, records the epoch and prints its
+// line on rank 0.
+func (t *Trainer) endEpoch(rep *Report, es EpochStats) error {
+	train := es.StepMean
+	if es.Steps > 0 {
+		es.SamplesPerSec = float64(es.Samples) / train.Seconds()
+		if es.Applied > 0 {
+			es.BatchTime = time.Duration(float64(train) * float64(t.cfg.Batch) / float64(es.Applied))
+		}
+		k := time.Duration(es.Steps)
+		es.StepMean, es.ComputeMean, es.PadMean, es.CommMean = train/k, es.ComputeMean/k, es.PadMean/k, es.CommMean/k
+	}
+	if es.folded > 0 {
+		es.Staleness = es.staleSum / float64(es.folded)
+	}
+	es.Loss = es.lossSum / float64(max(es.lossRows, 1))
+	es.TestLoss, es.TestAccuracy = t.model.Evaluate(t.cfg.Test)
+	rep.Epochs = append(rep.Epochs, es)
+	t.log.Debug().Int("epoch", es.Epoch).Float64("loss", es.Loss).Float64("test_acc", es.TestAccuracy).
+		Dur("step", es.StepMean).Msg("epoch done")
+	if t.rank == 0 && t.cfg.Out != nil {
+		if _, err := fmt.Fprintln(t.cfg.Out, es.String()); err != nil {
+			return fmt.Errorf("train: writing epoch line: %w", err)
+		}
+	}
+	return nil
+}
+
+// runSync trains under a GradientSync: the sync names the step each
+// iteration computes (a rank computing at its own pace skips the steps it
+// is behind), until every step of every epoch is done, then flushes.
+func (t *Trainer) runSync(ctx context.Context, rep *Report) error {
+	n := t.cfg.Train.Len()
+	perEpoch := (n + t.cfg.Batch - 1) / t.cfg.Batch
+	total := perEpoch * t.cfg.Epochs
+	var es *EpochStats
+	var order []int
+	for {
+		step := t.cfg.Sync.Next()
+		if step >= total {
+			break
+		}
+		epoch := step/perEpoch + 1
+		if es == nil || es.Epoch != epoch {
+			if es != nil {
+				if err := t.endEpoch(rep, *es); err != nil {
+					return err
+				}
+			}
+			es = &EpochStats{Epoch: epoch}
+			order = permutation(n, t.cfg.Seed, streamEpoch+uint64(epoch)<<8)
+		}
+		b := (step % perEpoch) * t.cfg.Batch
+		batch := order[b:min(b+t.cfg.Batch, n)]
+		st, err := t.step(ctx, step, batch)
+		if err != nil {
+			return err
+		}
+		es.add(st, len(batch))
+		if st.done {
+			break
+		}
+	}
+	if es != nil {
+		if err := t.endEpoch(rep, *es); err != nil {
+			return err
+		}
+	}
+	return t.flush(ctx)
+}
+
 // epoch runs one pass over the training set in global batches of
 // cfg.Batch, in an order every rank draws from the same seeded stream.
 func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, error) {
 	es := EpochStats{Epoch: epoch}
 	n := t.cfg.Train.Len()
 	order := permutation(n, t.cfg.Seed, streamEpoch+uint64(epoch)<<8)
-	lossSum, lossRows := 0.0, 0
 	for b := 0; b < n; b += t.cfg.Batch {
 		batch := order[b:min(b+t.cfg.Batch, n)]
 		st, err := t.step(ctx, *step, batch)
@@ -279,21 +374,8 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 			return es, err
 		}
 		*step++
-		lossSum += st.loss
-		lossRows += st.applied
-		es.Steps++
-		es.Samples += len(batch)
-		es.StepMean += st.total
-		es.ComputeMean += st.compute
-		es.PadMean += st.pad
-		es.CommMean += st.comm
+		es.add(st, len(batch))
 	}
-	train := es.StepMean
-	es.Loss = lossSum / float64(max(lossRows, 1))
-	es.SamplesPerSec = float64(es.Samples) / train.Seconds()
-	k := time.Duration(es.Steps)
-	es.StepMean, es.ComputeMean, es.PadMean, es.CommMean = train/k, es.ComputeMean/k, es.PadMean/k, es.CommMean/k
-	es.TestLoss, es.TestAccuracy = t.model.Evaluate(t.cfg.Test)
 	return es, nil
 }
 
@@ -303,6 +385,8 @@ type stepStats struct {
 	loss                      float64
 	applied                   int
 	compute, pad, comm, total time.Duration
+	done                      bool // training is over for this rank (sync)
+	outcome                   SyncOutcome
 }
 
 // step computes this rank's shard of batch, pads the compute to the
@@ -332,11 +416,11 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	st.pad = padded - st.compute
 	st.applied = len(batch)
 	if t.cfg.Sync != nil {
-		applied, err := t.cfg.Sync.Reduce(ctx, hi-lo, padded, padded)
+		applied, _, done, err := t.cfg.Sync.Reduce(ctx, hi-lo, padded, padded)
 		if err != nil {
 			return st, fmt.Errorf("train: rank %d step %d: gradient sync: %w", t.rank, step, err)
 		}
-		st.applied = applied
+		st.applied, st.done, st.outcome = applied, done, t.cfg.Sync.Outcome()
 	} else if err := t.cfg.Comm.AllReduce(ctx, ringtail.Float32s(t.grad), ringtail.Sum); err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: gradient allreduce: %w", t.rank, step, err)
 	}

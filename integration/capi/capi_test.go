@@ -15,6 +15,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
 
@@ -124,6 +127,7 @@ func TestHeaderMatches(t *testing.T) {
 		"RT_ERR_PEER_DIED": codePeerDied, "RT_ERR_SILENT": codeSilent, "RT_ERR_TIMEOUT": codeTimeout,
 		"RT_ERR_MISMATCH": codeMismatch, "RT_ERR_CANCELED": codeCanceled, "RT_ERR_PROTOCOL": codeProtocol,
 		"RT_ERR_CLOSED": codeClosed, "RT_ERR_AUTH": codeAuth, "RT_ERR_LOCAL": codeLocal, "RT_ERR_OTHER": codeOther,
+		"RT_MAX_TAG": ringtail.MaxTag,
 	}
 	for name, code := range map[string]int{"RT_FLOAT32": 1, "RT_FLOAT64": 2, "RT_INT32": 3, "RT_INT64": 4, "RT_FLOAT16": 5, "RT_BFLOAT16": 6, "RT_UINT8": 7} {
 		d, ok := dtypeOf(code)
@@ -203,6 +207,130 @@ func TestCollectives(t *testing.T) {
 		}
 		return s.barrier()
 	})
+}
+
+func TestAllToAll(t *testing.T) {
+	const world = 3
+	ss := openWorld(t, world)
+	each(t, ss, func(r int, s *session) error {
+		// equal blocks of 2, in place (send and recv are one buffer)
+		v := make([]int32, 2*world)
+		for q := range world {
+			v[2*q], v[2*q+1] = int32(10*r+q), int32(-10*r-q)
+		}
+		if err := s.allToAll(unsafe.Pointer(&v[0]), unsafe.Pointer(&v[0]), 2, 3); err != nil {
+			return err
+		}
+		for q := range world {
+			if v[2*q] != int32(10*q+r) || v[2*q+1] != int32(-10*q-r) {
+				return fmt.Errorf("rank %d: alltoall block %d = %v", r, q, v[2*q:2*q+2])
+			}
+		}
+		// uneven: rank r sends q+1 elements to rank q
+		sc, rc := make([]int64, world), make([]int64, world)
+		var send []float64
+		for q := range world {
+			sc[q], rc[q] = int64(q+1), int64(r+1)
+			for i := range q + 1 {
+				send = append(send, float64(100*r+i))
+			}
+		}
+		recv := make([]float64, world*(r+1))
+		if err := s.allToAllV(unsafe.Pointer(&send[0]), unsafe.Pointer(&sc[0]), unsafe.Pointer(&recv[0]), unsafe.Pointer(&rc[0]), 2); err != nil {
+			return err
+		}
+		for q := range world {
+			for i := range r + 1 {
+				if got := recv[q*(r+1)+i]; got != float64(100*q+i) {
+					return fmt.Errorf("rank %d: alltoallv from %d elem %d = %v", r, q, i, got)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func TestPointToPointRequests(t *testing.T) {
+	const world = 3
+	ss := openWorld(t, world)
+	each(t, ss, func(r int, s *session) error {
+		// a ring: everyone sends right and receives from any source
+		out := []int64{int64(r), int64(r * r)}
+		snd, err := s.isend(unsafe.Pointer(&out[0]), 2, 4, (r+1)%world, 5)
+		if err != nil {
+			return err
+		}
+		in := make([]int64, 2)
+		rcv, err := s.irecv(unsafe.Pointer(&in[0]), 2, 4, ringtail.AnySource, 5)
+		if err != nil {
+			return err
+		}
+		if _, _, err := snd.wait(-1); err != nil {
+			return err
+		}
+		fin, src, err := rcv.wait(20 * time.Second)
+		if err != nil || !fin {
+			return fmt.Errorf("rank %d: receive finished=%v: %w", r, fin, err)
+		}
+		left := (r + world - 1) % world
+		if src != left || in[0] != int64(left) || in[1] != int64(left*left) {
+			return fmt.Errorf("rank %d: got %v from %d", r, in, src)
+		}
+		// a receive nobody sends to times out and stays valid, then is withdrawn
+		never, err := s.irecv(unsafe.Pointer(&in[0]), 2, 4, left, 6)
+		if err != nil {
+			return err
+		}
+		if fin, _, err := never.wait(10 * time.Millisecond); fin || code(err) != codeTimeout {
+			return fmt.Errorf("rank %d: unmatched receive: finished=%v code %d (%v)", r, fin, code(err), err)
+		}
+		never.recv.Cancel()
+		if fin, _, err := never.wait(-1); !fin || code(err) != codeCanceled {
+			return fmt.Errorf("rank %d: canceled receive: finished=%v code %d (%v)", r, fin, code(err), err)
+		}
+		// a message larger than the receive fails the receive only
+		if r == 0 {
+			big := make([]int64, 3)
+			snd, err := s.isend(unsafe.Pointer(&big[0]), 3, 4, 1, 7)
+			if err != nil {
+				return err
+			}
+			if _, _, err = snd.wait(-1); err != nil {
+				return err
+			}
+		}
+		if r == 1 {
+			small := make([]int64, 2)
+			q, err := s.irecv(unsafe.Pointer(&small[0]), 2, 4, 0, 7)
+			if err != nil {
+				return err
+			}
+			if _, _, err := q.wait(-1); code(err) != codeMismatch || !strings.Contains(err.Error(), "3 × int64") {
+				return fmt.Errorf("oversized message: code %d (%v)", code(err), err)
+			}
+		}
+		return s.barrier()
+	})
+	// bad arguments are refused up front
+	x := []int64{1}
+	for name, err := range map[string]error{
+		"self":   func() error { _, err := ss[0].isend(unsafe.Pointer(&x[0]), 1, 4, 0, 0); return err }(),
+		"tag":    func() error { _, err := ss[0].irecv(unsafe.Pointer(&x[0]), 1, 4, 1, -2); return err }(),
+		"source": func() error { _, err := ss[0].irecv(unsafe.Pointer(&x[0]), 1, 4, 7, 0); return err }(),
+	} {
+		if code(err) != codeInvalid {
+			t.Errorf("%s: code %d (%v), want %d", name, code(err), err, codeInvalid)
+		}
+	}
+}
+
+func TestMonitoredBarrier(t *testing.T) {
+	ss := openWorld(t, 3)
+	each(t, ss, func(r int, s *session) error { return s.mail.MonitoredBarrier(s.ctx, 20*time.Second, true) })
+	err := ss[0].mail.MonitoredBarrier(ss[0].ctx, 50*time.Millisecond, true)
+	if code(err) != codeTimeout || !strings.Contains(err.Error(), "Ranks 1, 2 failed to pass monitoredBarrier in 50 ms") {
+		t.Fatalf("rank 0 alone: code %d (%v)", code(err), err)
+	}
 }
 
 func TestInvalidArgumentsKeepTheCommunicator(t *testing.T) {
@@ -306,5 +434,28 @@ func TestCProgram(t *testing.T) {
 				t.Errorf("world %d rank %d: %v\n%s", world, r, err, out)
 			}
 		}
+	}
+}
+
+// The C API's communicator logs through the process logger: warn by
+// default (refused peers show), RINGTAIL_LOG_LEVEL (an override too) to
+// change it, a malformed level an error naming the variable.
+func TestConfigLogger(t *testing.T) {
+	cfg, err := configFromEnv(overridesFor(1, 2, 4567))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RINGTAIL_LOG_LEVEL") == "" && cfg.Logger.GetLevel() != zerolog.WarnLevel {
+		t.Errorf("default level %v, want warn", cfg.Logger.GetLevel())
+	}
+	cfg, err = configFromEnv(overridesFor(1, 2, 4567, "RINGTAIL_LOG_LEVEL=debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger.GetLevel() != zerolog.DebugLevel {
+		t.Errorf("level %v, want the override's debug", cfg.Logger.GetLevel())
+	}
+	if _, err := configFromEnv(overridesFor(1, 2, 4567, "RINGTAIL_LOG_LEVEL=loud")); err == nil || !strings.Contains(err.Error(), "RINGTAIL_LOG_LEVEL") {
+		t.Errorf("bad level: %v", err)
 	}
 }

@@ -4,15 +4,18 @@
 //
 // it is a shared library exporting the functions declared in
 // include/ringtail.h (rt_init, rt_allreduce, rt_broadcast, rt_allgather,
-// rt_reduce_scatter, rt_barrier, rt_abort, rt_finalize, ...), for C, C++
-// and Python (ctypes) callers such as the ringtail_torch PyTorch backend.
+// rt_reduce_scatter, rt_alltoall(v), rt_barrier, rt_monitored_barrier,
+// rt_isend/rt_irecv/rt_wait/rt_test/rt_cancel, rt_abort, rt_finalize,
+// ...), for C, C++ and Python (ctypes) callers such as the ringtail_torch
+// PyTorch backend.
 //
 // It owns:
 //   - the translation of C arguments (raw pointers, element counts, dtype
 //     and op codes) into ringtail Buffers, with every argument checked
 //     before anything is sent;
-//   - communicator handles (runtime/cgo.Handle values), so no Go pointer
-//     ever reaches C;
+//   - communicator and request handles (runtime/cgo.Handle values), so no
+//     Go pointer ever reaches C; each session owns a ringtail.Mailbox for
+//     the tagged point-to-point requests (p2p.go);
 //   - the environment overrides of rt_init (overrides.go): the Go runtime
 //     reads the process environment once, when the library loads, so a
 //     caller that learns a value later (a port agreed through a PyTorch

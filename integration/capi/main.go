@@ -156,7 +156,7 @@ func rt_abort(h C.rt_comm) (rc C.int) {
 	if err != nil {
 		return C.int(code(err))
 	}
-	s.cancel()
+	s.abort()
 	return C.RT_OK
 }
 

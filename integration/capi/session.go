@@ -28,8 +28,9 @@ const (
 	codeOther    = 12
 )
 
-// abiVersion is RT_ABI_VERSION.
-const abiVersion = 1
+// abiVersion is RT_ABI_VERSION. Version 2 added all-to-all, tagged
+// point-to-point requests and the monitored barrier.
+const abiVersion = 2
 
 // dtypeOf maps an RT_* element type code to its ringtail type.
 func dtypeOf(code int) (ringtail.DType, bool) {
@@ -86,6 +87,7 @@ func (e *initError) Unwrap() error { return e.err }
 // operations run under, which rt_abort cancels.
 type session struct {
 	comm   *ringtail.Comm
+	mail   *ringtail.Mailbox // tagged point-to-point messages (p2p.go)
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -102,7 +104,15 @@ func open(overrides string) (*session, error) {
 		cancel()
 		return nil, &initError{fmt.Errorf("capi: init rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)}
 	}
-	return &session{comm: comm, ctx: ctx, cancel: cancel}, nil
+	// The mailbox starts with the communicator: messages a peer sends
+	// before this rank's first receive must not stall the links.
+	mail, err := ringtail.NewMailbox(comm, 0)
+	if err != nil {
+		comm.Close()
+		cancel()
+		return nil, &initError{err}
+	}
+	return &session{comm: comm, mail: mail, ctx: ctx, cancel: cancel}, nil
 }
 
 // buffer views count elements of dtype code dt at p, checking every
@@ -218,9 +228,18 @@ func (s *session) barrier() error { return s.comm.Barrier(s.ctx) }
 // close leaves the job; abort first makes it not wait for an operation in
 // flight.
 func (s *session) close() error {
+	s.mail.Close()
 	err := s.comm.Close()
 	s.cancel()
 	return err
+}
+
+// abort makes the operation in flight and every later one fail: the
+// collectives' context is canceled and the mailbox closed (posted
+// receives and queued sends fail).
+func (s *session) abort() {
+	s.cancel()
+	s.mail.Close()
 }
 
 // code maps an error to an RT_* return code.
@@ -238,6 +257,14 @@ func code(err error) int {
 	}
 	if errors.Is(err, ringtail.ErrClosed) {
 		return codeClosed
+	}
+	if errors.Is(err, ringtail.ErrCanceled) {
+		return codeCanceled
+	}
+	var mr *ringtail.MissingRanksError
+	var rt *requestTimeout
+	if errors.As(err, &mr) || errors.As(err, &rt) {
+		return codeTimeout
 	}
 	var re *ringtail.Error
 	if errors.As(err, &re) {

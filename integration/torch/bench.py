@@ -11,7 +11,9 @@ environment) which measure, alternating the two backends trial by trial:
   * the latency of an 8-byte allreduce (300 in a row);
   * DDP step time (forward, backward with the gradient allreduce,
     optimizer step) of the digits MLP (64-32-10, 2.4k parameters) and of a
-    wide one (64-1024-1024-10, 1.1M parameters, 4.3 MB of gradients);
+    wide one (64-1024-1024-10, 1.1M parameters, 4.3 MB of gradients), with
+    the same step without communication (DDP's no_sync) measured in the
+    same trials as the control for the machine's noise;
 
 and then runs tests/ddp_worker.py's straggler mode: full digits epochs with
 each step's compute padded to 100 ms per even share and the last rank 3x
@@ -45,10 +47,10 @@ def worker(args):
     dist.init_process_group("ringtail", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
     groups = {"ringtail": dist.GroupMember.WORLD, "gloo": dist.new_group(backend="gloo")}
-    trials = 2 if args.quick else 5 if args.latency_only else 3
+    trials = 2 if args.quick else 5 if (args.latency_only or args.ddp_only) else 3
     res = {"world": world, "allreduce": {}, "ddp": {}}
 
-    for mib in () if args.latency_only else (16, 64):
+    for mib in () if (args.latency_only or args.ddp_only) else (16, 64):
         t = torch.ones(mib * (1 << 20) // 4)
         iters = max(2, (64 // mib) * (3 if args.quick else 5))
         times = {name: [] for name in groups}
@@ -68,14 +70,15 @@ def worker(args):
 
     t = torch.ones(2)
     times = {name: [] for name in groups}
-    for _ in range(trials):
+    for _ in range(0 if args.ddp_only else trials):
         for name, g in groups.items():
             dist.barrier(group=g)
             t0 = time.perf_counter()
             for _ in range(300):
                 dist.all_reduce(t, group=g)
             times[name].append((time.perf_counter() - t0) / 300)
-    res["latency_us"] = {name: statistics.median(v) * 1e6 for name, v in times.items()}
+    if not args.ddp_only:
+        res["latency_us"] = {name: statistics.median(v) * 1e6 for name, v in times.items()}
 
     xtr, ytr, _, _ = digits.load()
     models_to_run = () if args.latency_only else (("mlp-64-32-10", (32,)), ("mlp-64-1024-1024-10", (1024, 1024)))
@@ -94,17 +97,28 @@ def worker(args):
             F.cross_entropy(m(x), y).backward()
             opt.step()
 
+        def compute_only(m, opt):  # the same step without the gradient allreduce
+            with m.no_sync():
+                step(m, opt)
+
+        # The control: the same step with no communication, measured in
+        # the same trials. Its spread is the machine's noise, against which
+        # the backends' difference has to be read.
+        runs = [(name, m, opt, step) for name, (m, opt) in models.items()]
+        runs.append(("compute_only", models["gloo"][0], models["gloo"][1], compute_only))
+        times["compute_only"] = []
         for name, (m, opt) in models.items():
             for _ in range(3):
                 step(m, opt)
         for _ in range(trials):
-            for name, (m, opt) in models.items():
-                dist.barrier(group=groups[name])
+            for name, m, opt, fn in runs:
+                dist.barrier(group=groups["gloo"])
                 t0 = time.perf_counter()
                 for _ in range(steps):
-                    step(m, opt)
+                    fn(m, opt)
                 times[name].append((time.perf_counter() - t0) / steps)
-        res["ddp"][model_name] = {name: {"step_ms": statistics.median(v) * 1e3} for name, v in times.items()}
+        res["ddp"][model_name] = {name: {"step_ms": statistics.median(v) * 1e3, "min_ms": min(v) * 1e3, "max_ms": max(v) * 1e3}
+                                  for name, v in times.items()}
     if rank == 0:
         print("RESULT " + json.dumps(res), flush=True)
     dist.destroy_process_group()
@@ -117,6 +131,7 @@ def main():
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-straggler", action="store_true")
     p.add_argument("--latency-only", action="store_true", help="only the 8-byte allreduce latency (5 trials)")
+    p.add_argument("--ddp-only", action="store_true", help="only the DDP step times (5 trials, no straggler run)")
     args = p.parse_args()
     if args.worker:
         worker(args)
@@ -132,9 +147,10 @@ def main():
 
     all_res = []
     for w in [int(x) for x in args.worlds.split(",")]:
-        extra = (["--quick"] if args.quick else []) + (["--latency-only"] if args.latency_only else [])
+        extra = (["--quick"] if args.quick else []) + (["--latency-only"] if args.latency_only else []) + (
+            ["--ddp-only"] if args.ddp_only else [])
         r = result(launch.run_world(w, [os.path.abspath(__file__), "--worker"] + extra, timeout=600))
-        if not (args.no_straggler or args.latency_only):
+        if not (args.no_straggler or args.latency_only or args.ddp_only):
             r["straggler"] = result(launch.run_world(w, [os.path.join(HERE, "tests", "ddp_worker.py"), "straggler",
                                                          "--epochs", "1" if args.quick else "2", "--pad-ms", "100",
                                                          "--slow", "3"], timeout=600))
@@ -148,11 +164,14 @@ def main():
         for mib, v in r["allreduce"].items():
             a, b = v["ringtail"]["busbw_GBps"], v["gloo"]["busbw_GBps"]
             print("| %d | allreduce %s MiB busbw (GB/s, higher is better) | %.2f | %.2f | %.2fx |" % (w, mib, a, b, a / b))
-        a, b = r["latency_us"]["ringtail"], r["latency_us"]["gloo"]
-        print("| %d | allreduce 8 B latency (us, lower is better) | %.0f | %.0f | %.2fx |" % (w, a, b, b / a))
+        if "latency_us" in r:
+            a, b = r["latency_us"]["ringtail"], r["latency_us"]["gloo"]
+            print("| %d | allreduce 8 B latency (us, lower is better) | %.0f | %.0f | %.2fx |" % (w, a, b, b / a))
         for m, v in r["ddp"].items():
             a, b = v["ringtail"]["step_ms"], v["gloo"]["step_ms"]
-            print("| %d | DDP step %s (ms, lower is better) | %.2f | %.2f | %.2fx |" % (w, m, a, b, b / a))
+            c = v["compute_only"]
+            print("| %d | DDP step %s (ms, lower is better; compute only %.2f, trials %.2f-%.2f) | %.2f | %.2f | %.2fx |" % (
+                w, m, c["step_ms"], c["min_ms"], c["max_ms"], a, b, b / a))
         if "straggler" in r:
             s = r["straggler"]
             print("| %d | 3x straggler, wall time of the epochs (s) | %.2f (%.2f + %.2f calib.) | %.2f | %.2f of gloo's time |" % (

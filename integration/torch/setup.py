@@ -1,14 +1,26 @@
 """Builds libringtail.so with Go when it is missing (set
-RINGTAIL_SKIP_GO_BUILD=1 to skip; the package then loads $RINGTAIL_LIB).
-Everything else is in pyproject.toml."""
+RINGTAIL_SKIP_GO_BUILD=1 to skip; the package then loads $RINGTAIL_LIB),
+and tags the wheel for the platforms the library runs on when it carries
+it: py3-none-manylinux_2_N_<arch>, N the newest glibc symbol version the
+library needs (Go's c-shared libraries link only libc), so pip refuses the
+wheel on an older system instead of the import failing there; any Python 3
+will do, the library is loaded through ctypes. Without glibc versions in
+the library the tag is the build platform's (linux_x86_64). Everything
+else is in pyproject.toml; build_wheel.sh builds the wheel offline."""
 
 import os
+import re
 import shutil
 import subprocess
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
+
+try:
+    from wheel.bdist_wheel import bdist_wheel
+except ImportError:  # building an sdist or installing without the wheel package
+    bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, "ringtail_torch", "libringtail.so")
@@ -30,6 +42,19 @@ class BuildWithLib(build_py):
         super().run()
 
 
+def manylinux_tag(plat):
+    """manylinux_2_N_<arch> for a linux_<arch> platform, N the newest
+    GLIBC_2.N version the library's dynamic symbols name; plat unchanged
+    when there is none."""
+    if not plat.startswith("linux_"):
+        return plat
+    with open(LIB, "rb") as f:
+        versions = [int(m) for m in re.findall(rb"GLIBC_2\.(\d+)", f.read())]
+    if not versions:
+        return plat
+    return "manylinux_2_%d_%s" % (max(versions), plat[len("linux_"):])
+
+
 class BinaryDistribution(Distribution):
     """The wheel carries a native library: tag it for this platform."""
 
@@ -37,4 +62,22 @@ class BinaryDistribution(Distribution):
         return os.path.exists(LIB)
 
 
-setup(cmdclass={"build_py": BuildWithLib}, distclass=BinaryDistribution)
+cmdclass = {"build_py": BuildWithLib}
+if bdist_wheel is not None:
+
+    class PlatformWheel(bdist_wheel):
+        """py3-none-<platform> when the wheel carries libringtail.so."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            self.root_is_pure = not os.path.exists(LIB)
+
+        def get_tag(self):
+            python, abi, plat = super().get_tag()
+            if not self.root_is_pure:
+                python, abi, plat = "py3", "none", manylinux_tag(plat)
+            return python, abi, plat
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+
+setup(cmdclass=cmdclass, distclass=BinaryDistribution)

@@ -9,8 +9,10 @@
 package algo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/wire"
@@ -27,6 +29,11 @@ type Tunables struct {
 	Channels int
 	// ChunkBytes is the pipelining unit of a chained broadcast.
 	ChunkBytes int
+	// Order is the world's ring (a permutation of the ranks; nil: rank
+	// order). Collectives over every rank follow it, and so do the
+	// members of an allreduce among some ranks, whose results do not
+	// depend on where each member sits.
+	Order []int
 }
 
 // Spec is one rank's call, as far as the algorithm depends on it.
@@ -44,10 +51,27 @@ type Spec struct {
 	ElemSize int
 	// Avg divides the reduction by the number of members.
 	Avg bool
-	// Root is the root rank of a Broadcast; Peer the other end of a
-	// point-to-point call, Send says which end this rank is.
+	// Root is the root rank of a Broadcast (the variant of an AllToAll,
+	// see wire.AllToAllEven); Peer the other end of a point-to-point call,
+	// Send says which end this rank is.
 	Root, Peer int
 	Send       bool
+	// SendCounts and RecvCounts are the elements an AllToAll sends to and
+	// receives from each rank, in rank order (nil: Count each, an even
+	// exchange).
+	SendCounts, RecvCounts []int
+	// Children are this rank's evicted children in an AllReduceTree: their
+	// eager contributions matching Tag under TagMask are folded in before
+	// the members reduce.
+	Children     []Child
+	Tag, TagMask uint32
+}
+
+// Child is an evicted rank whose contributions a parent collects: until
+// the call's deadline, or, with Must, until one comes.
+type Child struct {
+	Rank int
+	Must bool
 }
 
 // Bytes is the call's size in bytes as the small-message threshold sees it.
@@ -75,6 +99,12 @@ func Name(s Spec, t Tunables) string {
 		return "ring"
 	case wire.PointToPoint:
 		return "p2p"
+	case wire.AllToAll:
+		return "pairwise"
+	case wire.AllReduceTree:
+		inner := s
+		inner.Collective = wire.AllReduce
+		return "collect+" + Name(inner, t)
 	}
 	return s.Collective.String()
 }
@@ -84,13 +114,7 @@ var ErrUnsupported = errors.New("algo: unsupported collective")
 
 // Choose builds rank s.Rank's program for the call.
 func Choose(s Spec, t Tunables) (*plan.Program, error) {
-	order := s.Members
-	if order == nil {
-		order = make([]int, s.World)
-		for i := range order {
-			order[i] = i
-		}
-	}
+	order := ringOrder(s, t)
 	rs := ring.Spec{Order: order, World: s.World, Rank: s.Rank, Channels: t.Channels}
 	switch s.Collective {
 	case wire.AllReduce:
@@ -120,6 +144,93 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		}
 		return &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count,
 			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
+	case wire.AllReduceTree:
+		return treeAllReduce(s, t)
+	case wire.AllToAll:
+		return allToAll(s, rs, t)
 	}
 	return nil, fmt.Errorf("%w %v", ErrUnsupported, s.Collective)
+}
+
+// ringOrder returns the ranks of s in the order its ring visits them.
+func ringOrder(s Spec, t Tunables) []int {
+	if s.Members == nil {
+		if len(t.Order) == s.World {
+			return t.Order
+		}
+		order := make([]int, s.World)
+		for i := range order {
+			order[i] = i
+		}
+		return order
+	}
+	reduction := s.Collective == wire.AllReduce || s.Collective == wire.AllReduceTree || s.Collective == wire.Barrier
+	if !reduction || len(t.Order) != s.World {
+		return s.Members
+	}
+	pos := make([]int, s.World)
+	for i, r := range t.Order {
+		if r >= 0 && r < s.World {
+			pos[r] = i
+		}
+	}
+	order := slices.Clone(s.Members)
+	slices.SortStableFunc(order, func(a, b int) int {
+		if a < 0 || a >= s.World || b < 0 || b >= s.World {
+			return 0 // invalid members: the builder names them
+		}
+		return cmp.Compare(pos[a], pos[b])
+	})
+	return order
+}
+
+// treeAllReduce is the members' allreduce (the algorithm AllReduce would
+// take among them, on one channel) preceded by a step in which this rank
+// collects its children's contributions: the parent tree of STAR as one
+// program. One channel, because the collect must finish before any part
+// of the buffer moves on.
+func treeAllReduce(s Spec, t Tunables) (*plan.Program, error) {
+	inner := s
+	inner.Collective, inner.Children = wire.AllReduce, nil
+	t.Channels = 1
+	p, err := Choose(inner, t)
+	if err != nil {
+		return nil, err
+	}
+	p.Algorithm = "collect+" + p.Algorithm
+	p.General = true // every member takes the same path, parents or not
+	if len(s.Children) == 0 {
+		return p, nil
+	}
+	var collect []plan.Step // one step per child: they fold into the same buffer
+	for _, c := range s.Children {
+		if c.Rank < 0 || c.Rank >= s.World || c.Rank == s.Rank {
+			return nil, fmt.Errorf("algo: child %d is not another rank of 0..%d", c.Rank, s.World-1)
+		}
+		collect = append(collect, plan.Step{Ops: []plan.Op{{Kind: plan.Collect, Peer: c.Rank, Buf: plan.Data, Len: s.Count,
+			Tag: s.Tag, TagMask: s.TagMask, Must: c.Must}}})
+	}
+	if len(p.Channels) == 0 {
+		p.Channels = []plan.Channel{{}}
+	}
+	p.Channels[0].Steps = append(collect, p.Channels[0].Steps...)
+	return p, nil
+}
+
+// allToAll is the pairwise exchange among all ranks. A block above
+// SmallBytes is split over the channels; a smaller one travels whole on
+// channel 0.
+func allToAll(s Spec, rs ring.Spec, t Tunables) (*plan.Program, error) {
+	if s.Members != nil {
+		return nil, fmt.Errorf("%w: AllToAll among a subgroup", ErrUnsupported)
+	}
+	send, recv := s.SendCounts, s.RecvCounts
+	if send == nil && recv == nil {
+		even := make([]int, s.World)
+		for r := range even {
+			even[r] = s.Count
+		}
+		send, recv = even, even
+	}
+	return ring.AllToAll(rs, send, recv, max(1, t.SmallBytes/max(1, s.ElemSize)))
 }

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/exec"
@@ -25,6 +26,10 @@ type Call struct {
 	Tag   uint32
 	Data  []byte
 	Input []byte
+	// Deadline ends the waits of an AllReduceTree parent for its
+	// children's contributions; Collected is set to how many it folded.
+	Deadline  time.Time
+	Collected int
 }
 
 // group counts the calls of one group of ranks: the whole world, a member
@@ -50,6 +55,9 @@ type progKey struct {
 	small      bool // latency-optimal algorithm
 	esize      int
 	members    string // the member list of a subgroup call
+	children   string // this rank's children in an AllReduceTree
+	tag, mask  uint32
+	splits     string // an uneven AllToAll's send and receive counts
 }
 
 // groupID names the group of a call: World, a hash of its member list, or
@@ -115,7 +123,34 @@ func (e *Engine) keyOf(c *Call) (progKey, string, error) {
 		}
 		k.members, gk = mk, mk
 	}
+	if sp.Collective == wire.AllReduceTree {
+		var b strings.Builder
+		for _, c := range sp.Children {
+			fmt.Fprintf(&b, "%d:%t,", c.Rank, c.Must)
+		}
+		k.children, k.tag, k.mask = b.String(), sp.Tag, sp.TagMask
+	}
+	if sp.Collective == wire.AllToAll && (sp.SendCounts != nil || sp.RecvCounts != nil) {
+		k.splits = splitsKey(sp.SendCounts, sp.RecvCounts)
+	}
 	return k, gk, nil
+}
+
+// splitsKey renders an uneven AllToAll's counts for the program key: the
+// program is built from them, so two calls share a program only when
+// every count agrees.
+func splitsKey(send, recv []int) string {
+	b := make([]byte, 0, 8*(len(send)+len(recv))+1)
+	for _, v := range send {
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, ',')
+	}
+	b = append(b, '/')
+	for _, v := range recv {
+		b = strconv.AppendInt(b, int64(v), 10)
+		b = append(b, ',')
+	}
+	return string(b)
 }
 
 // groupOf returns the counters of the group with key gk (created on first
@@ -224,8 +259,16 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 	if err != nil {
 		return e.invalidLocked(d, err)
 	}
-	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn}
-	if err := e.executor.Run(ctx, e.s.OpTimeout, p, &ec); err != nil {
+	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn, Deadline: c.Deadline}
+	if tr := e.s.Tracer; tr != nil {
+		tr.Begin(exec.CallInfo{Desc: d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+		tr.End(err)
+	} else {
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+	}
+	c.Collected = ec.Collected
+	if err != nil {
 		return err
 	}
 	g.done++

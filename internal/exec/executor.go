@@ -21,6 +21,11 @@ type Call struct {
 	// Done reports how many calls of a group this rank has completed, for
 	// the stall rules (transport.Stall); nil counts none.
 	Done func(group uint32) uint64
+	// Deadline ends the waits of Collect ops without Must (zero: only the
+	// operation timeout); Collected is set to the number of messages the
+	// call's Collect ops folded.
+	Deadline  time.Time
+	Collected int
 }
 
 // Executor runs programs for one rank. It is not safe for concurrent use:
@@ -36,6 +41,8 @@ type Executor struct {
 	strikes    int         // consecutive checks that saw a stray fastbox message
 	lastFrames uint64      // the link's frame count at the first strike
 	mesh       *transport.Mesh
+	mailbox    Mailbox
+	timeout    time.Duration // the running call's operation timeout
 	chunk      int
 	compl      chan transport.Result
 	scratch    []byte
@@ -49,6 +56,11 @@ type Executor struct {
 	fastPos  int // runFast: index of the op running
 	callDone func(group uint32) uint64
 	stall    transport.Stall
+
+	// Tracing (trace.go); tr is nil when off.
+	tr      Tracer
+	trPhase plan.Phase // channel 0's current phase
+	trHeard bool       // a receive of the call completed
 }
 
 // New returns an executor that sends in frames of at most chunk bytes.
@@ -68,7 +80,8 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 // buffer lengths (in elements of call.DType). The timeout is a duration,
 // not a deadline, so a small call that never waits never reads the clock.
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
-	e.prog, e.callDone = p, call.Done
+	e.prog, e.callDone, e.timeout = p, call.Done, timeout
+	call.Collected = 0
 	if fp := e.fastProgram(p, call); fp != nil {
 		e.fp = fp
 		err := e.runFast(ctx, timeout, fp, p, call)
@@ -124,6 +137,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 	start = func(c int) (bool, error) {
 		for e.step[c] < len(p.Channels[c].Steps) {
 			st := &p.Channels[c].Steps[e.step[c]]
+			if e.tr != nil {
+				e.traceStep(c, st)
+			}
 			if cap(e.done[c]) < len(st.Ops) {
 				e.done[c] = make([]bool, len(st.Ops))
 			}
@@ -140,6 +156,14 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 					err = reduce.Apply(region(o.Buf, o.Off, o.Len), region(o.Src, o.SrcOff, o.Len), call.DType, call.Op)
 				case plan.Scale:
 					err = reduce.Scale(region(o.Buf, o.Off, o.Len), call.DType, o.Div)
+				case plan.Collect:
+					// A receive that ends at a deadline: it runs where it
+					// stands, before the step's sends (collects come first
+					// in the programs that have them).
+					var k int
+					k, err = e.collect(ctx, o, call, region(o.Buf, o.Off, o.Len))
+					call.Collected += k
+					e.done[c][i] = err == nil
 				default:
 					e.left[c]++
 				}
@@ -149,13 +173,15 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 			for i := range st.Ops {
 				o := &st.Ops[i]
-				if o.Kind.Local() {
+				if o.Kind.Local() || o.Kind == plan.Collect {
 					continue
 				}
 				tag := c<<tagBits | i
 				link := e.mesh.Link(o.Peer, c)
 				var err error
 				switch o.Kind {
+				case plan.Post:
+					err = e.post(ctx, c, tag, o, call, region(o.Buf, o.Off, o.Len))
 				case plan.Send:
 					err = link.Send(transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl}, ctx.Done())
 				case plan.Recv, plan.RecvReduce:
@@ -183,6 +209,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 		e.check.Reset(fastboxCheck)
 	}
 	defer e.check.Stop()
+	if e.tr != nil {
+		e.traceReset()
+	}
 	deaths := e.deaths()
 	var st stallWatch
 	running := 0
@@ -212,6 +241,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 		case r := <-e.compl:
 			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
+			if e.tr != nil {
+				e.traceCompletion(p, c, i)
+			}
 			e.done[c][i] = true
 			if e.left[c]--; e.left[c] > 0 {
 				continue

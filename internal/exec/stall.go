@@ -122,7 +122,7 @@ func (e *Executor) awaited(p *plan.Program) (peer, channel int) {
 			if i < len(e.done[c]) && e.done[c][i] || o.Kind.Local() {
 				continue
 			}
-			if o.Kind == plan.Recv || o.Kind == plan.RecvReduce {
+			if o.Kind.Writes() {
 				return o.Peer, c
 			}
 			if peer == transport.NoRank {

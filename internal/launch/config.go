@@ -130,6 +130,13 @@ type Config struct {
 	// Logger receives structured logs (rank starts and exits at debug
 	// level); the zero value discards them.
 	Logger zerolog.Logger
+	// MetricsPort, when set, has every rank serve its metrics and event
+	// stream on port MetricsPort + its local rank (RINGTAIL_METRICS_ADDR;
+	// MetricsAddrs lists where). Timeline, when set, is passed as
+	// RINGTAIL_TIMELINE: each rank writes its Chrome trace there (with
+	// ".rank<r>" before the extension).
+	MetricsPort int
+	Timeline    string
 	// Coordinator serves the job's rendezvous on the listener Run opens;
 	// nil means an in-process internal/rendezvous server
 	// (ServeRendezvous). Tests replace it.
@@ -160,6 +167,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("launcher %q must be direct or srun", c.Launcher)
+	}
+	if c.MetricsPort < 0 || c.MetricsPort+c.NP > 65536 {
+		bad("metrics port %d: the ranks' ports must fit in 1..65535", c.MetricsPort)
 	}
 	if c.BindTo != "" && c.BindTo != "core" && c.BindTo != "none" {
 		bad("bind-to %q must be core or none", c.BindTo)

@@ -87,6 +87,9 @@ type jobEnv struct {
 	// Start is the ranks' connect timeout, RINGTAIL_CONNECT_TIMEOUT (0:
 	// unset).
 	Start time.Duration
+	// MetricsPort and Timeline are Config's (observe.go).
+	MetricsPort int
+	Timeline    string
 }
 
 // rankEnv returns the contract variables of one rank as K=V pairs, the
@@ -97,7 +100,8 @@ func rankEnv(j jobEnv, p placement) []string {
 		EnvLocalRank + "=" + strconv.Itoa(p.LocalRank),
 		EnvLocalWorldSize + "=" + strconv.Itoa(p.LocalWorld),
 	}
-	return append(env, jobVars(j)...)
+	env = append(env, jobVars(j)...)
+	return append(env, observeEnv(j, p)...)
 }
 
 // jobVars returns the contract variables every rank of the job shares,

@@ -33,6 +33,11 @@ type SrunStep struct {
 	// Interfaces pins each rank's data plane as RemoteRank.Interfaces
 	// does.
 	Interfaces []string
+	// MetricsPort, when positive, has each rank serve its metrics on
+	// every interface at MetricsPort + its local rank
+	// (RINGTAIL_METRICS_ADDR), as Config.MetricsPort does for remote
+	// ranks.
+	MetricsPort int
 	// ExitMarker starts the line a rank's wrapper writes to standard
 	// error when the rank exits non-zero on its own (not stopped by a
 	// signal to the step): "MARKER STATUS NODE". Run makes it unique per
@@ -94,6 +99,9 @@ func srunScript(s SrunStep) string {
 	if len(s.Interfaces) > 0 {
 		b.WriteString(interfaceScript(s.Interfaces))
 	}
+	if s.MetricsPort > 0 {
+		b.WriteString("export " + EnvMetricsAddr + "=\"0.0.0.0:$((" + strconv.Itoa(s.MetricsPort) + " + ${SLURM_LOCALID:-0}))\"\n")
+	}
 	// The trap comes first, so that a signal arriving while the command
 	// starts is passed on, not lost with the wrapper.
 	b.WriteString("p= stopped=\n")
@@ -130,12 +138,15 @@ func srunEnv(base, extra []string, je jobEnv, secretVar string) []string {
 	env := make([]string, 0, len(base)+len(extra)+12)
 	for _, kv := range base {
 		name, _, _ := strings.Cut(kv, "=")
-		if !reservedEnv(name) && name != EnvListenIP {
+		if !reservedEnv(name) && name != EnvListenIP && name != EnvMetricsAddr && name != EnvTimeline {
 			env = append(env, kv)
 		}
 	}
 	env = append(env, extra...)
 	env = append(env, jobVars(je)...)
+	if je.Timeline != "" {
+		env = append(env, EnvTimeline+"="+je.Timeline)
+	}
 	return append(env, secretVar)
 }
 
@@ -259,7 +270,7 @@ func (j *job) srunSpec(je jobEnv, dir string, exits chan<- rankExit, logs *rankL
 	if cfg.SecretFile != "" {
 		secretVar = EnvSecretFile + "=" + cfg.SecretFile
 	}
-	step := SrunStep{NP: cfg.NP, Dir: cfg.Dir, Command: cfg.Command, Interfaces: cfg.Interfaces, ExitMarker: marker}
+	step := SrunStep{NP: cfg.NP, Dir: cfg.Dir, Command: cfg.Command, Interfaces: cfg.Interfaces, MetricsPort: cfg.MetricsPort, ExitMarker: marker}
 	return spec{
 		place: placement{Rank: -1, Host: "srun"},
 		argv:  SrunCommand(cfg.Srun, step),

@@ -196,8 +196,14 @@ func TestSrunScriptExportsTheContractFromSlurm(t *testing.T) {
 			t.Errorf("%s at node %d: %q (exit %d), want %q", tc.perNode, tc.node, out, code, want)
 		}
 	}
+	// Metrics on the local rank's port, on every interface.
+	out, _, _ := runScript(t, []string{"SLURM_PROCID=5", "SLURM_LOCALID=3", "SLURM_NODEID=0", "SLURM_STEP_TASKS_PER_NODE=4"},
+		launch.SrunStep{NP: 1, MetricsPort: 9400, ExitMarker: "m"}, "sh", "-c", `echo "$RINGTAIL_METRICS_ADDR"`)
+	if out != "0.0.0.0:9403\n" {
+		t.Errorf("metrics address %q, want 0.0.0.0:9403", out)
+	}
 	// The job's list stands in for the step's.
-	out, _, _ := runScript(t, []string{"SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_TASKS_PER_NODE=3,2"}, launch.SrunStep{NP: 1, ExitMarker: "m"}, print...)
+	out, _, _ = runScript(t, []string{"SLURM_PROCID=0", "SLURM_LOCALID=0", "SLURM_NODEID=1", "SLURM_TASKS_PER_NODE=3,2"}, launch.SrunStep{NP: 1, ExitMarker: "m"}, print...)
 	if out != "0 0 2\n" {
 		t.Errorf("job's tasks per node: %q", out)
 	}

@@ -49,6 +49,18 @@ const (
 	// Reduce folds Src[SrcOff:SrcOff+Len] into Buf[Off:] with the call's
 	// operator (local).
 	Reduce
+	// Post sends Buf[Off:Off+Len] to Peer as an eager message tagged Tag:
+	// the peer's transport buffers it whole on arrival, without a posted
+	// receive, until a Collect (or the mailbox) takes it. An evicted child
+	// posts its gradient to its parent this way, at its own pace.
+	Post
+	// Collect folds into Buf[Off:Off+Len], with the call's operator, the
+	// eager messages from Peer whose tag matches Tag under TagMask: every
+	// one that has arrived, waiting for the first until the call's
+	// deadline — or, with Must, until one comes (the staleness bound). A
+	// parent collects its children's gradients this way. It is a receive
+	// that ends at a deadline.
+	Collect
 )
 
 func (k OpKind) String() string {
@@ -65,12 +77,24 @@ func (k OpKind) String() string {
 		return "scale"
 	case Reduce:
 		return "reduce"
+	case Post:
+		return "post"
+	case Collect:
+		return "collect"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
 
 // Local reports whether the operation involves no peer.
 func (k OpKind) Local() bool { return k == Copy || k == Scale || k == Reduce }
+
+// Eager reports whether the operation is a Post or a Collect: eager
+// messages are matched by sender and tag, not in order.
+func (k OpKind) Eager() bool { return k == Post || k == Collect }
+
+// Writes reports whether the operation writes its region from a peer's
+// data (so it must not overlap what other operations of its step touch).
+func (k OpKind) Writes() bool { return k == Recv || k == RecvReduce || k == Collect }
 
 // Op is one operation of a step.
 type Op struct {
@@ -82,6 +106,11 @@ type Op struct {
 	Src    Buf // Copy
 	SrcOff int // Copy
 	Div    int // Scale
+	// Tag and TagMask are the tag of a Post, and the tags a Collect takes
+	// (tag&TagMask == Tag&TagMask). Must makes a Collect wait for one
+	// message whatever the deadline.
+	Tag, TagMask uint32
+	Must         bool
 }
 
 func (o Op) String() string {
@@ -96,15 +125,68 @@ func (o Op) String() string {
 		return fmt.Sprintf("scale %s[%d:%d] /= %d", o.Buf, o.Off, o.Off+o.Len, o.Div)
 	case Reduce:
 		return fmt.Sprintf("reduce %s[%d:%d] op= %s[%d:%d]", o.Buf, o.Off, o.Off+o.Len, o.Src, o.SrcOff, o.SrcOff+o.Len)
+	case Post:
+		return fmt.Sprintf("post %s[%d:%d] -> %d tag %#x", o.Buf, o.Off, o.Off+o.Len, o.Peer, o.Tag)
+	case Collect:
+		must := "until the deadline"
+		if o.Must {
+			must = "at least one"
+		}
+		return fmt.Sprintf("collect %s[%d:%d] op= <- %d tag %#x/%#x, %s", o.Buf, o.Off, o.Off+o.Len, o.Peer, o.Tag, o.TagMask, must)
 	}
 	return o.Kind.String()
 }
 
-// Step is a set of operations run together.
-type Step struct{ Ops []Op }
+// Phase labels the part of an algorithm a step belongs to, so the executor
+// can report phase changes (to a timeline) without knowing algorithms.
+type Phase uint8
+
+// Phases of the built-in algorithms.
+const (
+	// PhaseNone is an unlabelled step.
+	PhaseNone Phase = iota
+	// PhaseReduceScatter is a ring's reduce-scatter part.
+	PhaseReduceScatter
+	// PhaseAllGather is a ring's allgather part.
+	PhaseAllGather
+	// PhaseBroadcast is a chain broadcast.
+	PhaseBroadcast
+	// PhaseExchange is recursive doubling's pairwise exchanges.
+	PhaseExchange
+)
+
+var phaseNames = [...]string{"run", "reduce-scatter", "allgather", "broadcast", "exchange"}
+
+// String returns the phase's name: "reduce-scatter", "allgather" ...
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Step is a set of operations run together; Phase labels it for tracing.
+type Step struct {
+	Ops   []Op
+	Phase Phase
+}
 
 // Channel is an ordered list of steps over one set of links.
 type Channel struct{ Steps []Step }
+
+// HasEager reports whether the program posts or collects eager messages.
+func (p *Program) HasEager() bool {
+	for _, ch := range p.Channels {
+		for _, st := range ch.Steps {
+			for _, o := range st.Ops {
+				if o.Kind.Eager() {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
 
 // Program is one rank's part of a collective.
 type Program struct {
@@ -115,6 +197,11 @@ type Program struct {
 	InputLen   int // elements of the Input buffer (0 when unused)
 	ScratchLen int // elements of Scratch the executor must provide
 	Channels   []Channel
+	// General keeps the program off the synchronous fastbox path even
+	// where its messages would fit: every rank of the call must take the
+	// same path, and some ranks' programs of this call need the general
+	// one (they collect eager messages).
+	General bool
 }
 
 // Validate checks that every operation stays inside its buffer and names a
@@ -146,7 +233,7 @@ func (p *Program) Validate() error {
 					return fmt.Errorf("%s: region outside %s of %d elements", where, o.Buf, n)
 				}
 				switch o.Kind {
-				case Send, Recv, RecvReduce:
+				case Send, Recv, RecvReduce, Post, Collect:
 					if o.Peer < 0 || o.Peer >= p.World || o.Peer == p.Rank {
 						return fmt.Errorf("%s: bad peer", where)
 					}
@@ -174,12 +261,12 @@ func (p *Program) Validate() error {
 	return nil
 }
 
-// checkOverlap rejects a step in which a region written by a receive
-// overlaps a region read by a send or written by another receive: those
-// run concurrently.
+// checkOverlap rejects a step in which a region written by a receive or a
+// collect overlaps a region read by a send or post or written by another
+// receive: those run concurrently.
 func checkOverlap(st Step) error {
 	for i, a := range st.Ops {
-		if a.Kind != Recv && a.Kind != RecvReduce {
+		if !a.Kind.Writes() {
 			continue
 		}
 		for j, b := range st.Ops {

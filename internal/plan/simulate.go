@@ -8,25 +8,45 @@ type SimOp func(dst, src float64) float64
 // Simulate runs every rank's program in memory, one rank at a time, as the
 // reference the real executor is tested against. Messages on a (from, to,
 // channel) triple are delivered in order; a step runs once all of its
-// receives can be satisfied. data[r] and input[r] are rank r's buffers
-// (input may be nil); on return data holds the results. It fails on a
-// deadlock, an unmatched message or a length mismatch.
+// receives can be satisfied. Eager messages (Post) wait at their receiver
+// until a Collect with a matching tag takes them; a Collect without Must
+// runs once nothing else can progress (its deadline has passed), taking
+// what has been posted to it by then. data[r] and input[r] are rank r's
+// buffers (input may be nil); on return data holds the results. It fails
+// on a deadlock, an unmatched ordered message or a length mismatch; eager
+// messages nobody collected are returned (a late child's gradient waits
+// for the next call).
 func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
+	_, err := SimulateEager(progs, data, input, op)
+	return err
+}
+
+// EagerMessage is an eager message Simulate left uncollected.
+type EagerMessage struct {
+	From, To int
+	Tag      uint32
+	Data     []float64
+}
+
+// SimulateEager is Simulate, returning the eager messages left uncollected.
+func SimulateEager(progs []*Program, data, input [][]float64, op SimOp) ([]EagerMessage, error) {
 	n := len(progs)
 	type key struct{ from, to, ch int }
 	queues := map[key][][]float64{}
+	var eager []EagerMessage // posted, not yet collected, in posting order
+	lateCollect := false     // nothing else could progress: deadlines have passed
 	scratch := make([][]float64, n)
 	pos := make([][]int, n)      // [rank][channel] next step
 	started := make([][]bool, n) // [rank][channel] local ops and sends done
 	for r, p := range progs {
 		if err := p.Validate(); err != nil {
-			return err
+			return nil, err
 		}
 		if p.Rank != r || p.World != n {
-			return fmt.Errorf("simulate: program %d is for rank %d of %d", r, p.Rank, p.World)
+			return nil, fmt.Errorf("simulate: program %d is for rank %d of %d", r, p.Rank, p.World)
 		}
 		if len(data[r]) != p.DataLen {
-			return fmt.Errorf("simulate: rank %d data has %d elements, program wants %d", r, len(data[r]), p.DataLen)
+			return nil, fmt.Errorf("simulate: rank %d data has %d elements, program wants %d", r, len(data[r]), p.DataLen)
 		}
 		scratch[r] = make([]float64, p.ScratchLen)
 		pos[r] = make([]int, len(p.Channels))
@@ -67,16 +87,32 @@ func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
 							}
 						}
 						for _, o := range st.Ops {
-							if o.Kind == Send {
+							msg := append([]float64(nil), buf(r, o.Buf)[o.Off:o.Off+o.Len]...)
+							switch o.Kind {
+							case Send:
 								k := key{r, o.Peer, c}
-								queues[k] = append(queues[k], append([]float64(nil), buf(r, o.Buf)[o.Off:o.Off+o.Len]...))
+								queues[k] = append(queues[k], msg)
+							case Post:
+								eager = append(eager, EagerMessage{From: r, To: o.Peer, Tag: o.Tag, Data: msg})
 							}
 						}
 					}
+					matches := func(o Op, m EagerMessage) bool {
+						return m.From == o.Peer && m.To == r && m.Tag&o.TagMask == o.Tag&o.TagMask
+					}
 					ready := true
 					for _, o := range st.Ops {
-						if o.Kind == Recv || o.Kind == RecvReduce {
+						switch o.Kind {
+						case Recv, RecvReduce:
 							if len(queues[key{o.Peer, r, c}]) == 0 {
+								ready = false
+							}
+						case Collect:
+							have := false
+							for _, m := range eager {
+								have = have || matches(o, m)
+							}
+							if !have && (o.Must || !lateCollect) {
 								ready = false
 							}
 						}
@@ -86,6 +122,24 @@ func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
 						break
 					}
 					for _, o := range st.Ops {
+						if o.Kind == Collect {
+							kept := eager[:0]
+							for _, m := range eager {
+								if !matches(o, m) {
+									kept = append(kept, m)
+									continue
+								}
+								if len(m.Data) != o.Len {
+									return nil, fmt.Errorf("simulate: rank %d collects %d elements from %d, got %d", r, o.Len, o.Peer, len(m.Data))
+								}
+								dst := buf(r, o.Buf)[o.Off : o.Off+o.Len]
+								for i := range dst {
+									dst[i] = op(dst[i], m.Data[i])
+								}
+							}
+							eager = kept
+							continue
+						}
 						if o.Kind != Recv && o.Kind != RecvReduce {
 							continue
 						}
@@ -93,7 +147,7 @@ func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
 						msg := queues[k][0]
 						queues[k] = queues[k][1:]
 						if len(msg) != o.Len {
-							return fmt.Errorf("simulate: rank %d ch %d step %d expects %d elements from %d, got %d", r, c, pos[r][c], o.Len, o.Peer, len(msg))
+							return nil, fmt.Errorf("simulate: rank %d ch %d step %d expects %d elements from %d, got %d", r, c, pos[r][c], o.Len, o.Peer, len(msg))
 						}
 						dst := buf(r, o.Buf)[o.Off : o.Off+o.Len]
 						if o.Kind == Recv {
@@ -114,15 +168,20 @@ func Simulate(progs []*Program, data, input [][]float64, op SimOp) error {
 			break
 		}
 		if !progress {
-			return fmt.Errorf("simulate: deadlock")
+			if !lateCollect {
+				lateCollect = true // every deadline passes: collects take what they have
+				continue
+			}
+			return nil, fmt.Errorf("simulate: deadlock")
 		}
+		lateCollect = false
 	}
 	for k, q := range queues {
 		if len(q) > 0 {
-			return fmt.Errorf("simulate: %d unreceived messages from %d to %d on channel %d", len(q), k.from, k.to, k.ch)
+			return nil, fmt.Errorf("simulate: %d unreceived messages from %d to %d on channel %d", len(q), k.from, k.to, k.ch)
 		}
 	}
-	return nil
+	return eager, nil
 }
 
 // SimSum is the SimOp for Sum and Avg.

@@ -123,48 +123,6 @@ func prod[T number](d, s []T) {
 	}
 }
 
-// applyF16 and applyBF16 are spelled out per type (rather than taking the
-// converters as function values) so the conversions inline into the loop.
-func applyF16(d, s []uint16, op Op) {
-	s = s[:len(d)]
-	switch op {
-	case Sum, Avg:
-		for i := range d {
-			d[i] = F32ToF16(F16ToF32(d[i]) + F16ToF32(s[i]))
-		}
-	default:
-		for i := range d {
-			d[i] = F32ToF16(fold32(F16ToF32(d[i]), F16ToF32(s[i]), op))
-		}
-	}
-}
-
-func applyBF16(d, s []uint16, op Op) {
-	s = s[:len(d)]
-	switch op {
-	case Sum, Avg:
-		for i := range d {
-			d[i] = F32ToBF16(BF16ToF32(d[i]) + BF16ToF32(s[i]))
-		}
-	default:
-		for i := range d {
-			d[i] = F32ToBF16(fold32(BF16ToF32(d[i]), BF16ToF32(s[i]), op))
-		}
-	}
-}
-
-func fold32(a, b float32, op Op) float32 {
-	switch op {
-	case Prod:
-		return a * b
-	case Min:
-		return min(a, b)
-	case Max:
-		return max(a, b)
-	}
-	return a + b
-}
-
 // Scale divides every element of buf by n (the Avg finalisation). Integer
 // types use truncating division; 16-bit floats divide in float32.
 func Scale(buf []byte, dt DType, n int) error {
@@ -187,15 +145,9 @@ func Scale(buf []byte, dt DType, n int) error {
 	case Uint8:
 		scale(view[uint8](buf), uint8(min(n, 255)))
 	case Float16:
-		v := view[uint16](buf)
-		for i := range v {
-			v[i] = F32ToF16(F16ToF32(v[i]) / float32(n))
-		}
+		scaleF16(view[uint16](buf), float32(n))
 	case BFloat16:
-		v := view[uint16](buf)
-		for i := range v {
-			v[i] = F32ToBF16(BF16ToF32(v[i]) / float32(n))
-		}
+		scaleBF16(view[uint16](buf), float32(n))
 	}
 	return nil
 }

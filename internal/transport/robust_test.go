@@ -151,13 +151,11 @@ func TestIdleStrangersAreBoundedAndTheMeshStillForms(t *testing.T) {
 		t.Fatal(r1.err)
 	}
 	defer r1.m.Close()
-	r1.m.pendingMu.Lock()
-	peak := r1.m.nPending
-	r1.m.pendingMu.Unlock()
-	if peak > maxPendingPerHost {
-		t.Fatalf("%d handshakes pending from one host, cap %d", peak, maxPendingPerHost)
+	st := r1.m.gate.Stats()
+	if st.Pending > maxPendingPerHost || st.Evicted == 0 {
+		t.Fatalf("gate %+v: want at most %d pending from one host, the oldest evicted", st, maxPendingPerHost)
 	}
-	if !strings.Contains(logs.String(), "too many unauthenticated connections") {
+	if !strings.Contains(logs.String(), "refused an unauthenticated connection") {
 		t.Fatalf("refusals over the cap not logged: %s", logs.String())
 	}
 }
@@ -182,9 +180,15 @@ func TestJudgeState(t *testing.T) {
 		{"another group's call", wire.State{Active: true, Desc: Desc{Collective: wire.AllReduce, Group: 9, Call: 5}, Done: 2}, wire.FieldNone, false},
 	}
 	for _, c := range cases {
+		c.st.ForGroup, c.st.ForCall = mine.Group, mine.Call
 		f, why := JudgeState(&mine, &c.st)
 		if (why != "") != c.wrong || f != c.field {
 			t.Errorf("%s: JudgeState = %v, %q; want field %v, wrong %v", c.name, f, why, c.field, c.wrong)
 		}
+	}
+	// An answer about an earlier call says nothing about this one.
+	old := wire.State{Done: 9, Desc: other, ForGroup: mine.Group, ForCall: mine.Call - 1}
+	if f, why := JudgeState(&mine, &old); why != "" || f != wire.FieldNone {
+		t.Errorf("a stale answer was judged: %v %q", f, why)
 	}
 }

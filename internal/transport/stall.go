@@ -65,6 +65,7 @@ func (m *Mesh) ring() {
 func (m *Mesh) answer(l *Link, q *Desc) {
 	if m.cfg.State != nil {
 		if st, ok := m.cfg.State(q.Group); ok {
+			st.ForGroup, st.ForCall = q.Group, q.Call
 			l.queue(wire.TypeState, st.Marshal())
 			return
 		}
@@ -94,7 +95,7 @@ func (m *Mesh) AnswerAsks(cur *Desc, done func(group uint32) uint64) {
 	m.asked.Store(false)
 	m.asksMu.Unlock()
 	for _, a := range asks {
-		st := wire.State{Active: true, Desc: *cur, Done: done(a.q.Group)}
+		st := wire.State{Active: true, Desc: *cur, Done: done(a.q.Group), ForGroup: a.q.Group, ForCall: a.q.Call}
 		a.link.queue(wire.TypeState, st.Marshal())
 	}
 }
@@ -104,6 +105,9 @@ func (m *Mesh) AnswerAsks(cur *Desc, done func(group uint32) uint64) {
 // which, when one shows it), or "" when the peer is merely behind or
 // still in the same call.
 func JudgeState(mine *Desc, st *wire.State) (wire.Field, string) {
+	if !st.Answers(mine) {
+		return wire.FieldNone, "" // an answer about an earlier call
+	}
 	if st.Active && st.Desc.Group == mine.Group && st.Desc.Call == mine.Call {
 		if f := mine.Diff(&st.Desc); f != wire.FieldNone {
 			return f, "the same call with other arguments"

@@ -31,12 +31,16 @@ const (
 	AllToAll
 	// Probe is a measurement exchange (latency and bandwidth of a pair).
 	Probe
-	maxCollective = Probe
+	// AllReduceTree is AllReduce among the members of a group into which
+	// their evicted children's eager contributions are folded first
+	// (Root: a hash of the child-to-parent edges).
+	AllReduceTree
+	maxCollective = AllReduceTree
 )
 
 var collectiveNames = [...]string{AllReduce: "AllReduce", Broadcast: "Broadcast", AllGather: "AllGather",
 	ReduceScatter: "ReduceScatter", Barrier: "Barrier", PointToPoint: "Send/Recv", Eager: "Eager",
-	AllToAll: "AllToAll", Probe: "Probe"}
+	AllToAll: "AllToAll", Probe: "Probe", AllReduceTree: "AllReduceTree"}
 
 // String returns the collective's name.
 func (c Collective) String() string {
@@ -48,6 +52,21 @@ func (c Collective) String() string {
 
 // Valid reports whether c is a known collective.
 func (c Collective) Valid() bool { return c >= AllReduce && c <= maxCollective }
+
+// The variants of an AllToAll, in Desc.Root, so that ranks calling
+// different ones are caught like any other mismatch.
+const (
+	// AllToAllEven exchanges equal blocks; Count is the block's elements.
+	AllToAllEven uint32 = iota
+	// AllToAllCounts is AllToAllV's exchange of split sizes (two int64s
+	// per pair: what the sender sends, what it expects back); Count is 2.
+	AllToAllCounts
+	// AllToAllUneven is AllToAllV's data. Count is 0: each pair's sizes
+	// were agreed by the AllToAllCounts call just before.
+	AllToAllUneven
+)
+
+var allToAllNames = [...]string{AllToAllEven: "even", AllToAllCounts: "split sizes", AllToAllUneven: "uneven"}
 
 // World is the Group of a call that involves every rank.
 const World uint32 = 0
@@ -62,13 +81,17 @@ type Desc struct {
 	DType uint8
 	// RedOp is the reduction operator (0 when the call reduces nothing).
 	RedOp uint8
-	// Root is the root rank of a rooted call (Broadcast), else 0.
+	// Root is the root rank of a rooted call (Broadcast), the variant of
+	// an AllToAll (AllToAllEven, AllToAllCounts, AllToAllUneven), a hash
+	// of the edges of an AllReduceTree, else 0.
 	Root uint32
 	// Group identifies the ranks taking part: World, or a hash of a
 	// member list (a subgroup's own ring), or of a directed pair for
 	// point-to-point calls.
 	Group uint32
 	// Tag is the application's tag of an Eager or point-to-point message.
+	// Eager tags are partitioned by the engine (internal/engine.Class):
+	// the top bit says which user of the mailbox a message is for.
 	Tag uint32
 	// Call numbers the calls of Group on the sending rank, from 1; every
 	// member makes the same calls of a group in the same order, so a
@@ -180,6 +203,13 @@ func (d *Desc) Format(n Names) string {
 	}
 	if d.Collective == Broadcast {
 		fmt.Fprintf(&b, ", root=%d", d.Root)
+	}
+	if d.Collective == AllToAll {
+		if int(d.Root) < len(allToAllNames) {
+			fmt.Fprintf(&b, ", %s", allToAllNames[d.Root])
+		} else {
+			fmt.Fprintf(&b, ", variant %d", d.Root)
+		}
 	}
 	if d.Collective == Eager || d.Collective == PointToPoint {
 		fmt.Fprintf(&b, ", tag=%d", d.Tag)

@@ -42,12 +42,17 @@ type State struct {
 	// Done is how many calls of the asker's group the answering rank has
 	// completed.
 	Done uint64
+	// ForGroup and ForCall name the call the Query asked about (the
+	// asker's), so an answer that arrives after the asker moved on to
+	// another call is not taken for an answer about the new one.
+	ForGroup uint32
+	ForCall  uint64
 }
 
-// StateSize is the size of a State payload: Active, Desc, Done and seven
-// zero bytes, so that every frame keeps the byte stream 8-byte aligned
-// (shared-memory rings fold elements in place).
-const StateSize = 1 + DescSize + 8 + 7
+// StateSize is the size of a State payload: Active, Desc, Done, ForCall,
+// ForGroup and three zero bytes, so that every frame keeps the byte stream
+// 8-byte aligned (shared-memory rings fold elements in place).
+const StateSize = 1 + DescSize + 8 + 8 + 4 + 3
 
 // Marshal encodes the State.
 func (s *State) Marshal() []byte {
@@ -57,15 +62,21 @@ func (s *State) Marshal() []byte {
 	}
 	PutDesc(b[1:], &s.Desc)
 	le.PutUint64(b[1+DescSize:], s.Done)
+	le.PutUint64(b[1+DescSize+8:], s.ForCall)
+	le.PutUint32(b[1+DescSize+16:], s.ForGroup)
 	return b
 }
 
+// Answers reports whether the State answers a Query about call d.
+func (s *State) Answers(d *Desc) bool { return s.ForGroup == d.Group && s.ForCall == d.Call }
+
 // ParseState decodes a State payload.
 func ParseState(p []byte) (State, error) {
-	if len(p) != StateSize || p[0] > 1 || p[1+3] != 0 || le.Uint64(p[StateSize-8:])>>8 != 0 {
+	if len(p) != StateSize || p[0] > 1 || p[1+3] != 0 || p[StateSize-1] != 0 || p[StateSize-2] != 0 || p[StateSize-3] != 0 {
 		return State{}, fmt.Errorf("%w: state of %d bytes", ErrMalformed, len(p))
 	}
-	s := State{Active: p[0] == 1, Desc: GetDesc(p[1:]), Done: le.Uint64(p[1+DescSize:])}
+	s := State{Active: p[0] == 1, Desc: GetDesc(p[1:]), Done: le.Uint64(p[1+DescSize:]),
+		ForCall: le.Uint64(p[1+DescSize+8:]), ForGroup: le.Uint32(p[1+DescSize+16:])}
 	if s.Active && !s.Desc.Collective.Valid() {
 		return State{}, fmt.Errorf("%w: state in unknown collective %d", ErrMalformed, p[1])
 	}

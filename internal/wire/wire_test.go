@@ -84,6 +84,14 @@ func TestDescDiffNamesTheFirstDifferingField(t *testing.T) {
 	if got := a.Format(Names{}); got != "Broadcast #5 (count=8, dtype 1, root=0)" {
 		t.Errorf("Format = %q", got)
 	}
+	v := Desc{Collective: AllToAll, DType: 3, Root: AllToAllCounts, Call: 2, Count: 2}
+	if got := v.Format(Names{}); got != "AllToAll #2 (count=2, dtype 3, split sizes)" {
+		t.Errorf("Format = %q", got)
+	}
+	v.Root = 9
+	if got := v.Format(Names{}); got != "AllToAll #2 (count=2, dtype 3, variant 9)" {
+		t.Errorf("Format = %q", got)
+	}
 }
 
 func TestQueryAndStateRoundTrip(t *testing.T) {
@@ -92,7 +100,7 @@ func TestQueryAndStateRoundTrip(t *testing.T) {
 	if err != nil || got != d {
 		t.Fatalf("query: %+v %v", got, err)
 	}
-	for _, s := range []State{{Active: true, Desc: d, Done: 9}, {Done: 1}} {
+	for _, s := range []State{{Active: true, Desc: d, Done: 9, ForGroup: 3, ForCall: 1 << 33}, {Done: 1}} {
 		g, err := ParseState(s.Marshal())
 		if err != nil || g != s {
 			t.Fatalf("state: %+v %v", g, err)

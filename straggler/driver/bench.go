@@ -9,9 +9,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
-	"github.com/ringtail-ml/ringtail/straggler/driver/workload"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
+	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
 // BenchConfig configures `ringtail bench straggler`.
@@ -62,11 +62,13 @@ type BenchRow struct {
 	// AppliedPerStep is the adaptive run's mean samples applied per step
 	// (the global batch under BSP).
 	AppliedPerStep float64 `json:"adaptive_applied_per_step"`
-	// EvictSteps, Late and Cut describe the adaptive run (see
-	// SyntheticResult).
-	EvictSteps int   `json:"evict_steps"`
-	Late       int64 `json:"late"`
-	Cut        int64 `json:"cut"`
+	// EvictSteps, OverlapSteps, Folded, Staleness and Cut describe the
+	// adaptive run (see SyntheticResult).
+	EvictSteps   int     `json:"evict_steps"`
+	OverlapSteps int     `json:"overlap_steps"`
+	Folded       int64   `json:"folded"`
+	Staleness    float64 `json:"staleness"`
+	Cut          int64   `json:"cut"`
 }
 
 // RunBench runs BSP and the adaptive policy under every selected pattern
@@ -74,7 +76,7 @@ type BenchRow struct {
 // emit as soon as it is measured.
 func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) error {
 	if cfg.Policy == "" {
-		cfg.Policy = policy.NameAdaptive
+		cfg.Policy = straggler.NameAdaptive
 	}
 	for _, n := range cfg.Ranks {
 		pats := workload.DefaultPatterns(n, cfg.GlobalBatch, cfg.PerSample, cfg.Seed)
@@ -97,7 +99,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 			return RunSynthetic(ctx, SyntheticConfig{Ranks: n, Policy: policy, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps,
 				GlobalBatch: cfg.GlobalBatch, PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Logger: cfg.Logger})
 		}
-		clean, err := run(policy.NameBSP, nil)
+		clean, err := run(straggler.NameBSP, nil)
 		if err != nil {
 			return fmt.Errorf("driver: %d ranks, no straggler, bsp: %w", n, err)
 		}
@@ -114,7 +116,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 			}
 			bsp := clean
 			if pat.Spec != "" {
-				if bsp, err = run(policy.NameBSP, in); err != nil {
+				if bsp, err = run(straggler.NameBSP, in); err != nil {
 					return fmt.Errorf("driver: %d ranks, %s, bsp: %w", n, pat.Name, err)
 				}
 			}
@@ -130,7 +132,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 			row := BenchRow{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: cfg.Policy,
 				BSP: bsp.PerBatch.Seconds(), Adaptive: ad.PerBatch.Seconds(), Ideal: ideal.Seconds(),
 				Collective: ad.Reduction.Seconds(), CleanCollective: coll.Seconds(), AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps),
-				EvictSteps: ad.EvictSteps, Late: ad.Late, Cut: ad.Cut}
+				EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, Folded: ad.Folded, Staleness: ad.Staleness, Cut: ad.Cut}
 			row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
 			if err := emit(row); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -11,34 +13,37 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // Comm is the part of a ringtail communicator the Driver uses;
 // *ringtail.Comm implements it.
 type Comm interface {
-	// Rank returns this rank.
 	Rank() int
-	// Size returns the world size.
 	Size() int
-	// AllReduce reduces buf across all ranks in place.
 	AllReduce(ctx context.Context, buf ringtail.Buffer, op ringtail.Op) error
-	// AllReduceAmong reduces buf across members only.
 	AllReduceAmong(ctx context.Context, buf ringtail.Buffer, op ringtail.Op, members []int) error
-	// Contribute sends buf to peer as an eager message tagged tag.
+	AllReduceTree(ctx context.Context, buf ringtail.Buffer, t ringtail.Tree) (int, error)
 	Contribute(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) error
-	// NextContribution returns the earliest unclaimed contribution from
-	// any rank of from, or ctx's error when ctx ends first.
-	NextContribution(ctx context.Context, from []int) (*ringtail.Contribution, error)
+	ContributeAsync(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) (*ringtail.Posting, error)
+	TakeContributionMatching(ctx context.Context, from int, tag, mask uint32) (*ringtail.Contribution, error)
+	TryContribution(from int, tag, mask uint32) (*ringtail.Contribution, bool)
+	Probe(ctx context.Context, cfg ringtail.ProbeConfig) (topology.LinkEstimates, error)
 }
 
 var _ Comm = (*ringtail.Comm)(nil)
+
+// lateReducer is a Comm with the exact mode's collective (AllReduceLate):
+// the others reduce-scatter while the late rank is still computing.
+type lateReducer interface {
+	AllReduceLate(ctx context.Context, buf ringtail.Buffer, op ringtail.Op, late int) error
+}
 
 // ErrInvalidConfig is wrapped by configuration and argument errors.
 var ErrInvalidConfig = errors.New("driver: invalid config")
 
 // DefaultOpTimeout bounds every wait of a step that is not a policy wait:
-// for a gradient owed from the previous step, for a child's result.
+// for a child's gradient the staleness bound requires, for parameters.
 const DefaultOpTimeout = 5 * time.Minute
 
 // Config configures a Driver.
@@ -49,8 +54,16 @@ type Config struct {
 	// step (gradient sums, a loss sum …); ≥ 0.
 	Payload int
 	// Policy configures the decisions; World defaults to Comm.Size().
-	Policy policy.Config
-	// OpTimeout bounds waits for owed gradients and results (default
+	Policy straggler.Config
+	// Probe measures the links between ranks when the Driver starts (a
+	// collective: every rank), so that the policy predicts any ring's
+	// reduction time and sees a rank behind a slow link.
+	Probe bool
+	// Telemetry, when set, is read once per step for the rank's report:
+	// host CPU and GPU utilisation in [0, 1], GPU SM clock in MHz (0: no
+	// device); the policy's predictor regresses on them.
+	Telemetry func() (cpu, gpu, smClockMHz float64)
+	// OpTimeout bounds waits for gradients and parameters (default
 	// DefaultOpTimeout). The Comm's own OpTimeout bounds its collectives.
 	OpTimeout time.Duration
 	// Logger receives one debug event per decision (info when the mode
@@ -64,10 +77,9 @@ type Role int
 const (
 	// RoleMember is a ring member without children.
 	RoleMember Role = iota
-	// RoleParent is a ring member that collects children's gradients.
+	// RoleParent is a ring member that folds children's gradients.
 	RoleParent
-	// RoleChild is an evicted rank: it contributes to its parent and
-	// receives the step's result from it.
+	// RoleChild is an evicted rank computing at its own pace.
 	RoleChild
 )
 
@@ -89,8 +101,7 @@ type StepInput struct {
 	// Samples is the number of samples whose gradients the payload sums.
 	Samples int
 	// Compute is the time spent computing them: under a budget, the time
-	// at which the last whole sample was done (not the time the budget
-	// stopped a sample in progress).
+	// at which the last whole sample was done.
 	Compute time.Duration
 	// Arrival is the time from the step's start (when the previous Step
 	// returned) to this call.
@@ -102,52 +113,115 @@ type StepInput struct {
 
 // Result is what a Step did.
 type Result struct {
-	// Step is the step executed.
+	// Step is the member step executed (for a child: the step of the
+	// parameters its gradient was computed on).
 	Step int
 	// Role is this rank's role in it.
 	Role Role
 	// Applied is the number of samples whose gradients the payload now
-	// sums (every rank's on-time gradient plus gradients folded late).
+	// sums (members' and the children's gradients folded); 0 for a child,
+	// which applies nothing: its parameters come from its parent.
 	Applied int
-	// Late is the part of Applied folded a step late.
-	Late int
-	// Carried counts this rank's children whose gradient missed the wait;
-	// it is folded at the next step.
-	Carried int
-	// Wait is the time from the call to the result (waiting for children,
-	// owed gradients, the ring, or the parent).
+	// Folded is the number of child gradients this step folded, and
+	// Staleness their mean staleness in steps.
+	Folded    int
+	Staleness float64
+	// StateReplaced says a child's state (parameters …) was replaced by
+	// fresher ones from its parent: compute the next gradient on them.
+	StateReplaced bool
+	// Done says training is over for a child: its parent sent the final
+	// state. Call Flush next.
+	Done bool
+	// Wait is the time from the call to the result.
 	Wait time.Duration
 	// Plan is the plan executed; Next the plan of the next step.
-	Plan, Next policy.Plan
+	Plan, Next straggler.Plan
 	// Report is the decoded report the next plan was decided from.
-	Report policy.Report
+	Report straggler.Report
 }
 
-type owed struct{ child, step int }
+// Tags of the driver's eager messages: the kind in the low two bits, a
+// step or version above.
+const (
+	kindGradient uint32 = 0 // a child's gradient, up to its parent
+	kindState    uint32 = 1 // parameters (and optimizer state), down to a child
+	kindReport   uint32 = 2 // a step's report, down to a child
+	kindMarker   uint32 = 3 // a child's last gradient before it rejoins or ends
+	kindMask     uint32 = 3
+)
+
+func tag(kind uint32, n int) uint32 { return uint32(n)<<2 | kind }
+
+// Flags of a state message.
+const (
+	stateFull   = 1 // every state part, not only the parameters
+	stateRejoin = 2 // the child is a member from this version on
+	stateFinal  = 4 // training is over: flush
+)
+
+// stateHeader is the number of float32s before a state message's data:
+// version, flags.
+const stateHeader = 2
 
 // Driver executes the straggler policy for one rank: call Step once per
-// training step after filling Buffer with the step's gradient sum. It is
-// owned by the calling goroutine (not safe for concurrent use), starts no
-// goroutines, and every blocking wait is bounded by the caller's context
-// and OpTimeout.
+// iteration after filling Buffer with the gradient sum. As a member it
+// reduces with the ring, the exact overlap or the parent tree; as a child
+// it sends its gradient to its parent and returns at once, taking fresher
+// parameters when they have come. It is owned by the calling goroutine,
+// and every blocking wait is bounded by the caller's context and OpTimeout.
 type Driver struct {
 	cfg    Config
 	comm   Comm
 	rank   int
 	world  int
-	layout policy.Layout
+	layout straggler.Layout
 	buf    []float32
-	pol    *policy.Policy
-	plan   policy.Plan
-	box    mailbox
-	owed   []owed // children's gradients to fold at the next step
-	wait   time.Duration
+	pol    *straggler.Policy
+	plan   straggler.Plan // the plan of the next member step
+	wait   time.Duration  // time in the previous reduction
 	log    zerolog.Logger
+
+	state  [][]float32 // the caller's state parts (SetState): part 0 the parameters
+	stateN int         // header + every part, in float32s
+
+	// Messages on their way, none of which may hold up a step: a parent's
+	// state posts (one buffer per child: a newer state waits until the
+	// previous one is sent, so a slow link gets the newest it can take),
+	// its report posts, a child's gradients (two buffers, alternately).
+	stateOut map[int]*outgoing
+	reports  []*ringtail.Posting
+	gradOut  [2]outgoing
+	gradNext int
+
+	// As a parent: children owed parameters (their gradient was folded),
+	// ranks owed a rejoin state, and former children whose last gradients
+	// (up to their marker) are still to be folded.
+	owed          []int
+	rejoiner      []int
+	pendingRejoin []int
+
+	// As a child: the version of the parameters held, gradients sent
+	// since the last state received, and the time of the last send.
+	version  int
+	unacked  int
+	lastPost time.Time
+	parent   int
+	done     bool
 }
 
+// outgoing is a buffer and the posting that may still be reading it.
+type outgoing struct {
+	buf  []float32
+	post *ringtail.Posting
+}
+
+// free reports whether the buffer may be refilled.
+func (o *outgoing) free() bool { return o.post == nil || o.post.Done() }
+
 // New validates cfg and returns a Driver whose first step runs the plain
-// ring with equal shares.
-func New(cfg Config) (*Driver, error) {
+// ring with equal shares. With cfg.Probe, every rank must call New at the
+// same point (the probe is a collective).
+func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Comm == nil {
 		return nil, fmt.Errorf("driver: no communicator: %w", ErrInvalidConfig)
 	}
@@ -167,101 +241,551 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Policy.World != world {
 		return nil, fmt.Errorf("driver: policy for %d ranks, communicator of %d: %w", cfg.Policy.World, world, ErrInvalidConfig)
 	}
-	pol, err := policy.New(cfg.Policy)
+	l := straggler.Layout{Payload: cfg.Payload, World: world}
+	if cfg.Policy.GradBytes == 0 {
+		cfg.Policy.GradBytes = 4 * l.Len()
+	}
+	if cfg.Probe && world > 1 {
+		est, err := cfg.Comm.Probe(ctx, ringtail.ProbeConfig{})
+		if err != nil {
+			return nil, fmt.Errorf("driver: rank %d: probing links: %w", rank, err)
+		}
+		cfg.Policy.Bandwidth = est.Bandwidth
+	}
+	pol, err := straggler.NewPolicy(cfg.Policy)
 	if err != nil {
 		return nil, err
 	}
-	l := policy.Layout{Payload: cfg.Payload, World: world}
 	return &Driver{cfg: cfg, comm: cfg.Comm, rank: rank, world: world, layout: l, buf: make([]float32, l.Len()),
-		pol: pol, plan: pol.Plan(), box: newMailbox(cfg.Comm, rank, world),
+		pol: pol, plan: pol.Plan(), parent: -1, stateN: stateHeader, stateOut: map[int]*outgoing{},
 		log: cfg.Logger.With().Int("rank", rank).Logger()}, nil
 }
 
-// Buffer returns the payload: fill it with the step's gradient sum before
-// Step; after Step it holds the sum over the Result's Applied samples.
+// Buffer returns the payload: fill it with the iteration's gradient sum
+// before Step; after a member's Step it holds the sum over the Result's
+// Applied samples.
 func (d *Driver) Buffer() []float32 { return d.buf[:d.layout.Payload] }
 
 // Layout returns the buffer layout.
-func (d *Driver) Layout() policy.Layout { return d.layout }
+func (d *Driver) Layout() straggler.Layout { return d.layout }
 
-// Plan returns the plan of the next Step.
-func (d *Driver) Plan() policy.Plan { return d.plan }
+// SetState registers the caller's training state, parameters first (then
+// optimizer state, …): a child gets fresh parameters from its parent, and
+// the whole state when it rejoins the ring or training ends.
+func (d *Driver) SetState(parts ...[]float32) {
+	d.state = parts
+	d.stateN = stateHeader
+	for _, p := range parts {
+		d.stateN += len(p)
+	}
+}
 
-// Share returns rank's batch share in the next Step.
+// Plan returns the plan of the next member step.
+func (d *Driver) Plan() straggler.Plan { return d.plan }
+
+// Role returns this rank's role in its next Step.
+func (d *Driver) Role() Role {
+	if _, ok := d.plan.ParentOf(d.rank); ok {
+		return RoleChild
+	}
+	if len(d.plan.Children(d.rank)) > 0 {
+		return RoleParent
+	}
+	return RoleMember
+}
+
+// Next returns the step whose batch the next iteration computes: a
+// member's next step, or the step of the parameters a child holds.
+func (d *Driver) Next() int {
+	if d.Role() == RoleChild {
+		return d.version
+	}
+	return d.plan.Step
+}
+
+// Share returns rank's samples per iteration under the current plan.
 func (d *Driver) Share(rank int) int { return d.plan.Shares[rank] }
 
 // Policy returns the configuration of the driver's policy.
-func (d *Driver) Policy() policy.Config { return d.pol.Config() }
+func (d *Driver) Policy() straggler.Config { return d.pol.Config() }
 
-// Pending returns the number of children's gradients this rank will fold
-// at the next step (or Flush).
-func (d *Driver) Pending() int { return len(d.owed) }
-
-// Step reduces the payload under the current plan and decides the next.
-// On error the communicator may have failed (see ringtail.Error); the
-// Driver is not usable after one.
+// Step hands in one iteration's gradient (in Buffer). A member reduces it
+// under the current plan and decides the next; a child sends it to its
+// parent and takes whatever the parent sent meanwhile. On error the
+// communicator may have failed (see ringtail.Error); the Driver is not
+// usable after one.
 func (d *Driver) Step(ctx context.Context, in StepInput) (Result, error) {
 	if in.Samples < 0 || in.Compute < 0 || in.Arrival < 0 {
 		return Result{}, fmt.Errorf("driver: rank %d: negative samples, compute or arrival in %+v: %w", d.rank, in, ErrInvalidConfig)
 	}
-	start := time.Now()
-	p := d.plan
-	res := Result{Step: p.Step, Plan: p}
-	d.begin(in.Samples, policy.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait})
-
+	if d.done {
+		return Result{Done: true}, fmt.Errorf("driver: rank %d: training is over: %w", d.rank, ErrInvalidConfig)
+	}
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
-	if err := d.foldOwed(opCtx, p.Step); err != nil {
+	if d.Role() == RoleChild {
+		return d.childStep(opCtx, in)
+	}
+	return d.memberStep(opCtx, in)
+}
+
+// telemetry reads the rank's CPU, GPU and clock for its report.
+func (d *Driver) telemetry(rr *straggler.RankReport) {
+	if d.cfg.Telemetry != nil {
+		rr.CPU, rr.GPU, rr.SMClockMHz = d.cfg.Telemetry()
+	}
+}
+
+// memberStep reduces this rank's gradient with the other members (and the
+// children's gradients their parents fold) and decides the next plan.
+func (d *Driver) memberStep(ctx context.Context, in StepInput) (Result, error) {
+	start := time.Now()
+	p := d.plan
+	res := Result{Step: p.Step, Plan: p, Role: d.Role()}
+	if err := d.postStates(ctx, p.Step, false); err != nil {
 		return res, err
 	}
-	if parent, ok := p.ParentOf(d.rank); ok {
-		res.Role = RoleChild
-		if err := d.child(opCtx, p.Step, parent); err != nil {
-			return res, err
+	d.log.Trace().Int("step", p.Step).Str("mode", p.Mode.String()).Ints("members", p.Members).Interface("parents", p.Parents).Ints("rejoin", d.pendingRejoin).Msg("driver: member step")
+	d.layout.Clear(d.buf)
+	rr := straggler.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait}
+	d.telemetry(&rr)
+	d.layout.WriteMember(d.buf, d.rank, rr)
+	if err := d.drainRejoined(ctx, p); err != nil {
+		return res, err
+	}
+	buf := ringtail.Float32s(d.buf)
+	var err error
+	switch {
+	case p.Mode == straggler.ModeEvict:
+		edges := make([]ringtail.TreeEdge, len(p.Parents))
+		for i, e := range p.Parents {
+			edges[i] = ringtail.TreeEdge{Child: e.Child, Parent: e.Parent, Must: e.Must}
 		}
-	} else {
-		res.Role = RoleMember
-		children := p.Children(d.rank)
-		if len(children) > 0 {
-			res.Role = RoleParent
-			carried, err := d.collect(opCtx, p, children, start.Add(-in.Arrival))
-			if err != nil {
-				return res, err
-			}
-			res.Carried = carried
+		stepStart := start.Add(-in.Arrival)
+		var folded int
+		folded, err = d.comm.AllReduceTree(ctx, buf, ringtail.Tree{Members: p.Members, Edges: edges,
+			Deadline: stepStart.Add(p.WaitUntil), Tag: kindGradient, TagMask: kindMask})
+		res.Folded = folded
+	case p.Mode == straggler.ModeOverlap && p.Late >= 0:
+		if lr, ok := d.comm.(lateReducer); ok {
+			err = lr.AllReduceLate(ctx, buf, ringtail.Sum, p.Late)
+		} else {
+			err = d.comm.AllReduce(ctx, buf, ringtail.Sum)
 		}
-		if err := d.reduce(opCtx, p); err != nil {
-			return res, err
-		}
-		for _, c := range children {
-			if err := d.comm.Contribute(opCtx, c, ringtail.Float32s(d.buf), tag(p.Step, kindResult)); err != nil {
-				return res, fmt.Errorf("driver: rank %d step %d: result to child %d: %w", d.rank, p.Step, c, err)
-			}
-		}
+	case len(p.Members) == d.world:
+		err = d.comm.AllReduce(ctx, buf, ringtail.Sum)
+	default:
+		err = d.comm.AllReduceAmong(ctx, buf, ringtail.Sum, p.Members)
+	}
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d step %d: %s reduction among %d ranks: %w", d.rank, p.Step, p.Mode, len(p.Members), err)
 	}
 	d.wait = time.Since(start)
 	res.Wait = d.wait
-	return d.finish(res)
-}
-
-// Flush folds the gradients still owed by late children into one more
-// reduction over every rank, so that nothing computed is lost at the end
-// of a run. Every rank must call it after its last Step; the payload then
-// holds the sum over the Result's Applied samples (often 0: apply an update
-// only when Applied > 0). It does not advance the step or the policy.
-func (d *Driver) Flush(ctx context.Context) (Result, error) {
-	start := time.Now()
-	p := policy.Ring(d.plan.Step, d.world, d.pol.Config().GlobalBatch)
-	res := Result{Step: p.Step, Plan: p, Next: d.plan}
-	clear(d.Buffer())
-	d.begin(0, policy.RankReport{Present: true})
-	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
-	defer cancel()
-	if err := d.foldOwed(opCtx, p.Step); err != nil {
+	rep, err := d.layout.Read(d.buf, p.Step)
+	if err != nil {
 		return res, err
 	}
-	if err := d.reduce(opCtx, p); err != nil {
+	res.Report, res.Applied = rep, rep.Applied
+	folded, stale := 0, 0.0
+	for c, cr := range rep.Child {
+		if cr.Count == 0 {
+			continue
+		}
+		folded += cr.Count
+		stale += cr.Staleness(p.Step) * float64(cr.Count)
+		if parent, ok := p.ParentOf(c); ok && parent == d.rank {
+			d.owed = append(d.owed, c)
+		}
+	}
+	res.Folded = folded
+	if folded > 0 {
+		res.Staleness = stale / float64(folded)
+	}
+	next, err := d.pol.Observe(rep)
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d: %w", d.rank, err)
+	}
+	// The children of this step hear its report (their policies replay it);
+	// ranks rejoining at the next step get their state at its start.
+	d.reapReports()
+	for _, e := range p.Children(d.rank) {
+		post, err := d.comm.ContributeAsync(ctx, e.Child, ringtail.Float32s(slices.Clone(d.buf[d.layout.Payload:])), tag(kindReport, p.Step))
+		if err != nil {
+			return res, fmt.Errorf("driver: rank %d: report of step %d to rank %d: %w", d.rank, p.Step, e.Child, err)
+		}
+		d.reports = append(d.reports, post)
+		if next.IsMember(e.Child) {
+			d.rejoiner = append(d.rejoiner, e.Child)
+			d.pendingRejoin = append(d.pendingRejoin, e.Child)
+		}
+	}
+	d.plan, res.Next = next, next
+	d.logDecision(res)
+	d.record(res, start.Add(-in.Arrival))
+	return res, nil
+}
+
+// post sends an eager message to peer.
+func (d *Driver) post(ctx context.Context, peer int, data []float32, t uint32) error {
+	d.log.Trace().Int("to", peer).Uint32("kind", t&kindMask).Uint32("n", t>>2).Int("len", len(data)).Msg("driver: post")
+	if err := d.comm.Contribute(ctx, peer, ringtail.Float32s(data), t); err != nil {
+		return fmt.Errorf("driver: rank %d: message %d/%d to rank %d: %w", d.rank, t&kindMask, t>>2, peer, err)
+	}
+	return nil
+}
+
+// reapReports forgets the report posts that have been sent.
+func (d *Driver) reapReports() {
+	d.reports = slices.DeleteFunc(d.reports, func(p *ringtail.Posting) bool { return p.Done() })
+}
+
+// postStates sends the state of version (the caller has applied the
+// updates of every step before it) to the children owed one and, whole, to
+// the ranks rejoining; with final, to every child, whole, marked final.
+// None of it waits for a slow link: a child whose previous state is still
+// on its way stays owed, and gets the newest state once the link is free;
+// a rejoin or final state waits for the previous one to be sent.
+func (d *Driver) postStates(ctx context.Context, version int, final bool) error {
+	send := func(to []int, flags int) ([]int, error) {
+		var busy []int
+		for _, c := range to {
+			o := d.stateOut[c]
+			if o == nil {
+				o = &outgoing{buf: make([]float32, d.stateN)}
+				d.stateOut[c] = o
+			}
+			if !o.free() {
+				if flags == 0 {
+					busy = append(busy, c)
+					continue
+				}
+				if err := o.post.Wait(ctx); err != nil {
+					return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+				}
+			}
+			data := d.stage(o.buf, version, flags)
+			d.log.Trace().Int("to", c).Int("version", version).Int("flags", flags).Int("len", len(data)).Msg("driver: post state")
+			post, err := d.comm.ContributeAsync(ctx, c, ringtail.Float32s(data), tag(kindState, version))
+			if err != nil {
+				return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+			}
+			o.post = post
+		}
+		return busy, nil
+	}
+	if final {
+		// Every child, and every rank about to rejoin (it waits for a
+		// state, and there will be no member step for it).
+		kids := slices.Clone(d.rejoiner)
+		for _, e := range d.plan.Children(d.rank) {
+			kids = append(kids, e.Child)
+		}
+		d.rejoiner = d.rejoiner[:0]
+		_, err := send(kids, stateFull|stateFinal)
+		return err
+	}
+	if _, err := send(d.rejoiner, stateFull|stateRejoin); err != nil {
+		return err
+	}
+	d.rejoiner = d.rejoiner[:0]
+	owed := slices.Compact(slices.Sorted(slices.Values(d.owed)))
+	var still []int
+	for _, c := range owed {
+		if parent, ok := d.plan.ParentOf(c); ok && parent == d.rank {
+			still = append(still, c)
+		}
+	}
+	busy, err := send(still, 0)
+	d.owed = append(d.owed[:0], busy...)
+	return err
+}
+
+// settle waits until every message this rank posted is sent.
+func (d *Driver) settle(ctx context.Context) error {
+	for c, o := range d.stateOut {
+		if o.post != nil {
+			if err := o.post.Wait(ctx); err != nil {
+				return fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
+			}
+		}
+	}
+	for _, p := range d.reports {
+		if err := p.Wait(ctx); err != nil {
+			return fmt.Errorf("driver: rank %d: report: %w", d.rank, err)
+		}
+	}
+	d.reports = d.reports[:0]
+	for i := range d.gradOut {
+		if o := &d.gradOut[i]; o.post != nil {
+			if err := o.post.Wait(ctx); err != nil {
+				return fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, d.parent, err)
+			}
+		}
+	}
+	return nil
+}
+
+// stage fills b with a state message: the header, then the parameters
+// (and, with stateFull, every other part).
+func (d *Driver) stage(b []float32, version, flags int) []float32 {
+	b[0], b[1] = float32(version), float32(flags)
+	off := stateHeader
+	for i, part := range d.state {
+		if i > 0 && flags&stateFull == 0 {
+			break
+		}
+		off += copy(b[off:], part)
+	}
+	return b[:off]
+}
+
+// drainRejoined folds, before this step's reduction, the gradients a rank
+// that has just rejoined sent as this rank's child: every one up to its
+// marker (the link delivers them in order), so none is lost or folded
+// twice.
+func (d *Driver) drainRejoined(ctx context.Context, p straggler.Plan) error {
+	for _, r := range d.pendingRejoin {
+		for {
+			c, err := d.comm.TakeContributionMatching(ctx, r, 0, 0)
+			if err != nil {
+				return fmt.Errorf("driver: rank %d step %d: gradients of rank %d, which rejoined: %w", d.rank, p.Step, r, err)
+			}
+			kind := c.Tag & kindMask
+			d.log.Trace().Int("from", r).Uint32("kind", kind).Msg("driver: drained")
+			if kind == kindGradient {
+				err = d.fold(c)
+			}
+			c.Release()
+			if err != nil {
+				return err
+			}
+			if kind == kindMarker {
+				break
+			}
+		}
+	}
+	d.pendingRejoin = d.pendingRejoin[:0]
+	return nil
+}
+
+// fold adds a child's gradient message (payload and child slots) to the
+// buffer.
+func (d *Driver) fold(c *ringtail.Contribution) error {
+	src, err := d.view(c)
+	if err != nil {
+		return err
+	}
+	for i, v := range src {
+		d.buf[i] += v
+	}
+	return nil
+}
+
+// view returns a contribution's data as float32s of the buffer's length.
+func (d *Driver) view(c *ringtail.Contribution) ([]float32, error) {
+	if c.Data.DType != ringtail.Float32 || c.Data.Len() != len(d.buf) {
+		return nil, fmt.Errorf("driver: rank %d: message from rank %d (tag %d) has %d × %v, want %d × float32",
+			d.rank, c.From, c.Tag, c.Data.Len(), c.Data.DType, len(d.buf))
+	}
+	return f32(c.Data.Bytes), nil
+}
+
+func f32(b []byte) []float32 {
+	if len(b) == 0 {
+		return []float32{}
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// childStep sends the gradient to the parent and takes what the parent
+// sent: reports (replayed into the policy, so it decides what the members
+// decide) and the newest state.
+func (d *Driver) childStep(ctx context.Context, in StepInput) (Result, error) {
+	start := time.Now()
+	parent, _ := d.plan.ParentOf(d.rank)
+	d.parent = parent
+	res := Result{Step: d.version, Plan: d.plan, Role: RoleChild}
+	cycle := time.Duration(0)
+	if !d.lastPost.IsZero() {
+		cycle = start.Sub(d.lastPost)
+	} else {
+		cycle = in.Arrival
+	}
+	d.lastPost = start
+	d.layout.Clear(d.buf)
+	d.layout.WriteChild(d.buf, d.rank, in.Samples, in.Compute, cycle, d.version)
+	// The gradient goes from a buffer of its own, so the caller computes
+	// the next one while a slow link carries this one.
+	o := &d.gradOut[d.gradNext]
+	d.gradNext ^= 1
+	if !o.free() {
+		if err := o.post.Wait(ctx); err != nil {
+			return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+		}
+	}
+	if o.buf == nil {
+		o.buf = make([]float32, len(d.buf))
+	}
+	copy(o.buf, d.buf)
+	post, err := d.comm.ContributeAsync(ctx, parent, ringtail.Float32s(o.buf), tag(kindGradient, d.version))
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+	}
+	o.post = post
+	d.unacked++
+	// At most two gradients in flight: a child on a slow link must not
+	// pile up gradients on stale parameters; it waits for fresh ones.
+	block := d.unacked >= 2
+	if err := d.receive(ctx, &res, block); err != nil {
 		return res, err
+	}
+	res.Wait = time.Since(start)
+	res.Next = d.plan
+	if res.Done || d.Role() != RoleChild {
+		// The last gradient before rejoining (or the end) is followed by
+		// a marker, so the old parent folds exactly what was sent.
+		if err := d.post(ctx, parent, d.buf[:0], tag(kindMarker, d.version)); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// receive replays the reports the parent forwarded and takes the newest
+// state; with block, it waits for one state first.
+func (d *Driver) receive(ctx context.Context, res *Result, block bool) error {
+	for {
+		if err := d.replayReports(); err != nil {
+			return err
+		}
+		if d.Role() != RoleChild {
+			// The reports say this rank rejoins: its parent is sending the
+			// members' whole state; it must have it before its first member
+			// step, and no state before it will do.
+			block = true
+		}
+		var st *ringtail.Contribution
+		if block {
+			d.log.Trace().Int("parent", d.parent).Int("unacked", d.unacked).Msg("driver: waiting for a state")
+			c, err := d.comm.TakeContributionMatching(ctx, d.parent, kindState, kindMask)
+			if err != nil {
+				return fmt.Errorf("driver: rank %d: waiting for parameters from rank %d: %w", d.rank, d.parent, err)
+			}
+			st, block = c, false
+		} else if c, ok := d.comm.TryContribution(d.parent, kindState, kindMask); ok {
+			st = c
+		} else {
+			return nil
+		}
+		rejoin, err := d.adopt(st, res)
+		if err != nil {
+			return err
+		}
+		if res.Done || rejoin {
+			return d.replayReports()
+		}
+	}
+}
+
+// replayReports feeds the policy every forwarded report that has arrived,
+// in step order.
+func (d *Driver) replayReports() error {
+	for {
+		parent, ok := d.plan.ParentOf(d.rank)
+		if !ok {
+			parent = d.parent
+		}
+		c, ok := d.comm.TryContribution(parent, tag(kindReport, d.plan.Step), math.MaxUint32)
+		if !ok {
+			return nil
+		}
+		tail := f32(c.Data.Bytes)
+		if len(tail) != d.layout.Tail() {
+			c.Release()
+			return fmt.Errorf("driver: rank %d: report of step %d has %d elements, want %d", d.rank, d.plan.Step, len(tail), d.layout.Tail())
+		}
+		copy(d.buf[d.layout.Payload:], tail)
+		c.Release()
+		rep, err := d.layout.Read(d.buf, d.plan.Step)
+		if err != nil {
+			return err
+		}
+		if d.plan, err = d.pol.Observe(rep); err != nil {
+			return fmt.Errorf("driver: rank %d: %w", d.rank, err)
+		}
+	}
+}
+
+// adopt copies a state message into the caller's state; it reports
+// whether the message makes this rank a member again.
+func (d *Driver) adopt(c *ringtail.Contribution, res *Result) (bool, error) {
+	defer c.Release()
+	data := f32(c.Data.Bytes)
+	if len(data) < stateHeader {
+		return false, fmt.Errorf("driver: rank %d: state message of %d elements", d.rank, len(data))
+	}
+	version, flags := int(data[0]), int(data[1])
+	if version < d.version {
+		return false, nil // an older one overtaken by a newer
+	}
+	off := stateHeader
+	for i, part := range d.state {
+		if i > 0 && flags&stateFull == 0 {
+			break
+		}
+		if off+len(part) > len(data) {
+			return false, fmt.Errorf("driver: rank %d: state message of %d elements, state part %d needs %d more", d.rank, len(data), i, off+len(part)-len(data))
+		}
+		off += copy(part, data[off:off+len(part)])
+	}
+	d.version, d.unacked = version, 0
+	res.StateReplaced = true
+	d.log.Trace().Int("version", version).Int("flags", flags).Msg("driver: adopted a state")
+	if flags&stateFinal != 0 {
+		res.Done, d.done = true, true
+	}
+	if flags&stateRejoin == 0 {
+		return false, nil
+	}
+	if err := d.replayReports(); err != nil {
+		return false, err
+	}
+	if d.plan.Step != version || d.Role() == RoleChild {
+		return false, fmt.Errorf("driver: rank %d: rejoins at step %d, its policy is at step %d (%s)", d.rank, version, d.plan.Step, d.plan)
+	}
+	return true, nil
+}
+
+// Flush ends training: members send children the final state (the caller
+// has applied every update) and fold every gradient the children still
+// send; then one reduction over every rank sums what was folded. Every
+// rank must call it after its last Step (a child: after a Step returned
+// Done); the payload then holds the sum over the Result's Applied samples
+// (often 0: apply an update only when Applied > 0).
+func (d *Driver) Flush(ctx context.Context) (Result, error) {
+	start := time.Now()
+	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	p := straggler.Ring(d.plan.Step, d.world, d.pol.Config().GlobalBatch)
+	res := Result{Step: p.Step, Plan: p, Next: d.plan}
+	clear(d.buf)
+	if d.Role() != RoleChild {
+		for _, e := range d.plan.Children(d.rank) {
+			d.pendingRejoin = append(d.pendingRejoin, e.Child)
+		}
+		if err := d.postStates(opCtx, d.plan.Step, true); err != nil {
+			return res, err
+		}
+		if err := d.drainRejoined(opCtx, p); err != nil {
+			return res, err
+		}
+	}
+	if err := d.settle(opCtx); err != nil {
+		return res, err
+	}
+	if err := d.comm.AllReduce(opCtx, ringtail.Float32s(d.buf), ringtail.Sum); err != nil {
+		return res, fmt.Errorf("driver: rank %d: flush: %w", d.rank, err)
 	}
 	res.Wait = time.Since(start)
 	rep, err := d.layout.Read(d.buf, p.Step)
@@ -269,160 +793,16 @@ func (d *Driver) Flush(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	res.Report, res.Applied = rep, rep.Applied
-	for _, rr := range rep.Late {
-		res.Late += rr.Samples
+	for _, cr := range rep.Child {
+		res.Folded += cr.Count
 	}
-	return res, nil
-}
-
-// Close releases contributions still held. It does not close the Comm.
-func (d *Driver) Close() { d.box.release() }
-
-// begin clears the tail and writes this rank's samples and report.
-func (d *Driver) begin(samples int, rr policy.RankReport) {
-	clear(d.buf[d.layout.Payload:])
-	d.buf[d.layout.SamplesAt()] = float32(samples)
-	d.layout.Write(d.buf, false, d.rank, rr)
-}
-
-// foldOwed folds the gradients of step−1 that this rank's children owe:
-// staleness is bounded by one step, so this waits for each (up to
-// OpTimeout) rather than letting it slip further.
-func (d *Driver) foldOwed(ctx context.Context, step int) error {
-	for _, o := range d.owed {
-		c, err := d.box.take(ctx, o.child, tag(o.step, kindGradient))
-		if err != nil {
-			return fmt.Errorf("driver: rank %d step %d: gradient of step %d owed by child %d: %w", d.rank, step, o.step, o.child, err)
-		}
-		err = d.fold(c, true)
-		c.Release()
-		if err != nil {
-			return err
-		}
-	}
-	d.owed = d.owed[:0]
-	return nil
-}
-
-// collect waits until the plan's WaitUntil (from the step start) for the
-// children's gradients of this step and folds those that came; the others
-// are owed at the next step. It returns how many are owed.
-func (d *Driver) collect(ctx context.Context, p policy.Plan, children []int, stepStart time.Time) (int, error) {
-	wctx, cancel := context.WithDeadline(ctx, stepStart.Add(p.WaitUntil))
-	defer cancel()
-	carried := 0
-	for _, ch := range children {
-		c, err := d.box.take(wctx, ch, tag(p.Step, kindGradient))
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				d.owed = append(d.owed, owed{child: ch, step: p.Step})
-				carried++
-				continue
-			}
-			return carried, fmt.Errorf("driver: rank %d step %d: waiting for child %d: %w", d.rank, p.Step, ch, err)
-		}
-		err = d.fold(c, false)
-		c.Release()
-		if err != nil {
-			return carried, err
-		}
-	}
-	return carried, nil
-}
-
-// child sends this rank's buffer to its parent and waits for the step's
-// result.
-func (d *Driver) child(ctx context.Context, step, parent int) error {
-	if err := d.comm.Contribute(ctx, parent, ringtail.Float32s(d.buf), tag(step, kindGradient)); err != nil {
-		return fmt.Errorf("driver: rank %d step %d: gradient to parent %d: %w", d.rank, step, parent, err)
-	}
-	c, err := d.box.take(ctx, parent, tag(step, kindResult))
-	if err != nil {
-		return fmt.Errorf("driver: rank %d step %d: result from parent %d: %w", d.rank, step, parent, err)
-	}
-	defer c.Release()
-	src, err := d.view(c)
-	if err != nil {
-		return err
-	}
-	copy(d.buf, src)
-	return nil
-}
-
-// reduce runs the ring of the plan's members.
-func (d *Driver) reduce(ctx context.Context, p policy.Plan) error {
-	buf := ringtail.Float32s(d.buf)
-	var err error
-	if len(p.Members) == d.world {
-		err = d.comm.AllReduce(ctx, buf, ringtail.Sum)
-	} else {
-		err = d.comm.AllReduceAmong(ctx, buf, ringtail.Sum, p.Members)
-	}
-	if err != nil {
-		return fmt.Errorf("driver: rank %d step %d: reduction among %d ranks: %w", d.rank, p.Step, len(p.Members), err)
-	}
-	return nil
-}
-
-// fold adds a child's contribution to the buffer: whole when it is of this
-// step (its slots are its own), or with its report moved to the late slots
-// when it is a step late.
-func (d *Driver) fold(c *ringtail.Contribution, late bool) error {
-	src, err := d.view(c)
-	if err != nil {
-		return err
-	}
-	n := d.layout.Payload
-	dst := d.buf
-	for i, v := range src[:n] {
-		dst[i] += v
-	}
-	if late {
-		d.layout.FoldLate(dst, src, c.From)
-		return nil
-	}
-	for i := n; i < len(dst); i++ {
-		dst[i] += src[i]
-	}
-	return nil
-}
-
-// view returns a contribution's data as float32s, checking its shape.
-func (d *Driver) view(c *ringtail.Contribution) ([]float32, error) {
-	if c.Data.DType != ringtail.Float32 || c.Data.Len() != len(d.buf) {
-		return nil, fmt.Errorf("driver: rank %d: contribution from rank %d (tag %d) has %d × %v, want %d × float32",
-			d.rank, c.From, c.Tag, c.Data.Len(), c.Data.DType, len(d.buf))
-	}
-	if len(c.Data.Bytes) == 0 {
-		return []float32{}, nil
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(c.Data.Bytes))), len(d.buf)), nil
-}
-
-// finish decodes the reduced buffer, feeds the policy and logs its
-// decision.
-func (d *Driver) finish(res Result) (Result, error) {
-	rep, err := d.layout.Read(d.buf, res.Step)
-	if err != nil {
-		return res, err
-	}
-	res.Report, res.Applied = rep, rep.Applied
-	for _, rr := range rep.Late {
-		res.Late += rr.Samples
-	}
-	next, err := d.pol.Observe(rep)
-	if err != nil {
-		return res, fmt.Errorf("driver: rank %d: %w", d.rank, err)
-	}
-	d.plan, res.Next = next, next
-	d.logDecision(res)
 	return res, nil
 }
 
 func (d *Driver) logDecision(res Result) {
 	p, next := res.Plan, res.Next
 	ev := d.log.Debug()
-	if p.Mode != next.Mode || len(p.Evicted) != len(next.Evicted) {
+	if p.Mode != next.Mode || !slices.Equal(p.Evicted, next.Evicted) || p.Late != next.Late {
 		ev = d.log.Info()
 	}
 	if !ev.Enabled() {
@@ -436,15 +816,10 @@ func (d *Driver) logDecision(res Result) {
 		return out
 	}
 	ev.Int("step", next.Step).Int("decided_at", res.Step).Str("role", res.Role.String()).
-		Int("applied", res.Applied).Int("late", res.Late).Int("carried", res.Carried).Dur("wait", res.Wait).
-		Str("mode", next.Mode.String()).Ints("evicted", next.Evicted).Dur("wait_until", next.WaitUntil).
+		Int("applied", res.Applied).Int("folded", res.Folded).Float64("staleness", res.Staleness).Dur("wait", res.Wait).
+		Str("mode", next.Mode.String()).Ints("evicted", next.Evicted).Int("late", next.Late).Int("staleness_bound", next.Staleness).
 		Dur("budget", next.Budget).Ints("shares", next.Shares).
 		Floats64("per_sample_ms", ms(next.PerSample)).Floats64("predicted_ms", ms(next.Predicted)).
 		Dur("collective", next.Collective).Float64("cost_s", next.Cost).Ints("stragglers", next.Stragglers).
 		Msg("driver: plan")
-	if next.Mode == straggler.ModeEvict {
-		for _, a := range next.Parents {
-			d.log.Debug().Int("step", next.Step).Int("child", a.Child).Int("parent", a.Parent).Msg("driver: parent")
-		}
-	}
 }

@@ -4,228 +4,248 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
 )
 
 // rankRun is what one rank saw in a run of the harness.
 type rankRun struct {
-	results  []Result
-	payloads [][]float32 // payload after each step
+	steps    map[int]Result    // member steps by step
+	payloads map[int][]float32 // member payload after each step
+	child    int               // iterations run as a child
+	replaced int               // states adopted as a child
 	flush    Result
 	computed int // samples this rank computed
-	dumps    [][]byte
+	params   []float32
 }
 
-// runJob runs steps steps of a toy job on every rank: rank r computes
-// (sleeps) perSample×slow(r) per sample of its share, or until the plan's
-// budget, and puts [samples, (r+1)·samples, 1…] in its payload. It then
-// flushes. Every rank's view is returned.
-func runJob(t *testing.T, comms []*ringtail.Comm, pol policy.Config, steps int, perSample time.Duration, slow func(r int) float64) []rankRun {
+// runJob runs a toy job until the members have run steps steps: rank r
+// computes (sleeps) perSample×slow(r, i) per sample of its share in its
+// i-th iteration, puts [samples, (r+1)·samples, samples…] in its payload,
+// and — as a member — applies the payload to its parameters (params +=
+// payload); a child gets its parameters from its parent. Every rank
+// flushes and applies the leftovers. Every rank's view is returned.
+func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64) []rankRun {
 	t.Helper()
 	n := len(comms)
 	runs := make([]rankRun, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	noErrors(t, each(n, func(r int) error {
-		pol := pol
-		d, err := New(Config{Comm: comms[r], Payload: 8, Policy: pol, OpTimeout: 20 * time.Second})
+		d, err := New(ctx, Config{Comm: comms[r], Payload: 8, Policy: pol, OpTimeout: 30 * time.Second})
 		if err != nil {
 			return err
 		}
-		defer d.Close()
 		run := &runs[r]
-		run.dumps = append(run.dumps, d.Plan().Dump())
-		tau := time.Duration(float64(perSample) * slow(r))
-		stepStart := time.Now()
-		for s := 0; s < steps; s++ {
-			p := d.Plan()
-			samples, compute, cut := p.Shares[r], time.Duration(p.Shares[r])*tau, false
-			busy := compute
-			if p.Budget > 0 {
-				samples, cut = int(p.Budget/tau), true
-				compute, busy = time.Duration(samples)*tau, p.Budget
+		run.steps, run.payloads = map[int]Result{}, map[int][]float32{}
+		params, velocity := make([]float32, 8), make([]float32, 3)
+		d.SetState(params, velocity)
+		apply := func(applied int) {
+			for i, g := range d.Buffer() {
+				params[i] += g
 			}
-			if err := ringtail.Sleep(ctx, busy); err != nil {
+			velocity[0] += float32(applied)
+		}
+		stepStart := time.Now()
+		for i := 0; ; i++ {
+			if d.Role() != RoleChild && d.Plan().Step >= steps {
+				break
+			}
+			p := d.Plan()
+			tau := time.Duration(float64(perSample) * slow(r, i))
+			samples := p.Shares[r]
+			compute := time.Duration(samples) * tau
+			if err := ringtail.Sleep(ctx, compute); err != nil {
 				return err
 			}
 			buf := d.Buffer()
-			clear(buf)
 			buf[0], buf[1] = float32(samples), float32((r+1)*samples)
-			for i := 2; i < len(buf); i++ {
-				buf[i] = 1
+			for k := 2; k < len(buf); k++ {
+				buf[k] = float32(samples)
 			}
 			run.computed += samples
-			res, err := d.Step(ctx, StepInput{Samples: samples, Compute: compute, Arrival: time.Since(stepStart), Cut: cut})
+			res, err := d.Step(ctx, StepInput{Samples: samples, Compute: compute, Arrival: time.Since(stepStart)})
 			stepStart = time.Now()
 			if err != nil {
 				return err
 			}
-			run.results = append(run.results, res)
-			run.payloads = append(run.payloads, append([]float32(nil), d.Buffer()...))
-			run.dumps = append(run.dumps, res.Next.Dump())
+			if res.Role == RoleChild {
+				run.child++
+				if res.StateReplaced {
+					run.replaced++
+				}
+				if res.Done {
+					break
+				}
+				continue
+			}
+			run.steps[res.Step] = res
+			run.payloads[res.Step] = slices.Clone(d.Buffer())
+			apply(res.Applied)
 		}
 		f, err := d.Flush(ctx)
 		if err != nil {
 			return err
 		}
 		run.flush = f
-		run.payloads = append(run.payloads, append([]float32(nil), d.Buffer()...))
-		if d.Pending() != 0 || d.box.size() != 0 {
-			return fmt.Errorf("after flush: %d gradients owed, %d contributions held", d.Pending(), d.box.size())
+		if f.Applied > 0 {
+			apply(f.Applied)
 		}
+		run.params = append(slices.Clone(params), velocity...)
 		return nil
 	}))
 	return runs
 }
 
-// checkAgreement holds every rank to the same plans (byte-identical dumps)
-// and the same reduced payloads, step by step.
-func checkAgreement(t *testing.T, runs []rankRun) {
+// checkRun holds the members to identical plans and payloads step by step,
+// proves that no gradient was lost or folded twice (the samples applied
+// over the run, flush included, equal the samples computed, and every
+// payload sums exactly the gradients of the samples it says it applied),
+// and that every rank, children included, ends with identical parameters.
+// It returns the members' view of every step.
+func checkRun(t *testing.T, runs []rankRun, steps int) []Result {
 	t.Helper()
-	for r := 1; r < len(runs); r++ {
-		if len(runs[r].dumps) != len(runs[0].dumps) {
-			t.Fatalf("rank %d decided %d plans, rank 0 %d", r, len(runs[r].dumps), len(runs[0].dumps))
-		}
-		for s := range runs[0].dumps {
-			if !bytes.Equal(runs[r].dumps[s], runs[0].dumps[s]) {
-				t.Fatalf("plan %d differs:\nrank 0: %s\nrank %d: %s", s, runs[0].dumps[s], r, runs[r].dumps[s])
-			}
-		}
-		for s := range runs[0].payloads {
-			for i, v := range runs[0].payloads[s] {
-				if runs[r].payloads[s][i] != v {
-					t.Fatalf("step %d payload[%d]: rank 0 %v, rank %d %v", s, i, v, r, runs[r].payloads[s][i])
-				}
-			}
-		}
-	}
-}
-
-// checkConservation proves no gradient is lost: the samples applied over
-// the run (steps plus flush) equal the samples computed, and each step's
-// payload sums exactly the gradients of the samples it says it applied.
-func checkConservation(t *testing.T, runs []rankRun) (late, carried, evictSteps int) {
-	t.Helper()
+	view := make([]Result, steps)
 	computed, applied := 0, 0
 	for _, run := range runs {
 		computed += run.computed
 	}
-	r0 := runs[0]
-	for s, res := range r0.results {
-		applied += res.Applied
-		late += res.Late
-		if evict := res.Plan.Mode == straggler.ModeEvict; evict {
-			evictSteps++
+	for s := 0; s < steps; s++ {
+		first := -1
+		for r, run := range runs {
+			res, ok := run.steps[s]
+			if !ok {
+				continue
+			}
+			if first < 0 {
+				first, view[s] = r, res
+				applied += res.Applied
+				if got := run.payloads[s][0]; int(got) != res.Applied {
+					t.Fatalf("step %d: payload sums %v samples' gradients, result says %d applied", s, got, res.Applied)
+				}
+				continue
+			}
+			if !bytes.Equal(res.Next.Dump(), view[s].Next.Dump()) || !slices.Equal(run.payloads[s], runs[first].payloads[s]) {
+				t.Fatalf("step %d: rank %d and rank %d disagree:\n%s\n%s", s, r, first, res.Next.Dump(), view[s].Next.Dump())
+			}
 		}
-		if got := r0.payloads[s][0]; int(got) != res.Applied {
-			t.Fatalf("step %d: payload sums %v samples' gradients, result says %d applied", s, got, res.Applied)
+		if first < 0 {
+			t.Fatalf("no member ran step %d", s)
 		}
 	}
-	for _, run := range runs {
-		for _, res := range run.results {
-			carried += res.Carried
-		}
-	}
-	applied += r0.flush.Applied
-	if int(r0.payloads[len(r0.payloads)-1][0]) != r0.flush.Applied {
-		t.Fatalf("flush: payload sums %v samples, result says %d", r0.payloads[len(r0.payloads)-1][0], r0.flush.Applied)
-	}
+	applied += runs[0].flush.Applied
 	if applied != computed {
-		t.Fatalf("applied %d samples over the run, computed %d: gradients lost or duplicated", applied, computed)
+		t.Fatalf("applied %d samples over the run, computed %d: gradients lost or folded twice", applied, computed)
 	}
-	return late, carried, evictSteps
-}
-
-func TestAdaptivePlansAgreeAndSharesFollowSpeed(t *testing.T) {
-	const n, steps = 4, 14
-	comms := startComms(t, n)
-	pol, err := policy.Preset(policy.NameAdaptive, n, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := runJob(t, comms, pol, steps, time.Millisecond, func(r int) float64 {
-		if r == 2 {
-			return 3
-		}
-		return 1
-	})
-	checkAgreement(t, runs)
-	checkConservation(t, runs)
-	last := runs[0].results[steps-1].Next
-	// Speeds 1, 1, 1/3, 1 → shares ≈ 64·(0.3, 0.3, 0.1, 0.3) = 19, 19, 6, 19.
-	for r, sh := range last.Shares {
-		if r != 2 && sh <= 2*last.Shares[2] {
-			t.Fatalf("shares %v: the 3× slow rank 2 should get well under half of rank %d's", last.Shares, r)
+	for r := 1; r < len(runs); r++ {
+		if !slices.Equal(runs[r].params, runs[0].params) {
+			t.Fatalf("rank %d ends with state %v, rank 0 with %v", r, runs[r].params, runs[0].params)
 		}
 	}
-	if last.Budget <= 0 {
-		t.Fatalf("adaptive plan has no budget: %s", last.Dump())
-	}
-	// The budget lets every rank compute for the same time: the total it
-	// buys is within a few samples of the global batch.
-	got := runs[0].results[steps-1].Applied
-	if got < 64-8 || got > 64+8 {
-		t.Fatalf("last step applied %d samples under a budget sized for 64", got)
-	}
-}
-
-func TestLateGradientsAreFoldedAtTheNextStepNotLost(t *testing.T) {
-	const n, steps = 4, 12
-	comms := startComms(t, n)
-	pol, err := policy.Preset(policy.NameSTAR, n, 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := runJob(t, comms, pol, steps, 2*time.Millisecond, func(r int) float64 {
-		if r == 3 {
-			return 4
-		}
-		return 1
-	})
-	checkAgreement(t, runs)
-	late, carried, evictSteps := checkConservation(t, runs)
-	t.Logf("evicting steps %d, children carried %d times, %d samples folded late", evictSteps, carried, late)
-	if evictSteps == 0 {
-		t.Fatalf("STAR never evicted a 4× slow rank: last plan %s", runs[0].results[steps-1].Next.Dump())
-	}
-	if carried == 0 || late == 0 {
-		t.Fatalf("a 4× slow child never missed its parent's wait (carried %d, late %d samples): the carry path is untested", carried, late)
-	}
-	// Children received every step's result: their payloads match (checked
-	// by checkAgreement), and they were children in evicting steps.
-	children := 0
-	for _, res := range runs[3].results {
-		if res.Role == RoleChild {
-			children++
-		}
-	}
-	if children != evictSteps {
-		t.Fatalf("rank 3 was a child in %d steps, plans evicted it in %d", children, evictSteps)
-	}
+	return view
 }
 
 func TestBSPIsOneAllReducePerStep(t *testing.T) {
 	const n, steps = 3, 4
 	comms := startComms(t, n)
-	pol, err := policy.Preset(policy.NameBSP, n, 30)
+	pol, err := straggler.Preset(straggler.NameBSP, n, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := runJob(t, comms, pol, steps, 200*time.Microsecond, func(int) float64 { return 1 })
-	checkAgreement(t, runs)
-	checkConservation(t, runs)
-	for _, res := range runs[1].results {
-		if res.Role != RoleMember || res.Applied != 30 || res.Plan.Mode != straggler.ModeRing || res.Plan.Budget != 0 {
-			t.Fatalf("BSP step: role %v applied %d plan %s", res.Role, res.Applied, res.Plan.Dump())
+	runs := runJob(t, comms, pol, steps, 200*time.Microsecond, func(int, int) float64 { return 1 })
+	view := checkRun(t, runs, steps)
+	for s, res := range view {
+		if res.Applied != 30 || res.Plan.Mode != straggler.ModeRing || res.Plan.Budget != 0 || res.Folded != 0 {
+			t.Fatalf("BSP step %d: applied %d plan %s", s, res.Applied, res.Plan.Dump())
 		}
-		// payload[1] = Σ (r+1)·10 = 60; payload[2..] = n.
-		if p := runs[1].payloads[res.Step]; p[1] != 60 || p[7] != n {
-			t.Fatalf("step %d payload %v", res.Step, p)
+		// payload[1] = Σ (r+1)·10 = 60.
+		if p := runs[1].payloads[s]; p[1] != 60 {
+			t.Fatalf("step %d payload %v", s, p)
 		}
+	}
+}
+
+// STAR alone on a 3× slow rank: it is evicted, computes at its own pace
+// (more than one member step per iteration), its gradients are folded
+// within the staleness bound, it follows the members' parameters, and no
+// sample is lost.
+func TestAnEvictedChildComputesAtItsOwnPace(t *testing.T) {
+	const n, steps = 4, 24
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameSTAR, n, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runJob(t, comms, pol, steps, 2*time.Millisecond, func(r, _ int) float64 {
+		if r == 2 {
+			return 3
+		}
+		return 1
+	})
+	view := checkRun(t, runs, steps)
+	evict, folded, maxStale := 0, 0, 0.0
+	for _, res := range view {
+		if res.Plan.Mode == straggler.ModeEvict {
+			evict++
+			// Rank 2 is the straggler; on a loaded machine another rank
+			// may look slow for a while too.
+			if !slices.Contains(res.Plan.Evicted, 2) {
+				t.Fatalf("step %d evicted %v, not rank 2", res.Step, res.Plan.Evicted)
+			}
+		}
+		folded += res.Folded
+		if res.Folded > 0 {
+			maxStale = max(maxStale, res.Staleness)
+		}
+	}
+	t.Logf("evicting steps %d of %d, child iterations %d, gradients folded %d, states adopted %d, max staleness %.1f",
+		evict, steps, runs[2].child, folded, runs[2].replaced, maxStale)
+	if evict == 0 || runs[2].child == 0 || folded == 0 || runs[2].replaced == 0 {
+		t.Fatalf("rank 2 (3× slow) was never a child at its own pace: evict %d, child iterations %d, folded %d, states %d",
+			evict, runs[2].child, folded, runs[2].replaced)
+	}
+	if runs[2].child >= evict {
+		t.Fatalf("rank 2 ran %d iterations as a child over %d evicting steps: it did not run at its own pace", runs[2].child, evict)
+	}
+	if maxStale > float64(pol.WithDefaults().MaxStaleness)+1 {
+		t.Fatalf("a gradient was folded %.1f steps stale, bound %d", maxStale, pol.WithDefaults().MaxStaleness)
+	}
+}
+
+// A rank slow only for a while (4 iterations) is evicted, then rejoins the ring with the
+// members' exact state; nothing is lost across the changes.
+func TestAChildRejoinsWhenItIsNoLongerSlow(t *testing.T) {
+	const n, steps = 4, 40
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameSTAR, n, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runJob(t, comms, pol, steps, 2*time.Millisecond, func(r, i int) float64 {
+		if r == 1 && i < 4 {
+			return 4
+		}
+		return 1
+	})
+	view := checkRun(t, runs, steps)
+	evicted, rejoined := false, false
+	for _, res := range view {
+		if res.Plan.Mode == straggler.ModeEvict {
+			evicted = true
+		} else if evicted && res.Plan.IsMember(1) {
+			rejoined = true
+		}
+	}
+	var modes []string
+	for _, res := range view {
+		modes = append(modes, fmt.Sprintf("%s%v(τ1=%v a1=%v f=%d)", res.Plan.Mode, res.Plan.Evicted, res.Plan.PerSample[1], res.Plan.Predicted[1], res.Folded))
+	}
+	t.Logf("modes by step: %v", modes)
+	if !evicted || !rejoined {
+		t.Fatalf("rank 1 (4× slow for 4 iterations) evicted %v, rejoined %v", evicted, rejoined)
 	}
 }

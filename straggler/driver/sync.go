@@ -5,34 +5,33 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
+	"github.com/ringtail-ml/ringtail/straggler"
 )
 
-// Sync adapts a Driver to a training loop that owns one gradient buffer and
-// splits each global batch by rows: it implements examples/train's
-// GradientSync (Open, Share, Reduce, Flush) without either package
-// importing the other. The driver is created by Open, once the buffer size
-// is known. Like the Driver, it is owned by the training goroutine.
+// Sync adapts a Driver to a training loop that owns one gradient buffer
+// and its state and splits each global batch by rows: with an Outcome
+// method (cmd/ringtail-train adds one) it implements examples/train's
+// GradientSync, without either package importing the other. The driver is created by Open, once the buffer size is known.
+// Like the Driver, it is owned by the training goroutine.
 type Sync struct {
-	comm   Comm
-	pol    policy.Config
-	logger zerolog.Logger
-	d      *Driver
+	cfg  Config
+	d    *Driver
+	last Result
 }
 
-// NewSync returns a Sync that will run the policy pol over comm.
-func NewSync(comm Comm, pol policy.Config, logger zerolog.Logger) *Sync {
-	return &Sync{comm: comm, pol: pol, logger: logger}
-}
+// NewSync returns a Sync that will run a Driver configured by cfg (its
+// Payload is set by Open).
+func NewSync(cfg Config) *Sync { return &Sync{cfg: cfg} }
 
-// Open creates the driver for a buffer of n float32s and returns it.
-func (s *Sync) Open(n int) ([]float32, error) {
+// Open creates the driver for a buffer of n float32s (probing the links
+// if so configured: every rank must call it) and returns the buffer.
+func (s *Sync) Open(ctx context.Context, n int) ([]float32, error) {
 	if s.d != nil {
 		return nil, fmt.Errorf("driver: sync opened twice")
 	}
-	d, err := New(Config{Comm: s.comm, Payload: n, Policy: s.pol, Logger: s.logger})
+	cfg := s.cfg
+	cfg.Payload = n
+	d, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -40,17 +39,31 @@ func (s *Sync) Open(n int) ([]float32, error) {
 	return d.Buffer(), nil
 }
 
-// Share returns this rank's rows of a batch of the given size under the
-// next step's plan (ShareRange).
+// SetState registers the training state (parameters first, then the
+// optimizer's): a rank computing as a child gets fresh parameters through
+// it, and the whole state when it rejoins or training ends.
+func (s *Sync) SetState(parts ...[]float32) { s.d.SetState(parts...) }
+
+// Next returns the step whose batch the next iteration computes.
+func (s *Sync) Next() int { return s.d.Next() }
+
+// Share returns this rank's rows [lo, hi) of a batch of the given size
+// under the current plan.
 func (s *Sync) Share(rows int) (lo, hi int) {
-	return policy.ShareRange(s.d.Plan().Shares, rows, s.comm.Rank())
+	return straggler.ShareRange(s.d.Plan().Shares, rows, s.cfg.Comm.Rank())
 }
 
-// Reduce runs one Step and returns the rows applied.
-func (s *Sync) Reduce(ctx context.Context, rows int, compute, arrival time.Duration) (int, error) {
+// Reduce runs one Step: it returns the rows whose gradients the buffer
+// now holds (0 for a rank computing as a child), whether the state was
+// replaced, and whether training is over for this rank.
+func (s *Sync) Reduce(ctx context.Context, rows int, compute, arrival time.Duration) (applied int, replaced, done bool, err error) {
 	res, err := s.d.Step(ctx, StepInput{Samples: rows, Compute: compute, Arrival: arrival})
-	return res.Applied, err
+	s.last = res
+	return res.Applied, res.StateReplaced, res.Done, err
 }
+
+// Last returns the Result of the last Reduce.
+func (s *Sync) Last() Result { return s.last }
 
 // Flush runs the driver's Flush and returns the rows applied.
 func (s *Sync) Flush(ctx context.Context) (int, error) {
@@ -60,10 +73,3 @@ func (s *Sync) Flush(ctx context.Context) (int, error) {
 
 // Driver returns the driver (nil before Open).
 func (s *Sync) Driver() *Driver { return s.d }
-
-// Close releases the driver's held contributions.
-func (s *Sync) Close() {
-	if s.d != nil {
-		s.d.Close()
-	}
-}

@@ -11,9 +11,8 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver/policy"
-	"github.com/ringtail-ml/ringtail/straggler/driver/workload"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
+	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
 // SyntheticConfig configures one run of the synthetic data-parallel job of
@@ -57,7 +56,7 @@ func (c SyntheticConfig) validate() error {
 	case c.Injector != nil && c.Injector.World() != c.Ranks:
 		return fmt.Errorf("driver: injector for %d ranks, job of %d", c.Injector.World(), c.Ranks)
 	}
-	_, err := policy.Preset(c.Policy, c.Ranks, c.GlobalBatch)
+	_, err := straggler.Preset(c.Policy, c.Ranks, c.GlobalBatch)
 	return err
 }
 
@@ -78,22 +77,53 @@ type SyntheticResult struct {
 	// Wall × GlobalBatch ÷ Applied: delaying or dropping work can never
 	// make it smaller.
 	PerBatch time.Duration `json:"per_batch_ns"`
-	// EvictSteps counts measured steps run in evict mode; Late the samples
-	// folded a step late; Cut the rank-steps the budget ended.
-	EvictSteps int   `json:"evict_steps"`
-	Late       int64 `json:"late"`
-	Cut        int64 `json:"cut"`
+	// EvictSteps and OverlapSteps count measured steps run in those
+	// modes; Folded the children's samples folded in them and Staleness
+	// their mean staleness (steps); Cut the rank-steps the budget ended.
+	EvictSteps   int     `json:"evict_steps"`
+	OverlapSteps int     `json:"overlap_steps"`
+	Folded       int64   `json:"folded"`
+	Staleness    float64 `json:"staleness"`
+	Cut          int64   `json:"cut"`
+	// Total is every sample any rank computed in the run, warm-up
+	// included; TotalApplied every sample the run applied: they are equal
+	// (no gradient is lost or folded twice), which RunSynthetic checks.
+	Total, TotalApplied int64 `json:"-"`
+	// Policy is the policy configuration the ranks ran; Reports and Plans
+	// the report of every step and the plan decided from it, as the
+	// members saw them.
+	PolicyConfig straggler.Config   `json:"-"`
+	Reports      []straggler.Report `json:"-"`
+	Plans        []straggler.Plan   `json:"-"`
 	// Reduction is the mean over measured steps of the time from the last
 	// rank's entering the step's reduction to the last rank's leaving it:
 	// the reduction with nobody left to wait for, under the run's load.
 	Reduction time.Duration `json:"reduction_ns"`
 }
 
-// RunSynthetic runs the synthetic job: every step each rank computes its
-// share (or, under a budget, as many samples as fit in it) with a timer
+// rankRecord is what one rank of the synthetic job saw.
+type rankRecord struct {
+	policy                straggler.Config
+	reports               []straggler.Report
+	plans                 []straggler.Plan
+	computed, computedAll int64
+	applied               []int // by step, as a member (−1: not a member)
+	folded                []int
+	stale                 []float64
+	mode                  []straggler.Mode
+	cut                   []int
+	enter, leave          []time.Time // member steps' reduction entry and exit
+	start                 []time.Time // member steps' start
+	flushApplied          int
+	end                   time.Time
+}
+
+// RunSynthetic runs the synthetic job: every iteration each rank computes
+// its share (or, under a budget, as many samples as fit in it) with a timer
 // sleep of the injected duration, puts the sample count in its gradient,
-// and reduces the gradient through its Driver. It returns rank 0's
-// measurement of the Steps after the warmup, flush included.
+// and hands it to its Driver; an evicted rank iterates at its own pace. It
+// returns the Steps after the warmup, flush included, as the members saw
+// them, and checks that every sample computed was applied exactly once.
 func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, error) {
 	if err := cfg.validate(); err != nil {
 		return SyntheticResult{}, err
@@ -117,75 +147,134 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 			c.Close()
 		}
 	}()
-	out := SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks, Steps: cfg.Steps}
-	computed := make([]int64, cfg.Ranks)
-	enter := make([][]time.Time, cfg.Ranks)
-	leave := make([][]time.Time, cfg.Ranks)
+	recs := make([]rankRecord, cfg.Ranks)
 	errs := make([]error, cfg.Ranks)
 	var wg sync.WaitGroup
 	for r := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var res *SyntheticResult
-			if r == 0 {
-				res = &out
-			}
-			enter[r], leave[r] = make([]time.Time, cfg.Steps), make([]time.Time, cfg.Steps)
-			errs[r] = syntheticRank(ctx, cfg, comms[r], res, &computed[r], enter[r], leave[r])
+		wg.Go(func() {
+			errs[r] = syntheticRank(ctx, cfg, comms[r], &recs[r])
 			if errs[r] != nil {
 				cancel() // unblock the others at once
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
-		return out, err
+		return SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks}, err
 	}
-	for _, c := range computed {
-		out.Computed += c
-	}
-	for s := 0; s < cfg.Steps; s++ {
-		var in, out2 time.Time
-		for r := range enter {
-			if enter[r][s].After(in) {
-				in = enter[r][s]
-			}
-			if leave[r][s].After(out2) {
-				out2 = leave[r][s]
+	return summarize(cfg, recs)
+}
+
+// summarize turns the ranks' records into the run's result: each step as
+// any member saw it (members see identical reports).
+func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) {
+	out := SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks, Steps: cfg.Steps}
+	total := cfg.Warmup + cfg.Steps
+	var t0 time.Time
+	staleSum, staleN := 0.0, 0
+	for s := 0; s < total; s++ {
+		member := -1
+		for r := range recs {
+			if recs[r].applied[s] >= 0 {
+				member = r
+				break
 			}
 		}
-		out.Reduction += out2.Sub(in)
+		if member < 0 {
+			return out, fmt.Errorf("driver: synthetic job: no member ran step %d", s)
+		}
+		rec := &recs[member]
+		out.TotalApplied += int64(rec.applied[s])
+		out.Reports, out.Plans = append(out.Reports, rec.reports[s]), append(out.Plans, rec.plans[s])
+		out.PolicyConfig = rec.policy
+		if s < cfg.Warmup {
+			continue
+		}
+		if s == cfg.Warmup {
+			for r := range recs {
+				if st := recs[r].start[s]; !st.IsZero() && (t0.IsZero() || st.Before(t0)) {
+					t0 = st
+				}
+			}
+		}
+		out.Applied += int64(rec.applied[s])
+		out.Folded += int64(rec.folded[s])
+		out.Cut += int64(rec.cut[s])
+		if rec.folded[s] > 0 {
+			staleSum += rec.stale[s] * float64(rec.folded[s])
+			staleN += rec.folded[s]
+		}
+		switch rec.mode[s] {
+		case straggler.ModeEvict:
+			out.EvictSteps++
+		case straggler.ModeOverlap:
+			out.OverlapSteps++
+		}
+		var in, lv time.Time
+		for r := range recs {
+			if e := recs[r].enter[s]; !e.IsZero() && e.After(in) {
+				in = e
+			}
+			if l := recs[r].leave[s]; l.After(lv) {
+				lv = l
+			}
+		}
+		out.Reduction += lv.Sub(in)
 	}
 	out.Reduction /= time.Duration(cfg.Steps)
+	if staleN > 0 {
+		out.Staleness = staleSum / float64(staleN)
+	}
+	out.Applied += int64(recs[0].flushApplied)
+	out.TotalApplied += int64(recs[0].flushApplied)
+	end := time.Time{}
+	for r := range recs {
+		out.Computed += recs[r].computed
+		out.Total += recs[r].computedAll
+		if recs[r].end.After(end) {
+			end = recs[r].end
+		}
+	}
+	out.Wall = end.Sub(t0)
 	if out.Applied > 0 {
 		out.PerBatch = time.Duration(float64(out.Wall) * float64(cfg.GlobalBatch) / float64(out.Applied))
+	}
+	if out.Total != out.TotalApplied {
+		return out, fmt.Errorf("driver: synthetic job: %d samples computed, %d applied: gradients lost or folded twice", out.Total, out.TotalApplied)
 	}
 	return out, nil
 }
 
-func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm, out *SyntheticResult, computed *int64, enter, leave []time.Time) error {
+func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm, rec *rankRecord) error {
 	r := comm.Rank()
-	pol, err := policy.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
+	pol, err := straggler.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
 	if err != nil {
 		return err
 	}
-	d, err := New(Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
+	d, err := New(ctx, Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	var t0 time.Time
+	total := cfg.Warmup + cfg.Steps
+	rec.policy = d.Policy()
+	rec.reports, rec.plans = make([]straggler.Report, total), make([]straggler.Plan, total)
+	rec.applied, rec.folded, rec.stale = make([]int, total), make([]int, total), make([]float64, total)
+	rec.mode, rec.cut = make([]straggler.Mode, total), make([]int, total)
+	rec.enter, rec.leave, rec.start = make([]time.Time, total), make([]time.Time, total), make([]time.Time, total)
+	for s := range rec.applied {
+		rec.applied[s] = -1
+	}
 	stepStart := time.Now()
-	for s := 0; s < cfg.Warmup+cfg.Steps; s++ {
-		measured := s >= cfg.Warmup
-		if s == cfg.Warmup {
-			t0 = stepStart
+	for {
+		member := d.Role() != RoleChild
+		if member && d.Plan().Step >= total {
+			break
 		}
+		s := min(d.Next(), total-1)
 		p := d.Plan()
 		n, cut := p.Shares[r], false
 		compute := workload.Compute(cfg.Injector, r, s, n, cfg.PerSample)
-		if p.Budget > 0 {
+		if member && p.Budget > 0 {
 			// Compute for the budget, however many samples that is: a rank
 			// slowed beyond prediction stops on time, a fast one keeps going.
 			n, cut = workload.SamplesWithin(cfg.Injector, r, s, p.Budget, cfg.PerSample), true
@@ -196,12 +285,19 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 			busy = p.Budget // the rank works on one more sample until the budget ends
 		}
 		buf := d.Buffer()
-		buf[0] = float32(n) // the rest of the gradient stays zero: the bytes move all the same
+		clear(buf[:1])
+		if len(buf) > 0 {
+			buf[0] = float32(n) // the rest of the gradient stays zero: the bytes move all the same
+		}
+		if member {
+			rec.start[s] = stepStart
+		}
 		if err := ringtail.Sleep(ctx, time.Until(stepStart.Add(busy))); err != nil {
 			return fmt.Errorf("driver: synthetic rank %d step %d: %w", r, s, err)
 		}
-		if measured {
-			*computed += int64(n)
+		rec.computedAll += int64(n)
+		if s >= cfg.Warmup {
+			rec.computed += int64(n)
 		}
 		entered := time.Now()
 		res, err := d.Step(ctx, StepInput{Samples: n, Compute: compute, Arrival: entered.Sub(stepStart), Cut: cut})
@@ -209,22 +305,22 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 		if err != nil {
 			return err
 		}
-		if int(buf[0]) != res.Applied {
-			return fmt.Errorf("driver: synthetic rank %d step %d: gradient sums %v samples, driver says %d", r, s, buf[0], res.Applied)
-		}
-		if measured {
-			enter[s-cfg.Warmup], leave[s-cfg.Warmup] = entered, stepStart
-		}
-		if out != nil && measured {
-			out.Applied += int64(res.Applied)
-			out.Late += int64(res.Late)
-			if res.Plan.Mode == straggler.ModeEvict {
-				out.EvictSteps++
+		if res.Role == RoleChild {
+			if res.Done {
+				break
 			}
-			for _, rr := range res.Report.Current {
-				if rr.Cut {
-					out.Cut++
-				}
+			continue
+		}
+		if len(buf) > 0 && int(buf[0]) != res.Applied {
+			return fmt.Errorf("driver: synthetic rank %d step %d: gradient sums %v samples, driver says %d", r, res.Step, buf[0], res.Applied)
+		}
+		st := res.Step
+		rec.applied[st], rec.folded[st], rec.stale[st], rec.mode[st] = res.Applied, res.Report.ChildSamples(), res.Staleness, res.Plan.Mode
+		rec.enter[st], rec.leave[st] = entered, stepStart
+		rec.reports[st], rec.plans[st] = res.Report, res.Next
+		for _, rr := range res.Report.Current {
+			if rr.Cut {
+				rec.cut[st]++
 			}
 		}
 	}
@@ -233,14 +329,10 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 	if err != nil {
 		return err
 	}
-	if int(buf[0]) != f.Applied {
+	if len(buf) > 0 && int(buf[0]) != f.Applied {
 		return fmt.Errorf("driver: synthetic rank %d flush: gradient sums %v samples, driver says %d", r, buf[0], f.Applied)
 	}
-	if out != nil {
-		out.Wall = time.Since(t0)
-		out.Applied += int64(f.Applied)
-		out.Late += int64(f.Late)
-	}
+	rec.flushApplied, rec.end = f.Applied, time.Now()
 	return nil
 }
 

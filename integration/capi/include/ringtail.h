@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* ABI version: bumped on any incompatible change. */
-#define RT_ABI_VERSION 1
+#define RT_ABI_VERSION 2
 
 /* Element types. */
 #define RT_FLOAT32 1
@@ -65,6 +65,15 @@ extern "C" {
 /* A communicator handle; 0 is never a valid handle. */
 typedef uint64_t rt_comm;
 
+/* A point-to-point request handle (rt_isend, rt_irecv); 0 is never valid. */
+typedef uint64_t rt_request;
+
+/* The source of rt_irecv that matches a message from any rank. */
+#define RT_ANY_SOURCE (-1)
+
+/* Tags of point-to-point messages lie in 0..RT_MAX_TAG. */
+#define RT_MAX_TAG 1073741823
+
 /* rt_abi_version returns RT_ABI_VERSION of the loaded library. */
 int rt_abi_version(void);
 
@@ -99,8 +108,65 @@ int rt_reduce_scatter(rt_comm comm, void* send, void* recv, int64_t recvcount, i
 /* rt_barrier returns once every rank has entered it. */
 int rt_barrier(rt_comm comm, char* errbuf, size_t errlen);
 
+/* rt_alltoall sends block r of send (count elements) to rank r and
+ * receives rank r's block for this rank into block r of recv; send and recv
+ * hold world*count elements. Every rank passes the same count. */
+int rt_alltoall(rt_comm comm, void* send, void* recv, int64_t count, int dtype, char* errbuf, size_t errlen);
+
+/* rt_alltoallv is rt_alltoall with blocks of any size: send_counts[r]
+ * elements go to rank r, recv_counts[r] come from rank r, blocks back to
+ * back in rank order (both arrays hold world entries). What a sends to b
+ * must be what b expects from a: the ranks exchange their counts first,
+ * and a disagreement fails the communicator on every rank with a message
+ * naming both ranks and both counts (RT_ERR_LOCAL), before data moves. */
+int rt_alltoallv(rt_comm comm, void* send, int64_t* send_counts, void* recv, int64_t* recv_counts,
+                 int dtype, char* errbuf, size_t errlen);
+
+/*
+ * Point-to-point messages. rt_isend queues count elements at buf for rank
+ * peer with tag and returns at once; messages to one rank leave in the
+ * order they were queued, and a send never waits for the receiver to post
+ * (the receiver buffers it). rt_irecv posts a receive of one message from
+ * rank source (or RT_ANY_SOURCE) with tag into buf; receives are matched
+ * in the order they were posted, messages with one source and tag in the
+ * order they were sent. A message whose size or dtype differs from the
+ * receive's fails that receive (RT_ERR_MISMATCH) and nothing else.
+ * buf must stay valid and untouched until the request has finished.
+ * Point-to-point traffic runs beside collectives: neither waits for the
+ * other.
+ */
+int rt_isend(rt_comm comm, void* buf, int64_t count, int dtype, int peer, int tag, rt_request* req, char* errbuf,
+             size_t errlen);
+int rt_irecv(rt_comm comm, void* buf, int64_t count, int dtype, int source, int tag, rt_request* req, char* errbuf,
+             size_t errlen);
+
+/* rt_wait waits at most timeout_ms (negative: without limit) for req. If
+ * req did not finish in time it sets *done to 0, returns RT_ERR_TIMEOUT,
+ * and req stays valid (wait again, or rt_cancel it). Otherwise it sets
+ * *done to 1, frees req, returns the request's result and, for a receive,
+ * stores the sender's rank in *source. source and done may be NULL. */
+int rt_wait(rt_request req, int64_t timeout_ms, int* source, int* done, char* errbuf, size_t errlen);
+
+/* rt_test sets *done to 1 if req has finished (rt_wait then returns at
+ * once), else 0. It does not free req. */
+int rt_test(rt_request req, int* done, char* errbuf, size_t errlen);
+
+/* rt_cancel withdraws a receive no message has matched yet (its buffer
+ * is free again), or waits for a send or matched receive to finish; then
+ * frees req. */
+int rt_cancel(rt_request req);
+
+/* rt_monitored_barrier is a barrier that names the ranks that did not
+ * arrive: rank 0 waits at most timeout_ms for every rank (only for the
+ * first missing one unless wait_all), then tells every rank the verdict.
+ * Missing ranks give RT_ERR_TIMEOUT with "Rank(s) ... failed to pass
+ * monitoredBarrier in N ms" on rank 0 and, relayed, on the ranks that
+ * arrived. The communicator stays usable. */
+int rt_monitored_barrier(rt_comm comm, int64_t timeout_ms, int wait_all, char* errbuf, size_t errlen);
+
 /* rt_abort makes the operation in flight (and every later one) fail with
- * RT_ERR_CANCELED at once; call rt_finalize afterwards. */
+ * RT_ERR_CANCELED at once, and every point-to-point request finish with
+ * RT_ERR_CLOSED; call rt_finalize afterwards. */
 int rt_abort(rt_comm comm);
 
 /* rt_finalize leaves the job and frees the handle; it waits for the

@@ -4,6 +4,7 @@
  * it prints "ok rank R" and exits 0, or prints the failure and exits 1.
  * Collectives run on a thread the program creates, not on main's. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,55 @@ static void* collectives(void* arg) {
 		CHECK(rs[i] == want, "rs[%d]=%d want %d", i, rs[i], want);
 	}
 	free(s);
+	/* all-to-all: block q of rank r holds 100*r+q */
+	int* a = malloc(sizeof(int) * world_);
+	int* b = malloc(sizeof(int) * world_);
+	for (int q = 0; q < world_; q++) a[q] = 100 * rank_ + q;
+	rc = rt_alltoall(comm_, a, b, 1, RT_INT32, err_, sizeof err_);
+	CHECK(rc == RT_OK, "alltoall rc=%d", rc);
+	for (int q = 0; q < world_; q++) CHECK(b[q] == 100 * q + rank_, "alltoall[%d]=%d", q, b[q]);
+	/* uneven: rank r sends r+1 elements to everyone */
+	int64_t* sc = malloc(sizeof(int64_t) * world_);
+	int64_t* rcn = malloc(sizeof(int64_t) * world_);
+	int total = 0;
+	for (int q = 0; q < world_; q++) {
+		sc[q] = rank_ + 1;
+		rcn[q] = q + 1;
+		total += q + 1;
+	}
+	int* us = malloc(sizeof(int) * world_ * (rank_ + 1));
+	int* ur = malloc(sizeof(int) * total);
+	for (int i = 0; i < world_ * (rank_ + 1); i++) us[i] = rank_;
+	rc = rt_alltoallv(comm_, us, sc, ur, rcn, RT_INT32, err_, sizeof err_);
+	CHECK(rc == RT_OK, "alltoallv rc=%d", rc);
+	for (int q = 0, off = 0; q < world_; off += q + 1, q++)
+		for (int i = 0; i <= q; i++) CHECK(ur[off + i] == q, "alltoallv from %d: %d", q, ur[off + i]);
+	free(a), free(b), free(sc), free(rcn), free(us), free(ur);
+	/* point-to-point: send right, receive from any source */
+	if (world_ > 1) {
+		long long out = 1000 + rank_, in = -1;
+		rt_request sreq = 0, rreq = 0;
+		rc = rt_isend(comm_, &out, 1, RT_INT64, (rank_ + 1) % world_, 3, &sreq, err_, sizeof err_);
+		CHECK(rc == RT_OK && sreq != 0, "isend rc=%d", rc);
+		rc = rt_irecv(comm_, &in, 1, RT_INT64, RT_ANY_SOURCE, 3, &rreq, err_, sizeof err_);
+		CHECK(rc == RT_OK && rreq != 0, "irecv rc=%d", rc);
+		int src = -2, done = 0;
+		rc = rt_wait(sreq, -1, NULL, &done, err_, sizeof err_);
+		CHECK(rc == RT_OK, "wait send rc=%d", rc);
+		rc = rt_wait(rreq, 30000, &src, &done, err_, sizeof err_);
+		CHECK(rc == RT_OK && done == 1, "wait recv rc=%d", rc);
+		int left = (rank_ + world_ - 1) % world_;
+		CHECK(src == left && in == 1000 + left, "received %lld from %d", in, src);
+		rc = rt_test(rreq, &done, err_, sizeof err_);
+		CHECK(rc == RT_ERR_INVALID, "test of a freed request rc=%d", rc);
+		rc = rt_irecv(comm_, &in, 1, RT_INT64, left, 4, &rreq, err_, sizeof err_);
+		CHECK(rc == RT_OK, "irecv rc=%d", rc);
+		rc = rt_wait(rreq, 1, &src, &done, err_, sizeof err_);
+		CHECK(rc == RT_ERR_TIMEOUT && done == 0, "unmatched wait rc=%d", rc);
+		CHECK(rt_cancel(rreq) == RT_OK, "cancel");
+	}
+	rc = rt_monitored_barrier(comm_, 30000, 1, err_, sizeof err_);
+	CHECK(rc == RT_OK, "monitored barrier rc=%d", rc);
 	rc = rt_barrier(comm_, err_, sizeof err_);
 	CHECK(rc == RT_OK, "barrier rc=%d", rc);
 	return NULL;

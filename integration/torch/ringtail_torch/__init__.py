@@ -18,17 +18,8 @@ with a ringtail rendezvous.
 import torch.distributed as dist
 
 from ._lib import RingtailError, library_path
-from .backend import (
-    BACKEND_NAME,
-    Arrival,
-    ProcessGroupRingtail,
-    arrivals,
-    create_process_group,
-    gather_arrivals,
-    local_batch,
-    mark_step,
-    set_local_batch,
-)
+from .backend import BACKEND_NAME, Arrival, ProcessGroupRingtail, create_process_group
+from .calls import arrivals, gather_arrivals, local_batch, mark_step, monitored_barrier, set_local_batch
 from .hooks import HookState, allreduce_hook
 from .rendezvous import bootstrap_store, install_env_rendezvous
 from .sampler import HeteroBatchSampler, HeteroSampler, measure_weights, split_counts, throughput_weights
@@ -51,6 +42,7 @@ __all__ = [
     "local_batch",
     "mark_step",
     "measure_weights",
+    "monitored_barrier",
     "set_local_batch",
     "split_counts",
     "throughput_weights",

@@ -14,7 +14,10 @@ import threading
 # Element type and op codes of ringtail.h.
 RT_FLOAT32, RT_FLOAT64, RT_INT32, RT_INT64, RT_FLOAT16, RT_BFLOAT16, RT_UINT8 = range(1, 8)
 RT_SUM, RT_PROD, RT_MIN, RT_MAX, RT_AVG = range(1, 6)
-ABI_VERSION = 1
+ABI_VERSION = 2
+RT_ANY_SOURCE = -1
+RT_MAX_TAG = (1 << 30) - 1
+RT_ERR_TIMEOUT = 5
 
 # Return codes of ringtail.h, by value.
 ERROR_NAMES = {
@@ -41,6 +44,8 @@ class RingtailError(RuntimeError):
     def __init__(self, code, message):
         self.code = code
         self.kind = ERROR_NAMES.get(code, "code %d" % code)
+        if message.startswith("ringtail: "):
+            message = message[len("ringtail: "):]
         super().__init__("ringtail: %s: %s" % (self.kind, message))
 
 
@@ -85,6 +90,14 @@ def load():
             "rt_allgather": [u64, p, p, i64, i, p, sz],
             "rt_reduce_scatter": [u64, p, p, i64, i, i, p, sz],
             "rt_barrier": [u64, p, sz],
+            "rt_alltoall": [u64, p, p, i64, i, p, sz],
+            "rt_alltoallv": [u64, p, ctypes.POINTER(i64), p, ctypes.POINTER(i64), i, p, sz],
+            "rt_isend": [u64, p, i64, i, i, i, ctypes.POINTER(u64), p, sz],
+            "rt_irecv": [u64, p, i64, i, i, i, ctypes.POINTER(u64), p, sz],
+            "rt_wait": [u64, i64, ctypes.POINTER(i), ctypes.POINTER(i), p, sz],
+            "rt_test": [u64, ctypes.POINTER(i), p, sz],
+            "rt_cancel": [u64],
+            "rt_monitored_barrier": [u64, i64, i, p, sz],
             "rt_abort": [u64],
             "rt_finalize": [u64, p, sz],
         }
@@ -135,6 +148,32 @@ class Comm:
     def barrier(self):
         _call(self._lib.rt_barrier, self._h)
 
+    def alltoall(self, send, recv, count, dtype):
+        """count elements per rank; send and recv hold world*count."""
+        _call(self._lib.rt_alltoall, self._h, send, recv, count, dtype)
+
+    def alltoallv(self, send, send_counts, recv, recv_counts, dtype):
+        n = len(send_counts)
+        sc = (ctypes.c_int64 * n)(*send_counts)
+        rc = (ctypes.c_int64 * len(recv_counts))(*recv_counts)
+        _call(self._lib.rt_alltoallv, self._h, send, sc, recv, rc, dtype)
+
+    def isend(self, ptr, count, dtype, peer, tag):
+        """Queues a send; returns a Request (the buffer must stay alive and
+        unchanged until it has finished)."""
+        h = ctypes.c_uint64(0)
+        _call(self._lib.rt_isend, self._h, ptr, count, dtype, peer, tag, ctypes.byref(h))
+        return Request(self._lib, h.value)
+
+    def irecv(self, ptr, count, dtype, source, tag):
+        """Posts a receive (source may be RT_ANY_SOURCE); returns a Request."""
+        h = ctypes.c_uint64(0)
+        _call(self._lib.rt_irecv, self._h, ptr, count, dtype, source, tag, ctypes.byref(h))
+        return Request(self._lib, h.value)
+
+    def monitored_barrier(self, timeout_ms, wait_all):
+        _call(self._lib.rt_monitored_barrier, self._h, timeout_ms, 1 if wait_all else 0)
+
     def abort(self):
         if self._h:
             self._lib.rt_abort(self._h)
@@ -144,3 +183,51 @@ class Comm:
         h, self._h = self._h, 0
         if h:
             _call(self._lib.rt_finalize, h)
+
+
+class Request:
+    """A point-to-point request of the C ABI (rt_isend, rt_irecv). wait()
+    returns the sender's rank (receives) once it finished, or None when
+    timeout_ms passed first (the request stays valid); a failed request
+    raises RingtailError. Thread-safe; the handle is freed once."""
+
+    def __init__(self, lib, handle):
+        self._lib, self._h = lib, handle
+        self._lock = threading.Lock()
+        self.finished, self.source, self.error = False, -1, None
+
+    def wait(self, timeout_ms=-1):
+        with self._lock:
+            if not self.finished:
+                src, done = ctypes.c_int(-1), ctypes.c_int(0)
+                buf = ctypes.create_string_buffer(_ERRLEN)
+                rc = self._lib.rt_wait(self._h, int(timeout_ms), ctypes.byref(src), ctypes.byref(done), buf, _ERRLEN)
+                if not done.value:
+                    if rc == RT_ERR_TIMEOUT:
+                        return None
+                    raise RingtailError(rc, buf.value.decode("utf-8", "replace"))
+                self.finished, self.source = True, src.value
+                if rc != 0:
+                    self.error = RingtailError(rc, buf.value.decode("utf-8", "replace"))
+        if self.error is not None:
+            raise self.error
+        return self.source
+
+    def done(self):
+        """Whether the request has finished (wait would return at once).
+        Never blocks, even while another thread waits."""
+        if self.finished:
+            return True
+        d = ctypes.c_int(0)
+        rc = self._lib.rt_test(self._h, ctypes.byref(d), None, 0)
+        return rc != 0 or bool(d.value)  # an error: freed meanwhile by wait
+
+    def cancel(self):
+        """Withdraws a receive nothing matched yet, or waits for the request
+        to finish; frees it. Safe after wait."""
+        with self._lock:
+            if not self.finished:
+                self._lib.rt_cancel(self._h)
+                self.finished = True
+                if self.error is None:
+                    self.error = RingtailError(7, "request canceled")

@@ -11,12 +11,7 @@ order every rank must issue them in anyway.
 
 import atexit
 import collections
-import contextlib
-import json
-import os
 import queue
-import secrets
-import socket
 import threading
 import time
 import weakref
@@ -26,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, ReduceOp, Work
 
-from . import _lib
+from . import _lib, p2p
 from ._lib import (
     RT_AVG,
     RT_BFLOAT16,
@@ -41,6 +36,9 @@ from ._lib import (
     RT_SUM,
     RT_UINT8,
 )
+
+from .groups import agree, free_port, local_ip  # noqa: F401 - re-exported
+from .staging import Staging
 
 BACKEND_NAME = "ringtail"
 
@@ -238,7 +236,8 @@ class _Work(Work):
     """The Work of one ringtail collective. wait() raises the collective's
     error (a Work made by _create_work_from_future returns normally from
     wait() even when its future failed, so a failed synchronous collective
-    would pass unnoticed); get_future() is what DDP's reducer chains on."""
+    would pass unnoticed) and honours a timeout like c10d's Work::wait;
+    get_future() is what DDP's reducer chains on."""
 
     def __init__(self, inner, outer, keep):
         super().__init__()
@@ -246,6 +245,13 @@ class _Work(Work):
 
     def wait(self, timeout=None):
         self._keep.pop(id(self), None)
+        if timeout is not None and timeout.total_seconds() > 0 and not self._inner.done():
+            ev = threading.Event()
+            self._inner.add_done_callback(lambda _: ev.set())
+            if not ev.wait(timeout.total_seconds()):
+                # c10d's words; the collective goes on (and fails at the
+                # group's timeout if a peer never comes).
+                raise RuntimeError("Operation timed out!")
         self._inner.wait()
         return True
 
@@ -265,6 +271,15 @@ class _Work(Work):
             return False
         return True
 
+    def exception(self):
+        if not self._inner.done():
+            return None
+        try:
+            self._inner.wait()
+        except Exception as e:  # noqa: BLE001
+            return e
+        return None
+
     def result(self):
         return self._inner.wait()
 
@@ -279,14 +294,48 @@ def _close_all():
         pg.shutdown()
 
 
+def _bytes_of(t):
+    """t's bytes as a flat uint8 tensor (t contiguous)."""
+    return t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+
+
+def _from_bytes(b, like):
+    """Flat uint8 b viewed as like's dtype and shape (copied when b's
+    offset is not aligned for that dtype)."""
+    if b.storage_offset() % like.element_size():
+        b = b.clone()
+    return b.view(like.dtype).view_as(like)
+
+
+def _split_bytes(what, t, splits, world):
+    """Byte counts per rank of t split along dim 0 by splits (empty: evenly)."""
+    rows = t.shape[0] if t.dim() > 0 else 1
+    row = _nbytes(t) // rows if rows else 0
+    if not splits:
+        if rows % world != 0:
+            raise RuntimeError("%s: tensor's dim 0 (%d) does not divide equally across group size %d" % (what, rows, world))
+        return [rows // world * row] * world, True
+    if len(splits) != world:
+        raise RuntimeError("%s: %d split sizes for a group of %d" % (what, len(splits), world))
+    if any(s < 0 for s in splits) or sum(splits) != rows:
+        raise RuntimeError("%s: split sizes %s don't match total dim 0 size %d" % (what, list(splits), rows))
+    return [s * row for s in splits], False
+
+
 class ProcessGroupRingtail(ProcessGroup):
     """A c10d ProcessGroup running on ringtail. Create it with
     ``dist.init_process_group("ringtail")`` or ``dist.new_group(...,
-    backend="ringtail")``, not directly."""
+    backend="ringtail")``, not directly.
 
-    def __init__(self, comm, rank, size):
+    Collectives are issued, in call order, to the group's FIFO worker;
+    point-to-point calls (send, recv, recv_anysource) go straight to the
+    Go side (see p2p.py). CUDA tensors are staged through pinned host
+    memory (see staging.py)."""
+
+    def __init__(self, comm, rank, size, timeout=timedelta(minutes=30)):
         super().__init__(rank, size)
         self._comm = comm
+        self._timeout = timeout  # default wait of point-to-point and monitored_barrier
         self._worker = _Worker("ringtail-pg-%d" % id(self))
         self._issue = threading.Lock()  # orders issue: seq, arrivals, queue
         self._seq = 0
@@ -297,6 +346,10 @@ class ProcessGroupRingtail(ProcessGroup):
         # returned it, so each Work is kept here until its future is taken
         # or it is waited on (at most _KEEP of them, oldest dropped first).
         self._keep = collections.OrderedDict()
+        # Point-to-point Works until their request has finished: the Go
+        # side reads or writes their tensors until then.
+        self._p2p = {}
+        self._p2p_lock = threading.Lock()
         self._weighted = False  # issue side: Eq. 7 armed for new allreduces
         self._factor = 1.0  # worker side: W*n_i/sum(n), set by the counts job
         self._finalizer = weakref.finalize(self, _close, comm, self._worker)
@@ -320,12 +373,14 @@ class ProcessGroupRingtail(ProcessGroup):
         red = _Reduction("allreduce", t.dtype, op)
         weighted = self._weighted and red.name in ("SUM", "AVG") and (t.is_floating_point() or t.is_complex())
         out = [t] if isinstance(tensors, torch.Tensor) else tensors
+        st = Staging()
+        h = st.host(t)
 
         def job():
-            self._allreduce(t, red, weighted)
+            self._allreduce(h, red, weighted)
             return out
 
-        return self._submit("allreduce." + red.name.lower(), _nbytes(t), job)
+        return self._submit("allreduce." + red.name.lower(), _nbytes(t), job, st)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
@@ -335,17 +390,19 @@ class ProcessGroupRingtail(ProcessGroup):
             raise TypeError("allreduce_coalesced: tensors must share one dtype")
         op = opts.reduceOp if opts is not None else ReduceOp.SUM
         red = _Reduction("allreduce_coalesced", dtype, op)
+        st = Staging()
+        hs = [st.host(t) for t in tensors]
 
         def job():
-            flat = torch.cat([t.reshape(-1) for t in tensors])
+            flat = torch.cat([h.reshape(-1) for h in hs])
             self._allreduce(flat, red, False)
             off = 0
-            for t in tensors:
-                t.copy_(flat[off : off + t.numel()].view_as(t))
-                off += t.numel()
+            for h in hs:
+                h.copy_(flat[off : off + h.numel()].view_as(h))
+                off += h.numel()
             return tensors
 
-        return self._submit("allreduce_coalesced", sum(_nbytes(t) for t in tensors), job)
+        return self._submit("allreduce_coalesced", sum(_nbytes(t) for t in tensors), job, st)
 
     def broadcast(self, tensors, opts=None):
         t = _single("broadcast", tensors)
@@ -357,15 +414,18 @@ class ProcessGroupRingtail(ProcessGroup):
             if opts.rootTensor != 0:
                 raise _unsupported("broadcast with rootTensor %d" % opts.rootTensor)
         out = [t] if isinstance(tensors, torch.Tensor) else tensors
+        mine = self.rank() == root
+        st = Staging()
+        h = st.host(t, copy_in=mine, copy_out=not mine)
 
         def job():
-            w = _contiguous_cpu(t)
+            w = _contiguous_cpu(h)
             self._comm.broadcast(w.data_ptr(), _nbytes(w), RT_UINT8, root)
-            if w is not t:
-                t.copy_(w)
+            if w is not h:
+                h.copy_(w)
             return out
 
-        return self._submit("broadcast", _nbytes(t), job)
+        return self._submit("broadcast", _nbytes(t), job, st)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         inp = _single("allgather", input_tensors)
@@ -373,12 +433,48 @@ class ProcessGroupRingtail(ProcessGroup):
             raise _unsupported("allgather of %d tensor lists per process" % len(output_tensors))
         outs = output_tensors[0]
         self._check_gather_outputs("allgather", outs, inp)
+        st = Staging()
+        hi = st.host(inp, copy_out=False)
+        hos = [st.host(o, copy_in=False) for o in outs]
 
         def job():
-            self._gather_into(outs, inp)
+            self._gather_into(hos, hi)
             return output_tensors
 
-        return self._submit("allgather", _nbytes(inp) * self.size(), job)
+        return self._submit("allgather", _nbytes(inp) * self.size(), job, st)
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """all_gather_coalesced: output_lists[r][j] gets rank r's
+        input_list[j]; one allgather of all the inputs' bytes."""
+        what = "allgather_coalesced"
+        if not input_list:
+            raise RuntimeError("%s: requires non-empty input tensor list" % what)
+        if len(output_lists) != self.size():
+            raise RuntimeError("%s: %d output lists for a group of %d" % (what, len(output_lists), self.size()))
+        for r, outs in enumerate(output_lists):
+            if len(outs) != len(input_list):
+                raise RuntimeError("%s: output list %d has %d tensors, the input %d" % (what, r, len(outs), len(input_list)))
+            for o, i in zip(outs, input_list):
+                if o.dtype != i.dtype or o.numel() != i.numel():
+                    raise RuntimeError("%s: output %s x %d unlike input %s x %d" % (what, o.dtype, o.numel(), i.dtype, i.numel()))
+        st = Staging()
+        his = [st.host(i, copy_out=False) for i in input_list]
+        hos = [[st.host(o, copy_in=False) for o in outs] for outs in output_lists]
+        sizes = [_nbytes(i) for i in input_list]
+        total = sum(sizes)
+
+        def job():
+            send = torch.cat([_bytes_of(_contiguous_cpu(h)) for h in his])
+            flat = torch.empty(total * self.size(), dtype=torch.uint8)
+            self._comm.allgather(send.data_ptr(), flat.data_ptr(), total, RT_UINT8)
+            for r, outs in enumerate(hos):
+                off = r * total
+                for o, n in zip(outs, sizes):
+                    o.copy_(_from_bytes(flat[off : off + n], o))
+                    off += n
+            return output_lists
+
+        return self._submit(what, total * self.size(), job, st)
 
     def _allgather_base(self, output, input, opts=None):
         if output.dtype != input.dtype or output.numel() != input.numel() * self.size():
@@ -386,16 +482,19 @@ class ProcessGroupRingtail(ProcessGroup):
                 "all_gather_into_tensor: output must hold %d x %d %s elements, has %d %s"
                 % (self.size(), input.numel(), input.dtype, output.numel(), output.dtype)
             )
+        st = Staging()
+        hin = st.host(input, copy_out=False)
+        hout = st.host(output, copy_in=False)
 
         def job():
-            w = _contiguous_cpu(output)
-            src = _contiguous_cpu(input)
+            w = _contiguous_cpu(hout)
+            src = _contiguous_cpu(hin)
             self._comm.allgather(src.data_ptr(), w.data_ptr(), _nbytes(src), RT_UINT8)
-            if w is not output:
-                output.copy_(w)
+            if w is not hout:
+                hout.copy_(w)
             return [output]
 
-        return self._submit("allgather", _nbytes(output), job)
+        return self._submit("allgather", _nbytes(output), job, st)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _single("reduce_scatter", output_tensors)
@@ -409,13 +508,16 @@ class ProcessGroupRingtail(ProcessGroup):
                 raise _unsupported("reduce_scatter with input tensors unlike the output (use equal sizes)")
         op = opts.reduceOp if opts is not None else ReduceOp.SUM
         red = _Reduction("reduce_scatter", out.dtype, op)
+        st = Staging()
+        hins = [st.host(i, copy_out=False) for i in ins]
+        hout = st.host(out, copy_in=False)
 
         def job():
-            send = torch.cat([i.reshape(-1) for i in ins])
-            self._reduce_scatter(send, out, red)
+            send = torch.cat([i.reshape(-1) for i in hins])
+            self._reduce_scatter(send, hout, red)
             return output_tensors
 
-        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(out) * self.size(), job)
+        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(out) * self.size(), job, st)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if output.dtype != input.dtype or input.numel() != output.numel() * self.size():
@@ -425,12 +527,70 @@ class ProcessGroupRingtail(ProcessGroup):
             )
         op = opts.reduceOp if opts is not None else ReduceOp.SUM
         red = _Reduction("reduce_scatter_tensor", output.dtype, op)
+        st = Staging()
+        hin = st.host(input, copy_out=False)
+        hout = st.host(output, copy_in=False)
 
         def job():
-            self._reduce_scatter(input.reshape(-1), output, red)
+            self._reduce_scatter(hin.reshape(-1), hout, red)
             return [output]
 
-        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(input), job)
+        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(input), job, st)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        """all_to_all_single: equal splits of dim 0 (empty split lists) or
+        the given ones; runs on the Go side's pairwise all-to-all."""
+        what = "all_to_all_single"
+        if output.dtype != input.dtype:
+            raise RuntimeError("%s: output is %s but input is %s" % (what, output.dtype, input.dtype))
+        w = self.size()
+        send, even_in = _split_bytes(what + " input", input, input_split_sizes, w)
+        recv, even_out = _split_bytes(what + " output", output, output_split_sizes, w)
+        even = even_in and even_out and send == recv
+        st = Staging()
+        hin = st.host(input, copy_out=False)
+        hout = st.host(output, copy_in=False)
+
+        def job():
+            s = _contiguous_cpu(hin)
+            o = _contiguous_cpu(hout)
+            if even:
+                self._comm.alltoall(s.data_ptr(), o.data_ptr(), send[0], RT_UINT8)
+            else:
+                self._comm.alltoallv(s.data_ptr(), send, o.data_ptr(), recv, RT_UINT8)
+            if o is not hout:
+                hout.copy_(o)
+            return [output]
+
+        return self._submit("alltoall", _nbytes(input), job, st)
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        """all_to_all: input_tensors[r] goes to rank r, output_tensors[r]
+        comes from rank r; tensors of any sizes (one dtype)."""
+        what = "all_to_all"
+        w = self.size()
+        if len(output_tensors) != w or len(input_tensors) != w:
+            raise RuntimeError("%s: %d output and %d input tensors for a group of %d" % (what, len(output_tensors), len(input_tensors), w))
+        dtypes = {t.dtype for t in list(output_tensors) + list(input_tensors)}
+        if len(dtypes) != 1:
+            raise RuntimeError("%s: tensors of several dtypes %s" % (what, sorted(str(d) for d in dtypes)))
+        st = Staging()
+        hins = [st.host(t, copy_out=False) for t in input_tensors]
+        houts = [st.host(t, copy_in=False) for t in output_tensors]
+        send = [_nbytes(t) for t in input_tensors]
+        recv = [_nbytes(t) for t in output_tensors]
+
+        def job():
+            s = torch.cat([_bytes_of(_contiguous_cpu(h)) for h in hins])
+            o = torch.empty(sum(recv), dtype=torch.uint8)
+            self._comm.alltoallv(s.data_ptr(), send, o.data_ptr(), recv, RT_UINT8)
+            off = 0
+            for h, n in zip(houts, recv):
+                h.copy_(_from_bytes(o[off : off + n], h))
+                off += n
+            return output_tensors
+
+        return self._submit("alltoall", sum(send), job, st)
 
     def barrier(self, opts=None):
         def job():
@@ -439,20 +599,27 @@ class ProcessGroupRingtail(ProcessGroup):
 
         return self._submit("barrier", 0, job)
 
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """A barrier naming the ranks that did not arrive within timeout
+        (default: the group's): see ringtail_torch.monitored_barrier."""
+        self._comm.monitored_barrier(p2p.timeout_ms(timeout, self._timeout), wait_all_ranks)
+
     def reduce(self, tensors, opts=None):
         t = _single("reduce", tensors)
         root = opts.rootRank if opts is not None else 0
         op = opts.reduceOp if opts is not None else ReduceOp.SUM
         red = _Reduction("reduce", t.dtype, op)
         mine = self.rank() == root
+        st = Staging()
+        h = st.host(t, copy_out=mine)
 
         def job():
             # An allreduce: the root keeps the result, other ranks keep
             # their input untouched.
-            self._allreduce(t if mine else t.clone(), red, False)
+            self._allreduce(h if mine else h.clone(), red, False)
             return [t]
 
-        return self._submit("reduce." + red.name.lower(), _nbytes(t), job)
+        return self._submit("reduce." + red.name.lower(), _nbytes(t), job, st)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         inp = _single("gather", input_tensors)
@@ -461,55 +628,69 @@ class ProcessGroupRingtail(ProcessGroup):
         outs = output_tensors[0] if mine else None
         if mine:
             self._check_gather_outputs("gather", outs, inp)
+        st = Staging()
+        hi = st.host(inp, copy_out=False)
+        hos = [st.host(o, copy_in=False) for o in outs] if mine else None
 
         def job():
-            self._gather_into(outs, inp)
+            self._gather_into(hos, hi)
             return output_tensors
 
-        return self._submit("gather", _nbytes(inp) * self.size(), job)
+        return self._submit("gather", _nbytes(inp) * self.size(), job, st)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         out = _single("scatter", output_tensors)
         root = opts.rootRank if opts is not None else 0
         mine = self.rank() == root
+        st = Staging()
+        hins = None
         if mine:
             ins = input_tensors[0]
             if len(ins) != self.size() or any(i.dtype != out.dtype or i.numel() != out.numel() for i in ins):
                 raise ValueError("scatter: the root needs %d tensors like the output" % self.size())
+            hins = [st.host(i, copy_out=False) for i in ins]
+        hout = st.host(out, copy_in=False)
 
         def job():
             # A broadcast of every block; each rank keeps its own.
             if mine:
-                flat = torch.cat([i.reshape(-1) for i in ins])
+                flat = torch.cat([i.reshape(-1) for i in hins])
             else:
                 flat = torch.empty(out.numel() * self.size(), dtype=out.dtype)
             self._comm.broadcast(flat.data_ptr(), _nbytes(flat), RT_UINT8, root)
             n = out.numel()
-            out.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view_as(out))
+            hout.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view_as(hout))
             return output_tensors
 
-        return self._submit("scatter", _nbytes(out) * self.size(), job)
+        return self._submit("scatter", _nbytes(out) * self.size(), job, st)
 
-    def allgather_coalesced(self, *args, **kwargs):
-        raise _unsupported("allgather_coalesced")
+    def send(self, tensors, dstRank, tag=0):
+        return p2p.send(self, _single("send", tensors), dstRank, tag)
 
-    def alltoall(self, *args, **kwargs):
-        raise _unsupported("alltoall")
+    def recv(self, tensors, srcRank, tag=0):
+        return p2p.recv(self, _single("recv", tensors), srcRank, tag)
 
-    def alltoall_base(self, *args, **kwargs):
-        raise _unsupported("alltoall_base (all_to_all_single)")
+    def recv_anysource(self, tensors, tag=0):
+        return p2p.recv(self, _single("recv_anysource", tensors), None, tag)
 
-    def send(self, *args, **kwargs):
-        raise _unsupported("send (point-to-point)")
+    # -- point-to-point bookkeeping (p2p.py) --------------------------------
 
-    def recv(self, *args, **kwargs):
-        raise _unsupported("recv (point-to-point)")
+    def _p2p_started(self, work):
+        with self._p2p_lock:
+            # Drop the requests the Go side has finished (collecting their
+            # result frees their handle): their tensors are no longer used.
+            for w in [w for w in self._p2p.values() if w._req.done()]:
+                try:
+                    w._req.wait(0)
+                except _lib.RingtailError:
+                    pass  # kept in the request; raised by the Work's wait()
+                del self._p2p[id(w)]
+            self._p2p[id(work)] = work
+        return work
 
-    def recv_anysource(self, *args, **kwargs):
-        raise _unsupported("recv_anysource (point-to-point)")
-
-    def monitored_barrier(self, *args, **kwargs):
-        raise _unsupported("monitored_barrier (use barrier)")
+    def _p2p_done(self, work):
+        with self._p2p_lock:
+            self._p2p.pop(id(work), None)
 
     # -- worker side ------------------------------------------------------
 
@@ -574,7 +755,10 @@ class ProcessGroupRingtail(ProcessGroup):
 
     # -- issue side -------------------------------------------------------
 
-    def _submit(self, name, nbytes, job):
+    def _submit(self, name, nbytes, job, staging=None):
+        if staging is not None and staging.active:
+            staging.issued()
+            job = staging.wrap(job)
         with self._issue:
             self._seq += 1
             rec = [self._step, self._seq, name, nbytes, time.time(), 0.0, 0.0]
@@ -642,163 +826,8 @@ class ProcessGroupRingtail(ProcessGroup):
 # -- creating groups ----------------------------------------------------------
 
 
-def local_ip(master_addr):
-    """The IP this host is reached at by the job: RINGTAIL_LISTEN_IP, or
-    127.0.0.1 when master_addr is loopback, or the address routing to
-    master_addr (no packet is sent)."""
-    ip = os.environ.get("RINGTAIL_LISTEN_IP")
-    if ip:
-        return ip
-    try:
-        infos = socket.getaddrinfo(master_addr, None, socket.AF_INET)
-        addr = infos[0][4][0]
-    except (OSError, IndexError):
-        return "127.0.0.1"
-    if addr.startswith("127."):
-        return "127.0.0.1"
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as s:
-        try:
-            s.connect((addr, 9))
-            return s.getsockname()[0]
-        except OSError:
-            return "127.0.0.1"
-
-
-def free_port(ip):
-    """A TCP port on ip that was free a moment ago."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-
-
-def _has_secret():
-    return bool(os.environ.get("RINGTAIL_SECRET") or os.environ.get("RINGTAIL_SECRET_FILE")) or os.environ.get(
-        "RINGTAIL_INSECURE", ""
-    ).lower() in ("1", "true", "yes")
-
-
-def _duration(td):
-    return "%dms" % max(1, int(td.total_seconds() * 1000))
-
-
-def agree(store, rank, size, timeout, key="ringtail/coordinator"):
-    """Agrees, through a c10d store, on where a new ringtail communicator of
-    `size` ranks meets: rank 0 picks a free port on its IP (it hosts the
-    rendezvous there), a job id and, unless the environment gives a secret,
-    a random secret; the others read them. Returns rt_init overrides.
-
-    The secret then travels through the store, so it protects the
-    communicator exactly as well as the store protects the torch job:
-    set RINGTAIL_SECRET (the same on every rank) to keep it off the store.
-    """
-    if rank == 0:
-        ip = local_ip(os.environ.get("MASTER_ADDR", "127.0.0.1"))
-        info = {"addr": ip, "port": free_port(ip), "job": "torch-" + secrets.token_hex(8)}
-        if not _has_secret():
-            info["secret"] = secrets.token_hex(16)
-        store.set(key, json.dumps(info))
-    else:
-        store.wait([key], timeout)
-        info = json.loads(store.get(key).decode())
-    over = {
-        "RANK": rank,
-        "WORLD_SIZE": size,
-        "LOCAL_RANK": rank,
-        "LOCAL_WORLD_SIZE": size,
-        "MASTER_ADDR": info["addr"],
-        "MASTER_PORT": info["port"],
-        "RINGTAIL_COORDINATOR": "",
-        "RINGTAIL_JOB_ID": info["job"],
-    }
-    if "secret" in info:
-        over["RINGTAIL_SECRET"] = info["secret"]
-    if "RINGTAIL_TIMEOUT" not in os.environ:
-        over["RINGTAIL_TIMEOUT"] = _duration(timeout)
-    if "RINGTAIL_CONNECT_TIMEOUT" not in os.environ:
-        over["RINGTAIL_CONNECT_TIMEOUT"] = _duration(min(timeout, timedelta(minutes=5)))
-    return over
-
-
 def create_process_group(store, rank, size, timeout):
     """The creator registered with torch.distributed.Backend: joins a new
     ringtail communicator agreed through store."""
     comm = _lib.Comm(agree(store, rank, size, timeout))
-    return ProcessGroupRingtail(comm, rank, size)
-
-
-# -- Eq. 7 weighting, steps and arrivals ---------------------------------------
-
-
-def _ringtail_group(group):
-    pg = group
-    if pg is None or pg is dist.GroupMember.WORLD:
-        pg = dist.distributed_c10d._get_default_group()
-    if not isinstance(pg, ProcessGroupRingtail):
-        raise TypeError(
-            "group uses backend %r, not ringtail: pass a group made with backend='ringtail' "
-            "(or use ringtail_torch.HookState for another backend)" % dist.get_backend(pg)
-        )
-    return pg
-
-
-def set_local_batch(n, group=None):
-    """Declares that this rank's gradients of the coming step are means over
-    n samples. Later floating-point all_reduce calls with SUM or AVG on the
-    group (DDP's gradient buckets among them) then compute CHRONICA's Eq. 7,
-    sum_i n_i g_i / sum_i n_i, instead of the plain mean, until
-    set_local_batch(None). It is a collective: every rank calls it at the
-    same point, once per step (it allreduces the counts; the call itself
-    does not block). It also starts a new step (mark_step).
-
-    Every floating SUM/AVG allreduce of the group is weighted while it is
-    set, so a metric averaged with all_reduce becomes the global-batch mean;
-    a float SUM of counts would be wrong: use an integer tensor, or the
-    scoped form ``with local_batch(n): loss.backward()``."""
-    _ringtail_group(group)._set_local_batch(n)
-
-
-@contextlib.contextmanager
-def local_batch(n, group=None):
-    """Scoped set_local_batch: only allreduces issued inside the block (a
-    DDP backward pass, say) are weighted."""
-    pg = _ringtail_group(group)
-    was = pg._weighted
-    pg._set_local_batch(n)
-    try:
-        yield
-    finally:
-        with pg._issue:
-            pg._weighted = was
-
-
-def mark_step(group=None):
-    """Starts a new step for the arrival records (set_local_batch does it
-    too)."""
-    _ringtail_group(group).mark_step()
-
-
-def arrivals(group=None):
-    """This rank's Arrival records (see Arrival)."""
-    return _ringtail_group(group).arrivals()
-
-
-def gather_arrivals(group=None, last=16):
-    """Collective: every rank's arrival times for its last `last` steps.
-    Returns (steps, arrive, wait): the step numbers, and two float64
-    tensors of shape [world, len(steps)]: the wall-clock time each rank
-    issued its first collective of the step, and the seconds it spent
-    inside that step's collectives (the rank everyone waited for waits
-    least). Ranks on one host share a clock; across hosts compare waits.
-    Steps must have been marked alike on every rank."""
-    pg = _ringtail_group(group)
-    recs = [a for a in pg.arrivals() if a.op != "local_batch"]
-    steps = sorted({a.step for a in recs})[-last:]
-    mine = torch.zeros(2, last, dtype=torch.float64)
-    for j, s in enumerate(steps):
-        of = [a for a in recs if a.step == s]
-        mine[0, j] = min(a.issued for a in of)
-        mine[1, j] = sum(a.finished - a.started for a in of)
-    out = torch.zeros(pg.size(), 2, last, dtype=torch.float64)
-    pg._allgather_base(out.view(-1), mine.view(-1)).wait()
-    k = len(steps)
-    return steps, out[:, 0, :k].clone(), out[:, 1, :k].clone()
+    return ProcessGroupRingtail(comm, rank, size, timeout)

@@ -1,5 +1,5 @@
-"""One rank of test_backend.py: every collective of the ringtail backend
-against values computed locally, the NotImplementedError surface, FIFO
+"""One rank of test_torch.py: every collective of the ringtail backend
+against values computed locally, point-to-point errors, FIFO
 ordering across threads, Eq. 7 weighting against the single-process
 gradient, the DDP comm hook, arrival records, and a failed collective
 becoming an exception on every rank. Prints "PASS rank R" or exits 1."""
@@ -162,16 +162,26 @@ def test_data_movement(rank, world):
     dist.barrier()
 
 
-def test_not_implemented(rank, world):
-    t = torch.zeros(world)
-    expect_raise(NotImplementedError, lambda: dist.all_to_all_single(t, t.clone()), "all_to_all_single", "alltoall")
-    expect_raise(NotImplementedError, lambda: dist.all_to_all([t], [t]), "all_to_all", "alltoall")
-    expect_raise(NotImplementedError, lambda: dist.send(t, (rank + 1) % world), "send", "send")
-    expect_raise(NotImplementedError, lambda: dist.recv(t, (rank + 1) % world), "recv", "recv")
-    pg = dist.distributed_c10d._get_default_group()
-    expect_raise(NotImplementedError, lambda: pg.monitored_barrier(), "monitored_barrier", "monitored_barrier")
+def test_p2p_errors(rank, world):
+    """What Gloo cannot show (it aborts the process on a size mismatch):
+    a message that does not fit its receive fails that receive only; bad
+    tags and peers are refused up front; Work.wait(timeout) gives up
+    without breaking anything."""
+    right, left = (rank + 1) % world, (rank - 1) % world
+    dist.send(torch.ones(4), right, tag=5)
+    expect_raise(RuntimeError, lambda: dist.recv(torch.ones(3), left, tag=5), "recv of a larger message", "16 bytes")
+    dist.send(torch.full((2,), float(rank)), right, tag=5)
+    t = torch.zeros(2)
+    dist.recv(t, left, tag=5)
+    check(torch.equal(t, torch.full((2,), float(left))), "recv after a failed one: %s" % t.tolist())
+    expect_raise(ValueError, lambda: dist.isend(torch.ones(1), right, tag=-1), "negative tag", "tag")
+    expect_raise(RuntimeError, lambda: dist.isend(torch.ones(1), rank), "send to self", "not another rank")
+    w = dist.irecv(torch.zeros(1), left, tag=77)
+    expect_raise(RuntimeError, lambda: w.wait(datetime.timedelta(milliseconds=50)), "irecv wait(timeout)", "nothing arrived")
+    check(w.is_completed() and not w.is_success(), "withdrawn irecv completed, not a success")
     uneven = [torch.zeros(r + 1) for r in range(world)]
     expect_raise(NotImplementedError, lambda: dist.all_gather(uneven, torch.zeros(rank + 1)), "uneven all_gather", "uneven")
+    dist.barrier()
 
 
 def test_fifo_threads(rank, world):
@@ -299,7 +309,7 @@ def main():
     check(dist.get_backend() == "ringtail", "backend name %s" % dist.get_backend())
     test_allreduce(rank, world)
     test_data_movement(rank, world)
-    test_not_implemented(rank, world)
+    test_p2p_errors(rank, world)
     test_fifo_threads(rank, world)
     eq7 = test_eq7(rank, world)
     test_hook(rank, world, eq7)

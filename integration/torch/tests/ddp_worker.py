@@ -181,9 +181,14 @@ def main():
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--calib", type=int, default=2)
     p.add_argument("--backend", default="ringtail", help="default group backend (smoke mode)")
+    p.add_argument("--init-method", default=None, help="init_method (smoke mode); 'tcp-master' is tcp://MASTER_ADDR:MASTER_PORT")
     args = p.parse_args()
     backend = args.backend if args.mode == "smoke" else "ringtail"
-    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=120))
+    init = args.init_method
+    if init == "tcp-master":
+        init = "tcp://%s:%s?rank=%s&world_size=%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
+                                                        os.environ["RANK"], os.environ["WORLD_SIZE"])
+    dist.init_process_group(backend, init_method=init, timeout=datetime.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.slow_rank < 0:
         args.slow_rank = world - 1

@@ -4,10 +4,13 @@ Multi-process tests start their ranks as separate processes (launch.py,
 ringtail-torchrun, ringtail run) and parse the "RESULT {json}" line rank 0
 prints. Every child has a timeout; nothing can hang the suite."""
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +80,32 @@ class TestCollectives(unittest.TestCase):
             self.assertIn("PASS rank %d" % r, out)
 
 
+class TestConformance(unittest.TestCase):
+    """The same calls over Gloo and ringtail at world 4, every result
+    compared (conformance_worker.py)."""
+
+    def test_world4_matches_gloo(self):
+        outs = launch.run_world(4, [os.path.join(HERE, "conformance_worker.py")], timeout=300)
+        tables = []
+        for out in outs:
+            lines = [l for l in out.splitlines() if l.startswith("CONF ")]
+            self.assertEqual(len(lines), 1, out)
+            tables.append(json.loads(lines[0][5:]))
+        bad = [(r, row) for r, t in enumerate(tables) for row in t if row[1] == "MISMATCH"]
+        self.assertEqual(bad, [])
+        verdicts = {}
+        for t in tables:
+            for name, v, _ in t:
+                verdicts.setdefault(name, set()).add(v)
+        print("\nconformance (world 4): " + ", ".join("%s=%s" % (n, "/".join(sorted(v))) for n, v in verdicts.items()),
+              file=sys.stderr)
+        for name in ("all_to_all_single_uneven", "isend_irecv_both_first", "recv_anysource", "tags_out_of_order",
+                     "batch_isend_irecv", "subgroup_ranks_1_3", "all_gather_coalesced", "monitored_barrier"):
+            self.assertEqual(verdicts.get(name), {"same"}, name)
+        for name in ("timeout_collective", "timeout_recv", "monitored_barrier_missing"):
+            self.assertIn("same-error", verdicts.get(name, ()), name)
+
+
 class TestDDPParity(unittest.TestCase):
     """DDP over init_process_group("ringtail") against DDP over gloo, same
     data and initialisation, in the same processes."""
@@ -136,13 +165,92 @@ class TestLaunchers(unittest.TestCase):
 
     @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
     def test_ringtail_run(self):
-        for backend in ("ringtail", "gloo"):
-            p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", "3", "--", launch.PYTHON, WORKER, "smoke",
-                                  "--backend", backend], env=launch.child_env(), stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, cwd=HERE)
+        for backend, init, np in (("ringtail", "env://", 3), ("gloo", "env://", 3), ("gloo", "tcp-master", 2)):
+            p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", str(np), "--", launch.PYTHON, WORKER, "smoke",
+                                  "--backend", backend, "--init-method", init], env=launch.child_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=HERE)
             lines = self.smoke_lines(launch.wait_all([p], 180))
-            self.assertEqual(len(lines), 3, lines)
+            self.assertEqual(len(lines), np, lines)
             self.assertTrue(all("backend=" + backend in l for l in lines), lines)
+
+
+def cuda_skip_reason():
+    """Why the CUDA test cannot run here, or None."""
+    try:
+        import torch
+    except ImportError as e:
+        return "no torch: %s" % e
+    if not torch.backends.cuda.is_built():
+        return "this torch (%s) is built without CUDA" % torch.__version__
+    if not torch.cuda.is_available():
+        return "no CUDA device: torch.cuda.is_available() is False"
+    return None
+
+
+class TestCUDA(unittest.TestCase):
+    """CUDA tensors staged through pinned host buffers (cuda_worker.py):
+    collectives, point-to-point and DDP on a CUDA model, at world 2 on one
+    or more GPUs."""
+
+    @unittest.skipIf(cuda_skip_reason(), cuda_skip_reason())
+    def test_cuda_tensors_world2(self):
+        outs = launch.run_world(2, [os.path.join(HERE, "cuda_worker.py")], timeout=300)
+        for r, out in enumerate(outs):
+            self.assertIn("PASS rank %d" % r, out)
+
+
+class TestWheel(unittest.TestCase):
+    """Builds the wheel offline, installs it into a fresh venv (torch from
+    the system) and with pip --user, and runs a DDP script that also uses
+    all_to_all and send/recv with the installed ringtail-torchrun, away
+    from the source tree."""
+
+    def clean_env(self, **extra):
+        env = dict(os.environ)
+        for k in ("PYTHONPATH", "RINGTAIL_LIB", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                  "MASTER_PORT", "RINGTAIL_COORDINATOR", "RINGTAIL_JOB_ID", "PIP_REQUIRE_VIRTUALENV"):
+            env.pop(k, None)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env.update(extra)
+        return env
+
+    def run_ok(self, cmd, timeout, **kw):
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+        self.assertEqual(p.returncode, 0, "%s failed:\n%s\n%s" % (cmd, p.stdout, p.stderr))
+        return p.stdout + p.stderr
+
+    def test_wheel_in_venv_and_user_site(self):
+        tmp = tempfile.mkdtemp(prefix="ringtail-wheel-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        self.run_ok([os.path.join(launch.PKG, "build_wheel.sh"), os.path.join(tmp, "dist")], 300)
+        wheels = glob.glob(os.path.join(tmp, "dist", "ringtail_torch-*.whl"))
+        self.assertEqual(len(wheels), 1, wheels)
+        whl = wheels[0]
+        self.assertRegex(os.path.basename(whl), r"-py3-none-(manylinux_2_\d+|linux)_[a-z0-9_]+\.whl$")
+        script = os.path.join(tmp, "train.py")
+        shutil.copy(os.path.join(HERE, "train_example.py"), script)
+
+        venv = os.path.join(tmp, "venv")
+        self.run_ok([launch.PYTHON, "-m", "venv", "--system-site-packages", venv], 120)
+        self.run_ok([os.path.join(venv, "bin", "pip"), "install", "--no-index", "--no-deps", whl], 120, env=self.clean_env())
+        env = self.clean_env(PATH=os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", ""))
+        exe = shutil.which("ringtail-torchrun", path=env["PATH"])
+        self.assertEqual(exe, os.path.join(venv, "bin", "ringtail-torchrun"))
+        out = self.run_ok([exe, "--nproc_per_node", "2", "--master_port", str(launch.free_port()), script], 240,
+                          env=env, cwd=tmp)
+        lines = [l for l in out.splitlines() if "TRAIN rank" in l]
+        self.assertEqual(len(lines), 2, out)
+        for l in lines:
+            self.assertIn(" ok ", l)
+            self.assertIn(os.path.join(venv, "lib"), l, "the venv's libringtail.so was not the one loaded")
+
+        user = os.path.join(tmp, "user")
+        env = self.clean_env(PYTHONUSERBASE=user)
+        self.run_ok([launch.PYTHON, "-m", "pip", "install", "--user", "--break-system-packages", "--no-index",
+                     "--no-deps", whl], 120, env=env)
+        self.assertTrue(os.access(os.path.join(user, "bin", "ringtail-torchrun"), os.X_OK))
+        out = self.run_ok([launch.PYTHON, "-c", "import ringtail_torch as r; print(r.library_path())"], 60, env=env, cwd=tmp)
+        self.assertTrue(out.strip().startswith(user), out)
 
 
 class TestStraggler(unittest.TestCase):

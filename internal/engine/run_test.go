@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// An uneven AllToAll's program is built from its split sizes, so its cache
+// key must tell apart any two calls whose sizes differ, even when the
+// totals and everything else agree.
+func TestProgramKeyCoversAllToAllSplits(t *testing.T) {
+	e := &Engine{s: Settings{Rank: 1, World: 3, Tunables: algo.Tunables{SmallBytes: 64, Channels: 2}}}
+	key := func(send, recv []int) progKey {
+		c := &Call{Spec: algo.Spec{Collective: wire.AllToAll, ElemSize: 4, Root: int(wire.AllToAllUneven), SendCounts: send, RecvCounts: recv}}
+		k, gk, err := e.keyOf(c)
+		if err != nil || gk != "" {
+			t.Fatalf("keyOf: %q %v", gk, err)
+		}
+		return k
+	}
+	a := key([]int{1, 2, 3}, []int{4, 2, 0})
+	if a != key([]int{1, 2, 3}, []int{4, 2, 0}) {
+		t.Fatal("equal splits give different keys")
+	}
+	for _, other := range []progKey{
+		key([]int{2, 1, 3}, []int{4, 2, 0}), // same total sent
+		key([]int{1, 2, 3}, []int{0, 2, 4}), // same total received
+		key([]int{1, 2, 3, 0}, []int{4, 2}), // the same numbers, split differently
+		key([]int{12, 3}, []int{4, 2, 0}),   // digits that run together
+		key([]int{1, 2, 3}, []int{4, 2, 0, 0}),
+	} {
+		if other == a {
+			t.Fatalf("splits that differ share the key %+v", a)
+		}
+	}
+	even := &Call{Spec: algo.Spec{Collective: wire.AllToAll, Count: 2, ElemSize: 4}}
+	if k, _, _ := e.keyOf(even); k == a || k.splits != "" {
+		t.Fatalf("the even exchange's key %+v", k)
+	}
+}
+
+// hostRingOrder keeps each host's ranks together whatever the placement,
+// and is nil (rank order) when the placement already does.
+func TestHostRingOrder(t *testing.T) {
+	eps := func(hosts ...string) []transport.Endpoint {
+		out := make([]transport.Endpoint, len(hosts))
+		for i, h := range hosts {
+			out[i] = transport.Endpoint{Host: h}
+		}
+		return out
+	}
+	if got := hostRingOrder(eps("a", "b", "a", "b")); !slices.Equal(got, []int{0, 2, 1, 3}) {
+		t.Fatalf("round-robin placement: %v, want [0 2 1 3]", got)
+	}
+	if got := hostRingOrder(eps("a", "a", "b", "b")); got != nil {
+		t.Fatalf("block placement: %v, want nil (rank order)", got)
+	}
+	if got := hostRingOrder(eps("a", "a", "a")); got != nil {
+		t.Fatalf("one host: %v, want nil", got)
+	}
+}

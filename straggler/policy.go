@@ -1,0 +1,489 @@
+package straggler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/topology"
+)
+
+// Policy is the pure per-step decision: the ranks feed it the Report of
+// each step (decoded from the reduced buffer, identical on every member;
+// a child replays the reports its parent forwards) and get the Plan of the
+// next. It starts no goroutines, reads no clock and is deterministic: the
+// same reports give byte-identical plans.
+//
+// Model. Rank r computes a sample in τ_r, forecast by a Predictor (RLS on
+// the rank's telemetry — CPU, GPU utilisation and clock — falling back to
+// an EWMA) from its reports, and reaches the reduction o_r after it stops
+// computing (an EWMA of arrival − compute). With shares B_r the predicted
+// arrival is o_r + B_r·τ_r, or o_r + budget with a budget. Shares are
+// AntDT's ADJUST_BS on speeds 1/τ_r (balance.AdjustBS, integers summing to
+// M, at least MinShare each); the budget is M / Σ_r 1/τ_r. The reduction
+// time among any set of members is the link model 2(k−1)/k·G/bandwidth
+// (from the probed bandwidth matrix) calibrated by the measured reduction
+// time, or the measured time scaled by (k−1)/k without links. ChooseMode
+// then weighs the ring, the exact overlap and evictions; the mode changes
+// only when another is cheaper by ModeHysteresis. A child's cycle is
+// measured from its gradients; its edge becomes Must when Staleness steps
+// have passed since its last gradient was folded. Ranks are classified
+// (Monitor) on their equal-share arrival τ_r·M/N + o_r.
+type Policy struct {
+	cfg       Config
+	preds     []Predictor
+	tau       []float64 // ns per sample, forecast
+	over      []float64 // ns from compute end to reduction entry
+	cycle     []float64 // ns between a child's gradients (0: never a child)
+	seen      []bool
+	monitor   *Monitor
+	coll      float64 // measured reduction time, ns
+	collWith  []int   // the members it was measured among
+	hasColl   bool
+	lastFold  []int // last step a child gradient of the rank was folded (−1: none)
+	evictedAt []int // step the rank became a child (−1: a member)
+	next      Plan
+	prev      Plan // the plan of the step before next's
+	classes   []Class
+	features  []float64
+}
+
+// NewPolicy fills cfg's defaults, validates it and returns a Policy whose
+// next plan is the initial one: step 0, the plain ring, equal shares.
+func NewPolicy(cfg Config) (*Policy, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mon, err := NewMonitor(cfg.monitorConfig())
+	if err != nil {
+		return nil, fmt.Errorf("straggler: %w", err)
+	}
+	n := cfg.World
+	p := &Policy{cfg: cfg, preds: make([]Predictor, n), tau: make([]float64, n), over: make([]float64, n),
+		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n)}
+	for r := range n {
+		p.preds[r] = cfg.newPredictor()
+		p.lastFold[r], p.evictedAt[r] = -1, -1
+	}
+	p.next = Ring(0, n, cfg.GlobalBatch)
+	p.prev = p.next
+	return p, nil
+}
+
+// Config returns the configuration in effect (defaults filled).
+func (p *Policy) Config() Config { return p.cfg }
+
+// Plan returns the plan of the next step.
+func (p *Policy) Plan() Plan { return p.next }
+
+// Ring returns the plain-ring plan of step for world ranks and a global
+// batch: every rank a member, equal shares, no budget. It is the plan of
+// step 0 and of a driver's final flush.
+func Ring(step, world, globalBatch int) Plan {
+	return Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: allRanks(world), Late: -1,
+		Shares: EqualShares(globalBatch, world), PerSample: make([]time.Duration, world), Predicted: make([]time.Duration, world)}
+}
+
+// Observe feeds the report of the step the current plan governs and
+// returns (and keeps) the plan of the step after it.
+func (p *Policy) Observe(rep Report) (Plan, error) {
+	n := p.cfg.World
+	if rep.Step != p.next.Step {
+		return p.next, fmt.Errorf("straggler: report of step %d, expected step %d: %w", rep.Step, p.next.Step, ErrOutOfOrder)
+	}
+	if len(rep.Current) != n || len(rep.Child) != n {
+		return p.next, fmt.Errorf("straggler: report of step %d has %d/%d entries for %d ranks: %w",
+			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
+	}
+	minWait := time.Duration(-1)
+	for r := 0; r < n; r++ {
+		if c := rep.Child[r]; c.Count > 0 {
+			p.observeChild(r, c, rep.Step)
+		}
+		cur := rep.Current[r]
+		p.observeMember(r, cur, p.next.Budget)
+		if cur.Present && cur.Wait > 0 && (minWait < 0 || cur.Wait < minWait) {
+			minWait = cur.Wait
+		}
+	}
+	if minWait >= 0 && rep.Step > 0 {
+		// Wait is each member's time in the previous step's reduction:
+		// the smallest is the transfer alone (the last to arrive waited for
+		// nobody), among the previous plan's members.
+		if !p.hasColl || !slices.Equal(p.collWith, p.prev.Members) {
+			p.coll, p.hasColl, p.collWith = float64(minWait), true, slices.Clone(p.prev.Members)
+		} else {
+			p.coll += p.cfg.CollectiveAlpha * (float64(minWait) - p.coll)
+		}
+	}
+	plan, err := p.decide(rep.Step + 1)
+	if err != nil {
+		return p.next, err
+	}
+	plan.DecidedAt = rep.Step
+	p.prev, p.next = p.next, plan
+	return plan, nil
+}
+
+// observeSpeed feeds one per-sample time (with the rank's telemetry) to
+// its predictor.
+func (p *Policy) observeSpeed(r int, tau float64, rr RankReport) {
+	o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
+	if rr.SMClockMHz > 0 {
+		o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
+	}
+	p.preds[r].Observe(o)
+	if f, ok := p.preds[r].Predict(); ok {
+		p.tau[r] = float64(f)
+	}
+	if p.tau[r] <= 0 {
+		p.tau[r] = tau
+	}
+	p.seen[r] = true
+}
+
+func (p *Policy) ewma(dst *float64, v float64, first bool) {
+	if first {
+		*dst = v
+	} else {
+		*dst += p.cfg.SpeedAlpha * (v - *dst)
+	}
+}
+
+// observeMember feeds one rank's member report of a step whose plan had
+// the given budget. Compute is the time spent on the samples finished, so
+// τ = Compute/Samples; a rank cut by the budget before finishing any sample
+// took more than the budget for one, and is taken at twice the budget.
+// The overhead is the arrival after the compute, or after the budget for a
+// cut report (the unfinished sample's time is not overhead).
+func (p *Policy) observeMember(r int, rr RankReport, budget time.Duration) {
+	if !rr.Present {
+		return
+	}
+	first := !p.seen[r]
+	var tau float64
+	switch {
+	case rr.Samples > 0 && rr.Compute > 0:
+		tau = float64(rr.Compute) / float64(rr.Samples)
+	case rr.Cut && budget > 0:
+		tau = 2 * float64(budget)
+	}
+	end := rr.Compute
+	if rr.Cut && budget > 0 {
+		end = budget
+	}
+	if tau > 0 {
+		p.observeSpeed(r, tau, rr)
+	}
+	if p.seen[r] {
+		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
+		eq := p.tau[r]*float64(p.cfg.GlobalBatch)/float64(p.cfg.World) + p.over[r]
+		p.monitor.Observe(r, time.Duration(eq))
+	}
+}
+
+// observeChild feeds the gradients a child's parent folded at step.
+func (p *Policy) observeChild(r int, c ChildReport, step int) {
+	if c.Samples > 0 && c.Compute > 0 {
+		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), RankReport{})
+	}
+	if c.Cycle > 0 {
+		p.ewma(&p.cycle[r], float64(c.Cycle)/float64(c.Count), p.cycle[r] == 0)
+	}
+	p.lastFold[r] = step
+}
+
+// collective predicts the reduction time among members.
+func (p *Policy) collective(members []int) time.Duration {
+	k := len(members)
+	if k <= 1 {
+		return 0
+	}
+	ringFactor := func(k int) float64 { return 2 * float64(k-1) / float64(k) }
+	model := func(ms []int) float64 {
+		if p.cfg.Bandwidth == nil || p.cfg.GradBytes == 0 || len(ms) < 2 {
+			return 0
+		}
+		minBW := math.Inf(1)
+		for i, a := range ms {
+			for _, b := range ms[i+1:] {
+				if bw := p.cfg.Bandwidth[a][b]; bw > 0 {
+					minBW = math.Min(minBW, bw)
+				}
+			}
+		}
+		if math.IsInf(minBW, 1) {
+			return 0
+		}
+		return ringFactor(len(ms)) * float64(p.cfg.GradBytes) / minBW * 1e9
+	}
+	m := model(members)
+	switch {
+	case m > 0 && p.hasColl:
+		// Calibrate the link model by what the ring really took (CPU
+		// copies, protocol), within a factor of four either way.
+		if base := model(p.collWith); base > 0 {
+			return time.Duration(m * math.Min(4, math.Max(0.25, p.coll/base)))
+		}
+		return time.Duration(m)
+	case m > 0:
+		return time.Duration(m)
+	case p.hasColl && len(p.collWith) > 1:
+		return time.Duration(p.coll * ringFactor(k) / ringFactor(len(p.collWith)))
+	}
+	return 0
+}
+
+// worstLinks returns the ranks whose links are materially slow — the
+// median bandwidth of their links under half the job's typical one —
+// worst first (nil without measurements): a rank behind a slow link has
+// every link slow, its peers only the one to it.
+func (p *Policy) worstLinks() []int {
+	bw := p.cfg.Bandwidth
+	if bw == nil {
+		return nil
+	}
+	n := p.cfg.World
+	worst := make([]float64, n)
+	links := make([]float64, 0, n)
+	for r := 0; r < n; r++ {
+		links = links[:0]
+		for q := 0; q < n; q++ {
+			if q != r && bw[r][q] > 0 {
+				links = append(links, bw[r][q])
+			}
+		}
+		worst[r] = math.Inf(1)
+		if len(links) > 0 {
+			slices.Sort(links)
+			worst[r] = links[len(links)/2]
+		}
+	}
+	typical := slices.Clone(worst)
+	slices.Sort(typical)
+	median := typical[n/2]
+	var order []int
+	for r := 0; r < n; r++ {
+		if worst[r] < median/2 {
+			order = append(order, r)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case worst[a] < worst[b]:
+			return -1
+		case worst[a] > worst[b]:
+			return 1
+		}
+		return 0
+	})
+	return order
+}
+
+func (p *Policy) decide(step int) (Plan, error) {
+	cfg := p.cfg
+	n := cfg.World
+	plan := Ring(step, n, cfg.GlobalBatch)
+	known := true
+	for r := 0; r < n; r++ {
+		if !p.seen[r] {
+			known = false
+			continue
+		}
+		plan.PerSample[r] = time.Duration(math.Round(p.tau[r]))
+	}
+	plan.Collective = p.collective(plan.Members)
+	p.classes = p.monitor.Classify(p.classes)
+	for r, cl := range p.classes {
+		if cl != ClassNone {
+			plan.Classes = append(plan.Classes, RankClass{Rank: r, Class: cl})
+		}
+	}
+	if !known {
+		return plan, nil // equal shares and the ring until every rank is measured
+	}
+	if cfg.Shares {
+		shares, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
+		if err != nil {
+			return plan, err
+		}
+		if cur := p.next.Shares; makespan(shares, p.tau) >= (1-cfg.Hysteresis)*makespan(cur, p.tau) {
+			shares = slices.Clone(cur)
+		}
+		plan.Shares = shares
+	}
+	if cfg.Budget {
+		plan.Budget = BalancedTime(cfg.GlobalBatch, p.tau, cfg.Slack)
+	}
+	for r := 0; r < n; r++ {
+		c := time.Duration(math.Round(float64(plan.Shares[r]) * p.tau[r]))
+		if plan.Budget > 0 {
+			c = plan.Budget
+		}
+		plan.Predicted[r] = c + time.Duration(math.Round(p.over[r]))
+	}
+	if !cfg.Evict && !cfg.Overlap {
+		return plan, nil
+	}
+	cycles := make([]time.Duration, n)
+	for r := range cycles {
+		cycles[r] = time.Duration(math.Round(p.cycle[r]))
+	}
+	var pinned []int
+	for _, e := range p.next.Parents {
+		pinned = append(pinned, e.Parent)
+	}
+	// Evict only what was predicted slow at the previous decision too (or
+	// is already a child); a slow link is a measurement, not a prediction.
+	confirmed := append([]int{}, p.next.Evicted...)
+	for r := 0; r < n; r++ {
+		if slices.Contains(p.next.Stragglers, r) && slices.Contains(stragglersOf(plan.Predicted, cfg.Threshold), r) {
+			confirmed = append(confirmed, r)
+		}
+	}
+	confirmed = append(confirmed, p.worstLinks()...)
+	choice, err := ChooseMode(ModeInput{
+		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
+		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
+		WorstLinks: p.worstLinks(), Pinned: pinned, Confirmed: confirmed,
+	})
+	if err != nil {
+		return plan, fmt.Errorf("straggler: step %d: %w", step, err)
+	}
+	plan.Stragglers, plan.Costs = choice.Stragglers, choice.Costs
+	pick, members := choice.ModeCost, choice.Members
+	// Keep the mode in effect unless another is clearly cheaper.
+	for _, c := range choice.Costs {
+		if c.Mode == p.next.Mode && slices.Equal(c.Evicted, p.next.Evicted) && c.Late == p.next.Late {
+			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) {
+				pick = c
+				members = p.next.Members
+				if c.Mode != ModeEvict {
+					members = allRanks(n)
+				}
+			}
+			break
+		}
+	}
+	plan.Mode, plan.Cost = pick.Mode, pick.Cost
+	switch pick.Mode {
+	case ModeOverlap:
+		plan.Late = pick.Late
+	case ModeEvict:
+		if err := p.evict(&plan, pick, members, cycles, step); err != nil {
+			return plan, err
+		}
+	}
+	for r := 0; r < n; r++ {
+		if !slices.Contains(plan.Evicted, r) {
+			p.evictedAt[r] = -1
+		}
+	}
+	return plan, nil
+}
+
+// evict fills an evicting plan: members, parents, the staleness bound and
+// which children must be waited for.
+func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.Duration, step int) error {
+	cfg := p.cfg
+	plan.Evicted, plan.Members = slices.Clone(pick.Evicted), slices.Clone(members)
+	plan.WaitUntil = 0
+	for _, m := range members {
+		plan.WaitUntil = max(plan.WaitUntil, plan.Predicted[m])
+	}
+	maxChildren := cfg.MaxChildren
+	if maxChildren == 0 {
+		maxChildren = len(plan.Evicted)
+	}
+	// A child keeps its parent while it stays a child (its gradients and
+	// its parameters are on their way along that edge); new children get
+	// parents by bandwidth and balance.
+	var parents []topology.Assignment
+	var fresh []int
+	for _, c := range plan.Evicted {
+		if parent, ok := p.next.ParentOf(c); ok && slices.Contains(members, parent) {
+			parents = append(parents, topology.Assignment{Child: c, Parent: parent})
+		} else {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) > 0 {
+		more, err := topology.AssignParents(parentCandidates(members, len(fresh), cfg.Bandwidth), fresh, cfg.Bandwidth, maxChildren)
+		if err != nil {
+			return fmt.Errorf("straggler: step %d: %w", step, err)
+		}
+		parents = append(parents, more...)
+		slices.SortFunc(parents, func(a, b topology.Assignment) int { return a.Child - b.Child })
+	}
+	// K: enough steps for the slowest child's cycle, plus one.
+	k := 1
+	for _, c := range plan.Evicted {
+		cycle := cycles[c]
+		if cycle == 0 {
+			cycle = plan.Predicted[c] + plan.Collective
+		}
+		k = max(k, int(math.Ceil(float64(cycle)/float64(max(pick.Time, 1))))+1)
+	}
+	plan.Staleness = min(k, cfg.MaxStaleness)
+	for _, a := range parents {
+		if p.evictedAt[a.Child] < 0 {
+			p.evictedAt[a.Child] = step
+		}
+		since := max(p.lastFold[a.Child], p.evictedAt[a.Child])
+		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent, Must: step-since >= plan.Staleness})
+	}
+	return nil
+}
+
+// stragglersOf returns the ranks predicted more than threshold after the
+// fastest.
+func stragglersOf(arrivals []time.Duration, threshold float64) []int {
+	if len(arrivals) == 0 {
+		return nil
+	}
+	fastest := slices.Min(arrivals)
+	var out []int
+	for r, a := range arrivals {
+		if float64(a) > float64(fastest)*(1+threshold) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func allRanks(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// parentCandidates returns the members AssignParents chooses parents among.
+// With measured bandwidth, all of them. Unmeasured, every member is as good
+// a parent, and x children need at most x parents to have one each, so 2x
+// members spread evenly over the ring are offered: the assignment is just
+// as balanced, and its cost no longer grows with the world (at 1024 ranks
+// and 51 children, 4 ms instead of 30 ms).
+func parentCandidates(members []int, x int, bw topology.Matrix) []int {
+	if bw != nil || len(members) <= 2*x {
+		return members
+	}
+	k := 2 * x
+	out := make([]int, k)
+	for i := range out {
+		out[i] = members[i*len(members)/k]
+	}
+	return out
+}
+
+// makespan is the predicted compute of the slowest rank under shares.
+func makespan(shares []int, perSample []float64) float64 {
+	m := 0.0
+	for r, b := range shares {
+		m = max(m, float64(b)*perSample[r])
+	}
+	return m
+}

@@ -1,0 +1,416 @@
+package straggler
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/topology"
+)
+
+// report builds the report of step in which rank r computed plan's share
+// at tau[r] per sample (or until the budget) and arrived extra[r] later.
+func report(plan Plan, tau []time.Duration, extra []time.Duration) Report {
+	n := len(tau)
+	rep := Report{Step: plan.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
+	for r := 0; r < n; r++ {
+		if !plan.IsMember(r) {
+			continue
+		}
+		samples, compute, cut := plan.Shares[r], time.Duration(plan.Shares[r])*tau[r], false
+		busy := compute
+		if plan.Budget > 0 {
+			samples, cut = int(plan.Budget/tau[r]), true
+			compute, busy = time.Duration(samples)*tau[r], plan.Budget
+		}
+		var ex time.Duration
+		if extra != nil {
+			ex = extra[r]
+		}
+		rep.Current[r] = RankReport{Present: true, Samples: samples, Compute: compute, Arrival: busy + ex, Cut: cut, Wait: 5 * time.Millisecond}
+		rep.Applied += samples
+	}
+	return rep
+}
+
+func durations(ms ...float64) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		out[i] = time.Duration(m * float64(time.Millisecond))
+	}
+	return out
+}
+
+func newPolicy(t testing.TB, name string, n, m int) *Policy {
+	t.Helper()
+	cfg, err := Preset(name, n, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEqualSharesMatchTheTrainShard(t *testing.T) {
+	if got := EqualShares(10, 4); !slices.Equal(got, []int{3, 3, 2, 2}) {
+		t.Fatalf("EqualShares(10, 4) = %v", got)
+	}
+	if got := EqualShares(2, 4); !slices.Equal(got, []int{1, 1, 0, 0}) {
+		t.Fatalf("EqualShares(2, 4) = %v", got)
+	}
+}
+
+// A 3× slow rank of 4 (AntDT ADJUST_BS): speeds 1, 1, 1/3, 1 sum to 10/3,
+// so rank 2 takes 64·0.1 = 6.4 samples and the others 19.2; the budget is
+// 64 / (10/3) = 19.2 sample-times, the 1.2× of "capacity lost 1/6".
+func TestSharesAndBudgetForOneThreeTimesSlowRank(t *testing.T) {
+	tau := []float64{1e6, 1e6, 3e6, 1e6}
+	shares, err := ProportionalShares(64, tau, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Max(shares)-slices.Min(shares[:2]) > 1 || shares[2] < 6 || shares[2] > 7 || shares[0]+shares[1]+shares[2]+shares[3] != 64 {
+		t.Fatalf("shares %v, want ≈ [19 19 6–7 19] summing to 64", shares)
+	}
+	if got, want := BalancedTime(64, tau, 0), 19200*time.Microsecond; got != want {
+		t.Fatalf("balanced time %v, want %v", got, want)
+	}
+	if got := BalancedTime(64, tau, 0.1); got != 21120*time.Microsecond {
+		t.Fatalf("balanced time with 10%% slack %v", got)
+	}
+}
+
+func TestPolicyLearnsSpeedsAndKeepsTheRingWhenSharesBalance(t *testing.T) {
+	p := newPolicy(t, NameAdaptive, 4, 64)
+	tau := durations(1, 1, 3, 1)
+	if p.Plan().Budget != 0 || p.Plan().Step != 0 || !slices.Equal(p.Plan().Shares, []int{16, 16, 16, 16}) {
+		t.Fatalf("initial plan %s", p.Plan().Dump())
+	}
+	var plan Plan
+	for s := 0; s < 6; s++ {
+		var err error
+		if plan, err = p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan.Step != 6 || plan.DecidedAt != 5 {
+		t.Fatalf("plan of step %d decided at %d", plan.Step, plan.DecidedAt)
+	}
+	if plan.Mode != ModeRing || plan.Shares[2] > 7 || plan.Budget != 19200*time.Microsecond {
+		t.Fatalf("plan %s: want the ring, rank 2 given ≤ 7 samples, budget ≈ 19.2ms", plan.Dump())
+	}
+	// Shares hide the straggler from the arrival times, not from AntDT's
+	// classification, which looks at equal-share arrivals.
+	if len(plan.Classes) != 1 || plan.Classes[0].Rank != 2 || plan.Classes[0].Class != ClassTransient {
+		t.Fatalf("classes %v, want rank 2 transient (persistent needs a full long window)", plan.Classes)
+	}
+}
+
+// What shares cannot fix — a rank that reaches the reduction late whatever
+// its batch (here 60 ms after its compute ends) — is evicted: it computes
+// at its own pace as a child and its gradients are folded within the
+// staleness bound.
+func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	tau := durations(1, 1, 1, 1)
+	extra := durations(0, 60, 0, 0)
+	for s := 0; s < 3; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{1}) || !slices.Equal(plan.Members, []int{0, 2, 3}) {
+		t.Fatalf("plan %s: want rank 1 evicted", plan.Dump())
+	}
+	parent, ok := plan.ParentOf(1)
+	if !ok || !slices.Contains(plan.Members, parent) || len(plan.Children(parent)) != 1 {
+		t.Fatalf("rank 1's parent %d (%v) not a member with one child: %s", parent, ok, plan.Dump())
+	}
+	if plan.Staleness < 1 || plan.Parents[0].Must {
+		t.Fatalf("plan %s: want a staleness bound ≥ 1 and no wait yet", plan.Dump())
+	}
+	// No gradient of rank 1 folded for Staleness steps: its parent must
+	// wait for one.
+	k := plan.Staleness
+	for s := 0; s < k; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan = p.Plan(); plan.Mode != ModeEvict || !plan.Parents[0].Must {
+		t.Fatalf("after %d steps without rank 1's gradient: %s, want its edge Must", k, plan.Dump())
+	}
+	// A folded gradient resets the bound.
+	rep := report(p.Plan(), tau, extra)
+	rep.Child[1] = ChildReport{Count: 1, Samples: 16, Compute: 16 * time.Millisecond, Cycle: 80 * time.Millisecond, Versions: rep.Step - 2}
+	if _, err := p.Observe(rep); err != nil {
+		t.Fatal(err)
+	}
+	if plan = p.Plan(); plan.Mode != ModeEvict || plan.Parents[0].Must {
+		t.Fatalf("after a folded gradient: %s, want no wait", plan.Dump())
+	}
+}
+
+// A rank whose compute is on time but whose link is ten times slower slows
+// every ring it is in: with the probed bandwidths, the policy evicts it
+// (and no compute-speed measure could have seen it).
+func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
+	const n, grad = 4, 16 << 20
+	bw := make(topology.Matrix, n)
+	for i := range bw {
+		bw[i] = make([]float64, n)
+		for j := range bw[i] {
+			bw[i][j] = 1e9
+			if i == 3 || j == 3 {
+				bw[i][j] = 1e8
+			}
+		}
+	}
+	cfg, err := Preset(NameShares, n, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bandwidth, cfg.GradBytes = bw, grad
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tau := durations(6, 6, 6, 6) // 16 samples: ~100 ms of compute
+	for s := 0; s < 3; s++ {
+		rep := report(p.Plan(), tau, nil)
+		for r := range rep.Current {
+			rep.Current[r].Wait = 260 * time.Millisecond // the ring through the slow link
+		}
+		if _, err := p.Observe(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
+		t.Fatalf("plan %s: want rank 3, behind the slow link, evicted", plan.Dump())
+	}
+}
+
+// The exact mode: one rank late by about a ring time is cheaper to overlap
+// than to wait for, with no staleness.
+func TestPolicyOverlapsAPredictablyLateRank(t *testing.T) {
+	p := newPolicy(t, NameExact, 8, 256)
+	tau := durations(1, 1, 1, 1, 1, 1, 1, 1)
+	extra := durations(0, 0, 0, 0, 0, 30, 0, 0)
+	for s := 0; s < 3; s++ {
+		rep := report(p.Plan(), tau, extra)
+		for r := range rep.Current {
+			rep.Current[r].Wait = 30 * time.Millisecond
+		}
+		if _, err := p.Observe(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeOverlap || plan.Late != 5 || len(plan.Members) != 8 {
+		t.Fatalf("plan %s: want the exact overlap waiting for rank 5", plan.Dump())
+	}
+}
+
+func TestPolicyRejectsReportsOutOfOrder(t *testing.T) {
+	p := newPolicy(t, NameAdaptive, 2, 8)
+	rep := report(p.Plan(), durations(1, 1), nil)
+	rep.Step = 1
+	if _, err := p.Observe(rep); !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("report of step 1 before step 0: %v", err)
+	}
+	if _, err := Preset("fastest", 2, 8); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("unknown preset: %v", err)
+	}
+	if _, err := NewPolicy(Config{World: 4, GlobalBatch: 8, Budget: true}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("budget without shares: %v", err)
+	}
+}
+
+// Every rank feeds its own Policy the same reports (they come out of one
+// reduction) and must get byte-identical plans; a policy fed a different
+// report must not.
+func TestPoliciesFedTheSameReportsDecideByteIdenticalPlans(t *testing.T) {
+	const n, steps = 8, 40
+	rng := rand.New(rand.NewPCG(1, 2))
+	ps := []*Policy{newPolicy(t, NameAdaptive, n, 256), newPolicy(t, NameAdaptive, n, 256), newPolicy(t, NameAdaptive, n, 256)}
+	for s := 0; s < steps; s++ {
+		tau := make([]time.Duration, n)
+		extra := make([]time.Duration, n)
+		for r := range tau {
+			tau[r] = time.Duration((1 + 3*rng.Float64()*rng.Float64()) * float64(time.Millisecond))
+			extra[r] = time.Duration(rng.IntN(40)) * time.Millisecond
+		}
+		rep := report(ps[0].Plan(), tau, extra)
+		var dumps [][]byte
+		for i, p := range ps {
+			r := rep
+			if i == 2 && s == steps/2 {
+				r.Current = slices.Clone(rep.Current)
+				r.Current[5].Arrival += 200 * time.Millisecond
+			}
+			plan, err := p.Observe(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dumps = append(dumps, plan.Dump())
+		}
+		if !bytes.Equal(dumps[0], dumps[1]) {
+			t.Fatalf("step %d: identical reports gave different plans:\n%s\n%s", s, dumps[0], dumps[1])
+		}
+		if s == steps/2 && bytes.Equal(dumps[0], dumps[2]) {
+			t.Fatalf("step %d: a different report gave the same plan; the comparison proves nothing", s)
+		}
+	}
+}
+
+// A rank that finished no sample within its budget took more than the
+// budget for one: it is taken at twice the budget, not left unmeasured.
+func TestACutReportWithNoSampleStillMeasuresTheRank(t *testing.T) {
+	p := newPolicy(t, NameAdaptive, 2, 8)
+	if _, err := p.Observe(report(p.Plan(), durations(1, 1), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Plan().Budget != 4*time.Millisecond {
+		t.Fatalf("plan %s: want a 4ms budget", p.Plan().Dump())
+	}
+	rep := Report{Step: 1, Current: []RankReport{
+		{Present: true, Samples: 4, Compute: 4 * time.Millisecond, Arrival: 4 * time.Millisecond, Cut: true},
+		{Present: true, Samples: 0, Compute: 0, Arrival: 4 * time.Millisecond, Cut: true},
+	}, Child: make([]ChildReport, 2)}
+	plan, err := p.Observe(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// EWMA (α = 0.5) of 1ms and 8ms: 4.5ms per sample.
+	if plan.PerSample[1] != 4500*time.Microsecond || plan.Shares[1] != 1 || plan.Shares[0] != 7 {
+		t.Fatalf("plan %s: want rank 1 at 4.5ms/sample, its minimum share of 1", plan.Dump())
+	}
+}
+
+func TestLayoutRoundTripsAndSumsExactly(t *testing.T) {
+	l := Layout{Payload: 3, World: 3}
+	want := []RankReport{
+		{Present: true, Samples: 17, Compute: 1234567 * time.Microsecond, Arrival: 1300000 * time.Microsecond, Wait: 9 * time.Millisecond, CPU: 0.5, GPU: 0.97, SMClockMHz: 1380},
+		{},
+		{Present: true, Samples: 0, Compute: 40 * time.Millisecond, Arrival: 41 * time.Millisecond, Cut: true},
+	}
+	sum := make([]float32, l.Len())
+	add := func(b []float32) {
+		for i := range b {
+			sum[i] += b[i]
+		}
+	}
+	for r, rr := range want {
+		b := make([]float32, l.Len())
+		l.WriteMember(b, r, rr)
+		add(b)
+	}
+	// Rank 1 is a child: two of its gradients are folded this step.
+	for i, v := range []int{4, 5} {
+		b := make([]float32, l.Len())
+		l.WriteChild(b, 1, 8+i, 30*time.Millisecond, 90*time.Millisecond, v)
+		add(b)
+	}
+	rep, err := l.Read(sum, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Applied != 17+8+9 || rep.Step != 7 || rep.ChildSamples() != 17 {
+		t.Fatalf("report %+v", rep)
+	}
+	for r := range want {
+		if rep.Current[r] != want[r] {
+			t.Fatalf("rank %d: got %+v, want %+v", r, rep.Current[r], want[r])
+		}
+	}
+	c := rep.Child[1]
+	if c.Count != 2 || c.Compute != 60*time.Millisecond || c.Cycle != 180*time.Millisecond || c.Staleness(7) != 2.5 {
+		t.Fatalf("child report %+v (staleness %v)", c, c.Staleness(7))
+	}
+	if _, err := l.Read(sum[1:], 7); err == nil {
+		t.Fatal("a short buffer decoded")
+	}
+}
+
+func benchmarkDecide(b *testing.B, n int, name string) {
+	p := newPolicy(b, name, n, 64*n)
+	rng := rand.New(rand.NewPCG(3, 4))
+	reps := make([]Report, 16)
+	for i := range reps {
+		tau := make([]time.Duration, n)
+		for r := range tau {
+			tau[r] = time.Duration((0.95 + 0.1*rng.Float64()) * float64(time.Millisecond)) // ±5% noise
+			if r%20 == 0 {
+				tau[r] *= 3 // 5% persistently slow ranks
+			}
+		}
+		reps[i] = report(p.Plan(), tau, nil)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rep := reps[i%len(reps)]
+		rep.Step = p.Plan().Step
+		if _, err := p.Observe(rep); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(p.Plan().Evicted)), "evicted")
+}
+
+func BenchmarkDecideAdaptive64(b *testing.B)   { benchmarkDecide(b, 64, NameAdaptive) }
+func BenchmarkDecideAdaptive1024(b *testing.B) { benchmarkDecide(b, 1024, NameAdaptive) }
+func BenchmarkDecideAdaptive4096(b *testing.B) { benchmarkDecide(b, 4096, NameAdaptive) }
+func BenchmarkDecideSTAR1024(b *testing.B)     { benchmarkDecide(b, 1024, NameSTAR) }
+
+func TestShareRangeSplitsAnyBatchByShares(t *testing.T) {
+	shares := []int{19, 19, 7, 19}
+	next := 0
+	for r := range shares {
+		lo, hi := ShareRange(shares, 64, r)
+		if lo != next || hi-lo != shares[r] {
+			t.Fatalf("rank %d: [%d,%d), want [%d,%d)", r, lo, hi, next, next+shares[r])
+		}
+		next = hi
+	}
+	next = 0
+	for r := range shares {
+		lo, hi := ShareRange(shares, 10, r)
+		if lo != next || hi < lo {
+			t.Fatalf("short batch, rank %d: [%d,%d) after %d", r, lo, hi, next)
+		}
+		next = hi
+	}
+	if next != 10 {
+		t.Fatalf("short batch covered %d of 10 rows", next)
+	}
+}
+func BenchmarkDecideShares1024(b *testing.B) { benchmarkDecide(b, 1024, NameShares) }
+
+// Speeds equal within noise keep the equal split; a real difference moves
+// it at once.
+func TestSharesIgnoreNoiseButFollowRealSpeedChanges(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	for s := 0; s < 5; s++ {
+		if _, err := p.Observe(report(p.Plan(), durations(1.00, 1.01, 0.99, 1.005), nil)); err != nil {
+			t.Fatal(err)
+		}
+		if sh := p.Plan().Shares; !slices.Equal(sh, []int{16, 16, 16, 16}) {
+			t.Fatalf("step %d: shares %v under 1%% noise, want the equal split kept", s, sh)
+		}
+	}
+	if _, err := p.Observe(report(p.Plan(), durations(1, 1, 2, 1), nil)); err != nil {
+		t.Fatal(err)
+	}
+	if sh := p.Plan().Shares; sh[2] >= 16 {
+		t.Fatalf("shares %v after rank 2 slowed down, want it given fewer", sh)
+	}
+}
