@@ -52,9 +52,15 @@ func helper(mode string, args []string) int {
 	switch mode {
 	case "env":
 		wd, _ := os.Getwd()
-		fmt.Printf("rank=%s world=%s local=%s/%s master=%s:%s job=%s coord=%s timeout=%s secret=%s extra=%s localonly=%s dir=%s\n",
+		// ringtail's coordinator: RINGTAIL_MASTER_* when the launcher
+		// left MASTER_* to torch (rank 0 local), else MASTER_*.
+		addr, port := os.Getenv("RINGTAIL_MASTER_ADDR"), os.Getenv("RINGTAIL_MASTER_PORT")
+		if addr == "" {
+			addr, port = os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT")
+		}
+		fmt.Printf("rank=%s world=%s local=%s/%s master=%s:%s torch=%s:%s job=%s coord=%s timeout=%s secret=%s extra=%s localonly=%s dir=%s\n",
 			os.Getenv("RANK"), os.Getenv("WORLD_SIZE"), os.Getenv("LOCAL_RANK"), os.Getenv("LOCAL_WORLD_SIZE"),
-			os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("RINGTAIL_JOB_ID"), os.Getenv("RINGTAIL_COORDINATOR"),
+			addr, port, os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("RINGTAIL_JOB_ID"), os.Getenv("RINGTAIL_COORDINATOR"),
 			os.Getenv("RINGTAIL_TIMEOUT"), os.Getenv("RINGTAIL_SECRET"), os.Getenv("LAUNCH_EXTRA"), os.Getenv("LAUNCH_LOCAL_ONLY"), wd)
 		fmt.Fprintf(os.Stderr, "stderr of %d\n", rank)
 		return 0

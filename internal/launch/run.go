@@ -121,6 +121,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane, Start: cfg.StartTimeout,
 		MetricsPort: cfg.MetricsPort, Timeline: cfg.Timeline}
+	if len(places) > 0 && !places[0].Remote {
+		// Rank 0 runs here: torch gets MASTER_ADDR/PORT of its own (a
+		// DDP script that never imports ringtail_torch opens its store
+		// there instead of speaking TCPStore to the coordinator).
+		if tp, err := freePort(ctx, masterAddr); err == nil {
+			je.TorchAddr, je.TorchPort = masterAddr, tp
+		}
+	}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.

@@ -105,13 +105,13 @@ func (j *testJob) assertNoLeftovers(t *testing.T) {
 
 // envLine matches the env helper's stdout lines.
 func envLine() *regexp.Regexp {
-	return regexp.MustCompile(`^\[(\d+)\] rank=(\d+) world=(\d+) local=(\d+)/(\d+) master=([^ ]+):(\d+) job=([^ ]*) coord=(\w*) timeout=([^ ]*) secret=([^ ]*) extra=([^ ]*) localonly=([^ ]*) dir=(.*)$`)
+	return regexp.MustCompile(`^\[(\d+)\] rank=(\d+) world=(\d+) local=(\d+)/(\d+) master=([^ ]+):(\d+) torch=([^ ]+):(\d+) job=([^ ]*) coord=(\w*) timeout=([^ ]*) secret=([^ ]*) extra=([^ ]*) localonly=([^ ]*) dir=(.*)$`)
 }
 
 // envOf parses the env helper's stdout: one map per rank.
 func envOf(t *testing.T, stdout string, np int) []map[string]string {
 	t.Helper()
-	names := []string{"prefix", "rank", "world", "local", "localworld", "master", "port", "job", "coord", "timeout", "secret", "extra", "localonly", "dir"}
+	names := []string{"prefix", "rank", "world", "local", "localworld", "master", "port", "torchaddr", "torchport", "job", "coord", "timeout", "secret", "extra", "localonly", "dir"}
 	got := make([]map[string]string, np)
 	envLine := envLine()
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
@@ -155,7 +155,8 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 	if got.ID != "job-x" || string(got.Secret) != "s3cret" || got.World != 3 {
 		t.Fatalf("coordinator served %+v", got)
 	}
-	for r, kv := range envOf(t, j.stdout.String(), 3) {
+	env := envOf(t, j.stdout.String(), 3)
+	for r, kv := range env {
 		want := map[string]string{
 			"prefix": strconv.Itoa(r), "world": "3", "local": strconv.Itoa(r), "localworld": "3",
 			"master": "127.0.0.1", "port": strconv.Itoa(port), "job": "job-x", "coord": "external",
@@ -165,6 +166,11 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 			if kv[k] != v {
 				t.Errorf("rank %d: %s=%q, want %q", r, k, kv[k], v)
 			}
+		}
+		// Rank 0 runs here: torch's MASTER_ADDR/PORT are its own, not the
+		// coordinator's (RINGTAIL_MASTER_ADDR/PORT).
+		if kv["torchaddr"] != "127.0.0.1" || kv["torchport"] == strconv.Itoa(port) || kv["torchport"] != env[0]["torchport"] {
+			t.Errorf("rank %d: torch's MASTER_ADDR:MASTER_PORT %s:%s, want 127.0.0.1 and one port, not the coordinator's %d", r, kv["torchaddr"], kv["torchport"], port)
 		}
 	}
 	for r := range 3 {
