@@ -4,7 +4,7 @@ BIN     ?= bin
 FUZZTIME ?= 15s
 WHEELDIR ?= integration/torch/dist
 
-.PHONY: help build test vet race fuzz torch wheel demo bench clean
+.PHONY: help build test vet race fuzz torch wheel demo bench clean faults
 
 help:
 	@echo "make build   build bin/ringtail and bin/ringtail-train"
@@ -12,6 +12,7 @@ help:
 	@echo "make wheel   build the ringtail-torch wheel offline into integration/torch/dist (WHEELDIR=...)"
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
+	@echo "make faults  fault harness: FAULT_RUNS kill/freeze/skip/mismatch runs and FLOOD_CONNS-connection floods (docs/reliability.md)"
 
 build:
 	$(GO) build -o $(BIN)/ringtail ./cmd/ringtail
@@ -41,6 +42,16 @@ demo: build
 
 bench: build
 	$(BIN)/ringtail bench allreduce -np 4 -b 1M -e 64M -f 4
+
+# The fault harness (integration/faults, build tag faults). CI-sized by
+# default; the campaign of docs/reliability.md is
+#   make faults FAULT_RUNS=320 FLOOD_CONNS=10000
+# FAULTS_STRICT=true fails the target on any missed expectation.
+FAULT_RUNS ?= 16
+FLOOD_CONNS ?= 2000
+FAULTS_STRICT ?= false
+faults:
+	$(GO) test -tags faults -count=1 -timeout 60m -run 'TestFaults|TestFloods' -v ./integration/faults -args -runs $(FAULT_RUNS) -flood $(FLOOD_CONNS) -strict=$(FAULTS_STRICT)
 
 clean:
 	rm -rf $(BIN)

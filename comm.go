@@ -8,6 +8,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -20,6 +21,7 @@ import (
 type Comm struct {
 	cfg Config
 	e   *engine.Engine
+	rec *obs.Recorder // nil: observability off (observability.go)
 }
 
 // New joins the job: it starts the rendezvous coordinator if this is rank
@@ -30,11 +32,24 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e, err := engine.New(ctx, cfg.settings())
+	rec, err := cfg.recorder()
 	if err != nil {
+		return nil, err
+	}
+	s := cfg.settings()
+	if rec != nil {
+		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
+	}
+	e, err := engine.New(ctx, s)
+	if err != nil {
+		if rec != nil {
+			rec.Close()
+		}
 		return nil, public(err)
 	}
-	return &Comm{cfg: cfg, e: e}, nil
+	c := &Comm{cfg: cfg, e: e, rec: rec}
+	c.observeLinks()
+	return c, nil
 }
 
 // Rank returns this rank.
@@ -52,7 +67,13 @@ func (c *Comm) Dead() []int { return c.e.Dead() }
 
 // Close leaves the job: peers are told this rank closed, and every socket
 // and goroutine of the communicator is released. Safe to call twice.
-func (c *Comm) Close() error { return c.e.Close() }
+func (c *Comm) Close() error {
+	err := c.e.Close()
+	if c.rec != nil {
+		err = errors.Join(err, c.rec.Close())
+	}
+	return err
+}
 
 func checkBuffer(name string, b Buffer) error {
 	if !b.DType.Valid() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/logging"
+	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -49,6 +52,9 @@ const (
 	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
 	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
+	EnvRingOrder      = "RINGTAIL_RING_ORDER"    // "hosts" (default) or "ranks"
+	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
+	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -114,6 +120,13 @@ type Config struct {
 	// memory within a host, TCP between hosts) or "libp2p" (Noise-encrypted
 	// streams, for untrusted networks; several times slower).
 	DataPlane string
+	// RingOrder is the order of the ranks around the world's ring: "hosts"
+	// (the default: each host's ranks adjacent, so the ring crosses every
+	// host's network link once in each direction whatever the launcher's
+	// placement; topology.RingOrder) or "ranks" (rank order, as NCCL and
+	// Gloo use). Empty means "hosts". It changes only the speed and the order in which floats
+	// are added, never which results land where.
+	RingOrder string
 	// FastSpin is how long a small-message wait polls before yielding the
 	// CPU; 0 yields at once (the launcher sets that when ranks outnumber
 	// CPUs).
@@ -127,6 +140,15 @@ type Config struct {
 	SmallBytes int
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
+	// MetricsAddr, when set, serves this rank's Prometheus metrics
+	// (/metrics), its event stream for the dashboard (/events) and /info
+	// on host:port (port 0: a free one; "host:9400+": port 9400 +
+	// LocalRank). See docs/observability.md.
+	MetricsAddr string
+	// Timeline, when set, writes this rank's Chrome trace / Perfetto
+	// timeline to this file (with ".rank<r>" before the extension when
+	// WorldSize > 1); `ringtail timeline merge` joins the ranks' files.
+	Timeline string
 
 	network transport.Network // tests: an in-memory network
 }
@@ -139,7 +161,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		DataPlane: "sockets", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
 	}
 }
 
@@ -148,9 +170,10 @@ func DefaultConfig(rank, world int) Config {
 func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
 
 // ConfigFromLookup is ConfigFromEnv reading variables through lookup (for
-// callers that overlay their own settings on the environment, such as
-// the C API's overrides). It asks for every variable it knows, whichever
-// others are set.
+// callers that overlay their own settings on the environment, such as the
+// C API's overrides). It asks for every variable it knows, whichever others
+// are set. Its Logger writes to stderr as RINGTAIL_LOG_LEVEL (default warn:
+// refused peers are logged) and RINGTAIL_LOG_FORMAT say.
 func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	c := DefaultConfig(0, 1)
 	env := envcfg.Reader{Lookup: lookup}
@@ -198,6 +221,9 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	if v := env.Get(EnvDataPlane); v != "" {
 		c.DataPlane = v
 	}
+	if v := env.Get(EnvRingOrder); v != "" {
+		c.RingOrder = v
+	}
 	env.Duration(EnvTimeout, &c.OpTimeout)
 	env.Duration(EnvPeerTimeout, &c.PeerTimeout)
 	env.Duration(EnvConnectTimeout, &c.ConnectTimeout)
@@ -205,6 +231,13 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChannels, &c.Channels)
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
+	c.MetricsAddr = env.Get(EnvMetricsAddr)
+	c.Timeline = env.Get(EnvTimeline)
+	logger, err := logging.FromLookup(lookup, os.Stderr)
+	if err != nil {
+		env.Fail(err)
+	}
+	c.Logger = logger.With().Int("rank", c.Rank).Logger()
 	if err := env.Err(); err != nil {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}
@@ -236,7 +269,7 @@ func (c *Config) settings() engine.Settings {
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, FastSpin: c.FastSpin, Tunables: c.tunables(),
+		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
 		Logger: c.Logger, Network: c.network,
 	}
 }
@@ -294,6 +327,9 @@ func (c *Config) Validate() error {
 	if c.DataPlane != "sockets" && c.DataPlane != "libp2p" {
 		bad("data plane %q must be sockets or libp2p", c.DataPlane)
 	}
+	if c.RingOrder != "" && c.RingOrder != "hosts" && c.RingOrder != "ranks" {
+		bad("ring order %q must be hosts or ranks", c.RingOrder)
+	}
 	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
 		bad("the libp2p planes derive identities from the job secret: set %s", EnvSecret)
 	}
@@ -302,6 +338,20 @@ func (c *Config) Validate() error {
 	}
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)
+	}
+	if c.MetricsAddr != "" {
+		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {
+			bad("metrics address (%s): %v", EnvMetricsAddr, err)
+		} else if err := obs.CheckAddr(addr); err != nil {
+			bad("metrics address (%s): %v", EnvMetricsAddr, err)
+		}
+	}
+	if c.Timeline != "" {
+		if fi, err := os.Stat(filepath.Dir(c.Timeline)); err != nil || !fi.IsDir() {
+			bad("timeline %q (%s): its directory does not exist", c.Timeline, EnvTimeline)
+		} else if fi, err := os.Stat(c.Timeline); err == nil && fi.IsDir() {
+			bad("timeline %q (%s) is a directory", c.Timeline, EnvTimeline)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ringtail: invalid config: %w", err)

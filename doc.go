@@ -10,7 +10,19 @@
 // disagreeing peer becomes an *Error naming the rank on every rank, never a
 // hang.
 //
-//	comm, err := ringtail.New(ctx, ringtail.ConfigFromEnv())
-//	...
+//	cfg, err := ringtail.ConfigFromEnv() // RANK, WORLD_SIZE, MASTER_ADDR, ...
+//	if err != nil {
+//		return err
+//	}
+//	comm, err := ringtail.New(ctx, cfg)
+//	if err != nil {
+//		return err
+//	}
+//	defer comm.Close()
 //	err = comm.AllReduce(ctx, ringtail.Float32s(grad), ringtail.Avg)
+//
+// The package example runs four ranks in one process with NewLocal.
+// Ranks that fall behind leave the ring without stopping it: AllReduceTree
+// runs STAR's parent trees, and straggler/driver decides, step by step,
+// who leaves and who returns (see docs/design.md).
 package ringtail

@@ -135,17 +135,19 @@ func RunRank(opts RankOptions, out io.Writer) int {
 	model := make([]float32, opts.Elems)
 	grad := make([]float32, opts.Elems)
 	err = w.Run(ctx, func(ctx context.Context, comm *ringtail.Comm, g Generation) error {
-		if opts.Steps > 0 && g.Step >= opts.Steps {
-			return ErrStop
-		}
 		fail := func(err error) error {
 			emit(RankEvent{Event: "fail", Node: w.Name(), Gen: g.Number, Rank: g.Rank, Size: g.Size, Step: g.Step, Err: err.Error()})
 			return err
 		}
+		// Fresh first, even on the last step: a step that failed part-way
+		// may have committed on some ranks only (Generation.Fresh).
 		if g.Fresh {
 			if err := comm.Broadcast(ctx, ringtail.Float32s(model), 0); err != nil {
 				return fail(err)
 			}
+		}
+		if opts.Steps > 0 && g.Step >= opts.Steps {
+			return ErrStop
 		}
 		if err := ringtail.Sleep(ctx, opts.Pace); err != nil {
 			return fail(err)

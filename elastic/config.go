@@ -14,6 +14,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic/view"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 // Environment variables read by ConfigFromEnv (besides ringtail's own,
@@ -161,8 +162,9 @@ func DefaultConfig(id, jobID string, secret []byte) Config {
 }
 
 // ConfigFromEnv reads the ringtail environment (ringtail.ConfigFromEnv:
-// secret, job id, timeouts) and the RINGTAIL_ELASTIC_* variables over
-// DefaultConfig.
+// secret, job id, timeouts), the RINGTAIL_ELASTIC_* variables and the log
+// settings (internal/logging: RINGTAIL_LOG_LEVEL, RINGTAIL_LOG_FORMAT;
+// the logger writes to stderr) over DefaultConfig.
 func ConfigFromEnv() (Config, error) {
 	comm, err := ringtail.ConfigFromEnv()
 	var errs []error
@@ -174,6 +176,14 @@ func ConfigFromEnv() (Config, error) {
 		id = fmt.Sprintf("rank-%05d", comm.Rank)
 	}
 	c := DefaultConfig(id, comm.JobID, comm.Secret)
+	// One logger (RINGTAIL_LOG_LEVEL, default warn) for membership and
+	// every generation's communicator, so refusals show by default.
+	log, err := logging.FromEnv(os.Stderr)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Logger = log.With().Str("id", id).Logger()
+	comm.Logger = c.Logger
 	comm.Rank, comm.WorldSize, comm.LocalRank, comm.LocalWorldSize = 0, 1, 0, 1
 	if _, ok := os.LookupEnv(ringtail.EnvPeerTimeout); !ok {
 		comm.PeerTimeout = c.Comm.PeerTimeout

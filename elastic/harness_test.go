@@ -36,8 +36,21 @@ func freePorts(t testing.TB, n int) []int {
 	return p
 }
 
+// testTimers are DefaultTimers made tolerant of a loaded CI machine: the
+// race detector on a busy 2-core box stretches a 50 ms probe timeout into
+// false suspicions that churn generations the tests do not expect. The
+// tests check behaviour; the defaults' speed is what
+// TestMemberlistDetectionTime and the recovery bench measure.
+func testTimers() Timers {
+	t := DefaultTimers()
+	t.ProbeInterval, t.ProbeTimeout = 300*time.Millisecond, 250*time.Millisecond
+	t.SuspicionMult, t.SuspicionMaxTimeoutMult, t.AwarenessMaxMultiplier = 4, 4, 8
+	return t
+}
+
 func testConfig(id string, port int, seeds []string, minNP, initialNP int) Config {
 	c := DefaultConfig(id, "elastic-test", testSecret)
+	c.Timers = testTimers()
 	c.BindPort = port
 	c.Seeds = seeds
 	c.MinNP, c.InitialNP = minNP, initialNP
@@ -125,13 +138,16 @@ func (c *cluster) worker(id string) *Worker {
 func (c *cluster) step(tr *trainer) StepFunc {
 	grad := make([]float64, len(tr.model))
 	return func(ctx context.Context, comm *ringtail.Comm, g Generation) error {
-		if g.Step >= c.stopAt.Load() {
-			return ErrStop
-		}
+		// Fresh first: a step that failed part-way may have committed on
+		// some ranks only, and the ranks that stop right away must still
+		// leave with rank 0's model.
 		if g.Fresh {
 			if err := comm.Broadcast(ctx, ringtail.Float64s(tr.model), 0); err != nil {
 				return err
 			}
+		}
+		if g.Step >= c.stopAt.Load() {
+			return ErrStop
 		}
 		if err := ringtail.Sleep(ctx, c.pace); err != nil {
 			return err
@@ -241,7 +257,8 @@ func (c *cluster) stop(ids []string) {
 // goes: memberlist stops answering without leaving, and its communicator
 // is abandoned.
 func (w *Worker) crashForTest() {
-	w.shutdown()
 	w.stop()
 	<-w.loopDone
+	w.wg.Wait() // no helper may call into the list once it is shut down
+	w.shutdown()
 }

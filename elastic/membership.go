@@ -23,6 +23,7 @@ const (
 type event struct {
 	kind eventKind
 	name string
+	addr string // the node's memberlist host:port (evAlive, evDead)
 	data []byte
 }
 
@@ -76,9 +77,44 @@ func (p *published) get() []byte {
 }
 
 // delegate adapts memberlist's callbacks to the mailbox.
+//
+// memberlist hands its event callbacks a *memberlist.Node that points into
+// its own state, which it mutates under its node lock; the callbacks run
+// with that lock held, so they are the only place ringtail reads a Node:
+// they copy the name and address into the event. Nothing else in this
+// package calls Members or LocalNode (TestNoMemberlistNodeReads).
 type delegate struct {
+	self  string // this node's name
 	box   *mailbox
 	state *published
+
+	mu       sync.Mutex
+	selfAddr string // guarded by mu: this node's host:port, from its own join
+}
+
+func newDelegate(self string, box *mailbox, state *published) *delegate {
+	return &delegate{self: self, box: box, state: state}
+}
+
+// localAddr returns this node's memberlist host:port as memberlist
+// announced it (memberlist.Create announces the local node synchronously,
+// so it is set once Create has returned).
+func (d *delegate) localAddr() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.selfAddr
+}
+
+// nodeEvent copies what the loop needs from n while memberlist holds its
+// lock, and queues it.
+func (d *delegate) nodeEvent(kind eventKind, n *memberlist.Node) {
+	e := event{kind: kind, name: n.Name, addr: n.Address()}
+	if e.name == d.self && kind == evAlive {
+		d.mu.Lock()
+		d.selfAddr = e.addr
+		d.mu.Unlock()
+	}
+	d.box.put(e)
 }
 
 var (
@@ -110,14 +146,17 @@ func (d *delegate) MergeRemoteState(b []byte, join bool) {
 	}
 }
 
-// NotifyJoin implements memberlist.EventDelegate.
-func (d *delegate) NotifyJoin(n *memberlist.Node) { d.box.put(event{kind: evAlive, name: n.Name}) }
+// NotifyJoin implements memberlist.EventDelegate (called with memberlist's
+// node lock held).
+func (d *delegate) NotifyJoin(n *memberlist.Node) { d.nodeEvent(evAlive, n) }
 
-// NotifyUpdate implements memberlist.EventDelegate.
-func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.box.put(event{kind: evAlive, name: n.Name}) }
+// NotifyUpdate implements memberlist.EventDelegate (called with memberlist's
+// node lock held).
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.nodeEvent(evAlive, n) }
 
-// NotifyLeave implements memberlist.EventDelegate: dead or left.
-func (d *delegate) NotifyLeave(n *memberlist.Node) { d.box.put(event{kind: evDead, name: n.Name}) }
+// NotifyLeave implements memberlist.EventDelegate: dead or left (called
+// with memberlist's node lock held).
+func (d *delegate) NotifyLeave(n *memberlist.Node) { d.nodeEvent(evDead, n) }
 
 // memberlistConfig builds memberlist's configuration for node name.
 func memberlistConfig(c *Config, name string, key []byte, d *delegate, log zerolog.Logger) *memberlist.Config {

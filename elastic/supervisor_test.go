@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,17 +37,20 @@ func TestShouldRestart(t *testing.T) {
 // replacement and slot 0 exit 0; the job finishes.
 func TestSupervisorReplacesEvicted(t *testing.T) {
 	var events []string
+	// Slot 0 must exit last (after a clean exit nothing restarts): it
+	// waits for the file slot 1's replacement creates, not for a time.
+	replaced := filepath.Join(t.TempDir(), "replaced")
 	sup, err := NewSupervisor(SupervisorConfig{
 		Slots: 2,
 		Command: func(slot, inc int) (*exec.Cmd, error) {
-			code, sleep := 0, "0.5" // slot 0 finishes last: after a clean exit nothing restarts
+			script := fmt.Sprintf("while [ ! -e %q ]; do sleep 0.01; done; exit 0", replaced)
 			if slot == 1 {
-				sleep = "0.05"
-				if inc == 0 {
-					code = ExitEvicted
+				script = fmt.Sprintf("exit %d", ExitEvicted)
+				if inc > 0 {
+					script = fmt.Sprintf("touch %q; exit 0", replaced)
 				}
 			}
-			return exec.Command("/bin/sh", "-c", fmt.Sprintf("sleep %s; exit %d", sleep, code)), nil
+			return exec.Command("/bin/sh", "-c", script), nil
 		},
 		OnEvent: func(e SupervisorEvent) {
 			if e.Started {

@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +30,7 @@ type Worker struct {
 	log   zerolog.Logger
 	clock Clock
 	ml    *memberlist.Memberlist
+	addr  string // this node's memberlist host:port (fixed once Join has created the list)
 	box   *mailbox
 	state *published
 
@@ -36,7 +40,7 @@ type Worker struct {
 	loopDone  chan struct{}  // closed when the loop has returned
 	wg        sync.WaitGroup // the loop's helper goroutines: sends, rendezvous servers, joins
 	closeOnce sync.Once
-	mlMu      sync.Mutex // orders Leave before Shutdown (memberlist panics otherwise)
+	mlMu      sync.Mutex // guards mlShut: Leave after Shutdown panics in memberlist
 	mlShut    bool       // guarded by mlMu
 
 	// Owned by the loop goroutine.
@@ -45,6 +49,7 @@ type Worker struct {
 	genStop  context.CancelCauseFunc // cancels genCtx
 	waiters  []awaitReq
 	coords   map[uint64]context.CancelFunc // rendezvous servers this node hosts, by generation
+	peers    map[string]string             // live nodes (self included): name → memberlist host:port, from the delegate's events
 	resendAt time.Time
 	rejoinAt time.Time
 	joining  bool
@@ -114,14 +119,21 @@ func Join(ctx context.Context, cfg Config) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg, name: name, log: log, clock: clock, box: newMailbox(), state: &published{},
 		reqs: make(chan any), loopDone: make(chan struct{}), d: d, coords: map[uint64]context.CancelFunc{},
+		peers: map[string]string{},
 	}
 	w.root, w.stop = context.WithCancel(context.Background())
-	ml, err := memberlist.Create(memberlistConfig(&cfg, name, key, &delegate{box: w.box, state: w.state}, log))
+	dg := newDelegate(name, w.box, w.state)
+	ml, err := memberlist.Create(memberlistConfig(&cfg, name, key, dg, log))
 	if err != nil {
 		w.stop()
 		return nil, fmt.Errorf("elastic: starting memberlist on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
 	}
 	w.ml = ml
+	if w.addr = dg.localAddr(); w.addr == "" {
+		_ = ml.Shutdown()
+		w.stop()
+		return nil, fmt.Errorf("elastic: memberlist on %s:%d did not announce this node", cfg.BindAddr, cfg.BindPort)
+	}
 	// Join the seeds before the loop decides anything, so that a node
 	// joining a running job learns its view (push/pull state) before it
 	// could mistake itself for the first node of a new job.
@@ -143,7 +155,7 @@ func Join(ctx context.Context, cfg Config) (*Worker, error) {
 func (w *Worker) Name() string { return w.name }
 
 // Addr returns the memberlist address other nodes can use as a seed.
-func (w *Worker) Addr() string { return w.ml.LocalNode().Address() }
+func (w *Worker) Addr() string { return w.addr }
 
 // Comm returns the current generation's communicator (nil between
 // generations). Collectives on it belong in the step function.
@@ -162,13 +174,19 @@ func (w *Worker) Generation() Generation {
 
 // Close leaves the job gracefully (peers re-form at once), stops the
 // membership loop and closes the communicator. Call it after Run returns.
+//
+// The order matters: the loop stops first (no tick, send or join starts
+// after it), then its helpers finish (sends, joins, rendezvous servers, an
+// eviction's leave), and only then does this node leave and shut
+// memberlist down, so no call reaches a list that has left or is shutting
+// down.
 func (w *Worker) Close() error {
 	w.closeOnce.Do(func() {
-		w.leave()
 		w.stop()
 		<-w.loopDone
-		w.shutdown()
 		w.wg.Wait()
+		w.leave()
+		w.shutdown()
 		w.curMu.Lock()
 		c := w.curComm
 		w.curMu.Unlock()
@@ -329,7 +347,7 @@ func (w *Worker) propose(p view.Proposal) {
 // port of the advertised IP. It returns the listener and its host:port.
 func (w *Worker) listenRendezvous() (net.Listener, string, error) {
 	ip := w.cfg.advertiseIP()
-	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: w.cfg.JobID, Secret: w.cfg.Secret, ListenIP: ip})
+	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: w.cfg.JobID, Secret: w.cfg.Secret, ListenIP: ip, Logger: w.log})
 	if err != nil {
 		return nil, "", err
 	}
@@ -372,37 +390,54 @@ func (w *Worker) adopt(v view.View) {
 
 func (w *Worker) broadcast(v view.View) {
 	data := encode(msgProposal, v)
-	for _, n := range w.ml.Members() {
-		if n.Name != w.name {
-			w.sendTo(n, data, nil)
+	for _, name := range slices.Sorted(maps.Keys(w.peers)) {
+		if name != w.name {
+			w.sendTo(name, data, nil)
 		}
 	}
 }
 
-// sendTo sends data to node n over memberlist's reliable (TCP, encrypted)
-// channel from a helper goroutine; done, if set, receives the result.
-func (w *Worker) sendTo(n *memberlist.Node, data []byte, done chan<- error) {
-	node := *n
+// sendTo sends data to the live node name over memberlist's reliable
+// (TCP, encrypted) channel from a helper goroutine; done, if set, receives
+// the result. It reports whether name is a live node.
+func (w *Worker) sendTo(name string, data []byte, done chan<- error) bool {
+	addr, ok := w.peers[name]
+	if !ok {
+		return false
+	}
+	to, err := nodeAt(name, addr)
+	if err != nil { // the delegate copied the address from memberlist: cannot happen
+		w.log.Error().Err(err).Msg("elastic: peer address")
+		return false
+	}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		err := w.ml.SendReliable(&node, data)
+		err := w.ml.SendReliable(to, data)
 		if err != nil {
-			w.log.Debug().Err(err).Str("to", node.Name).Msg("elastic: send failed")
+			w.log.Debug().Err(err).Str("to", name).Msg("elastic: send failed")
 		}
 		if done != nil {
 			done <- err
 		}
 	}()
+	return true
 }
 
-func (w *Worker) node(name string) *memberlist.Node {
-	for _, n := range w.ml.Members() {
-		if n.Name == name {
-			return n
-		}
+// nodeAt builds a memberlist.Node of this package's own (not one from
+// memberlist's state) for SendReliable, which reads only the name and
+// address.
+func nodeAt(name, addr string) (*memberlist.Node, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("elastic: node %s at %q: %w", name, addr, err)
 	}
-	return nil
+	p, err := strconv.ParseUint(port, 10, 16)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil {
+		return nil, fmt.Errorf("elastic: node %s at %q: not an IP and port", name, addr)
+	}
+	return &memberlist.Node{Name: name, Addr: ip, Port: uint16(p)}, nil
 }
 
 func (w *Worker) onTick() {
@@ -414,8 +449,8 @@ func (w *Worker) onTick() {
 	if !w.joining && !now.Before(w.rejoinAt) && w.fatal == nil {
 		w.rejoinAt = now.Add(w.cfg.Timers.Rejoin)
 		known := map[string]bool{}
-		for _, n := range w.ml.Members() {
-			known[n.Address()] = true
+		for _, a := range w.peers {
+			known[a] = true
 		}
 		if seeds := w.otherSeeds(known); len(seeds) > 0 {
 			w.joining = true
@@ -431,10 +466,9 @@ func (w *Worker) onTick() {
 
 // otherSeeds returns the seeds that are neither this node nor in known.
 func (w *Worker) otherSeeds(known map[string]bool) []string {
-	self := w.ml.LocalNode().Address()
 	var out []string
 	for _, s := range w.cfg.Seeds {
-		if s != self && !known[s] {
+		if s != w.addr && !known[s] {
 			out = append(out, s)
 		}
 	}
@@ -445,8 +479,10 @@ func (w *Worker) onEvent(e event) {
 	now := w.clock.Now()
 	switch e.kind {
 	case evAlive:
+		w.peers[e.name] = e.addr
 		w.d.Alive(e.name, now)
 	case evDead:
+		delete(w.peers, e.name)
 		w.log.Info().Str("peer", e.name).Msg("elastic: node dead or left")
 		w.d.Dead(e.name, now)
 	case evMsg, evState:
@@ -491,11 +527,8 @@ func (w *Worker) onRequest(r any) {
 		if v := w.d.View(); r.gen == v.Gen {
 			data := encode(msgFailed, failedMsg{Gen: r.gen, From: w.name, Blame: r.blame})
 			for _, m := range v.Members {
-				if m == w.name || m == r.blame {
-					continue
-				}
-				if n := w.node(m); n != nil {
-					w.sendTo(n, data, nil)
+				if m != w.name && m != r.blame {
+					w.sendTo(m, data, nil)
 				}
 			}
 		}
@@ -513,12 +546,9 @@ func (w *Worker) onRequest(r any) {
 			r.reply <- nil
 			return
 		}
-		n := w.node(r.target)
-		if n == nil {
+		if !w.sendTo(r.target, encode(msgEvict, evictMsg{Target: r.target, From: w.name, Reason: r.reason}), r.reply) {
 			r.reply <- fmt.Errorf("elastic: evict %s: not a live node", r.target)
-			return
 		}
-		w.sendTo(n, encode(msgEvict, evictMsg{Target: r.target, From: w.name, Reason: r.reason}), r.reply)
 	case joinedReq:
 		w.joining = false
 	}

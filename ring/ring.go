@@ -78,7 +78,7 @@ func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
 		for st := 0; st < n-1; st++ { // reduce-scatter
 			so, sl := seg(pos - st)
 			ro, rl := seg(pos - st - 1)
-			ch.Steps = append(ch.Steps, plan.Step{Ops: []plan.Op{
+			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
 				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
 				{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
 			}})
@@ -93,7 +93,7 @@ func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
 			ops = append(ops,
 				plan.Op{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
 				plan.Op{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl})
-			ch.Steps = append(ch.Steps, plan.Step{Ops: ops})
+			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: ops})
 		}
 		p.Channels = append(p.Channels, ch)
 	}
@@ -144,7 +144,7 @@ func ReduceScatter(s Spec, count int, avg bool) (*plan.Program, error) {
 				{Kind: plan.Send, Peer: right, Buf: sendBuf, Off: sOff, Len: cLen},
 				{Kind: plan.RecvReduce, Peer: left, Buf: dst, Off: dOff, Len: cLen},
 			}
-			ch.Steps = append(ch.Steps, plan.Step{Ops: ops})
+			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: ops})
 		}
 		if avg {
 			ch.Steps = append(ch.Steps, plan.Step{Ops: []plan.Op{{Kind: plan.Scale, Buf: plan.Data, Off: cOff, Len: cLen, Div: n}}})
@@ -176,7 +176,7 @@ func AllGather(s Spec, count int) (*plan.Program, error) {
 		right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
 		for st := 0; st < n-1; st++ {
 			sb, rb := s.Order[mod(pos-st, n)], s.Order[mod(pos-st-1, n)]
-			step := plan.Step{}
+			step := plan.Step{Phase: plan.PhaseAllGather}
 			if st == 0 {
 				step.Ops = append(step.Ops, first.Ops...)
 			}
@@ -222,7 +222,7 @@ func Broadcast(s Spec, root, count, chunk int) (*plan.Program, error) {
 	chunkAt := func(i int) (int, int) { return plan.Segment(count, k, i) }
 	var ch plan.Channel
 	for t := 0; t < k+n-2; t++ {
-		var st plan.Step
+		st := plan.Step{Phase: plan.PhaseBroadcast}
 		if i := t - q + 1; q >= 1 && i >= 0 && i < k {
 			o, l := chunkAt(i)
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: prev, Buf: plan.Data, Off: o, Len: l})

@@ -71,7 +71,7 @@ func AllReduce(order []int, world, rank, count int, avg bool) (*plan.Program, er
 		var pendingReduce bool
 		for m := 1; m < p; m *= 2 {
 			partner := order[pos^m]
-			var st plan.Step
+			st := plan.Step{Phase: plan.PhaseExchange}
 			if pendingReduce {
 				st.Ops = append(st.Ops, plan.Op{Kind: plan.Reduce, Buf: plan.Data, Src: plan.Scratch, Len: count})
 			}

@@ -29,10 +29,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
@@ -67,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	injectSpec := fs.String("inject", "", "straggler/fault injection spec, e.g. slow=2:3x (default $"+inject.EnvVar+")")
 	dataPath := fs.String("data", "", "digits CSV (gzip or plain); default: the copy embedded from data/digits.csv.gz")
 	asJSON := fs.Bool("json", false, "print rank 0's final report as JSON on stdout (epoch lines go to stderr)")
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
+	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (default: $RINGTAIL_LOG_LEVEL, else warn)")
 	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (the straggler driver)")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
@@ -89,11 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail-train: %v\n", err)
 		return 1
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
+	logger, err := logging.ForProcess(stderr, *logLevel)
 	if err != nil {
-		return fail(fmt.Errorf("--log-level: %w", err))
+		return fail(fmt.Errorf("--log-level or environment: %w", err))
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -102,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
+	logger = logger.With().Int("rank", rcfg.Rank).Logger()
 	rcfg.Logger = logger
 	spec, err := inject.Lookup(*injectSpec, os.Getenv)
 	if err != nil {

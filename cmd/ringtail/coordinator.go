@@ -12,11 +12,9 @@ import (
 	"net"
 	"os"
 	"strings"
-	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 const coordinatorUsage = `Usage: ringtail coordinator --listen ADDR --np N [--secret-file F] [--job-id ID]
@@ -88,11 +86,16 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 		*jobID = os.Getenv(launch.EnvJobID)
 	}
 
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true, TimeFormat: time.TimeOnly}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	logger, err := logging.FromEnv(stderr)
+	if err != nil {
+		return usageErr("%v", err)
+	}
 	cfg := launch.CoordinatorConfig{
 		Listen: *listen, ControlPlane: *control, World: *np, Secret: secret, JobID: *jobID, Logger: logger,
 		Ready: func(addr net.Addr, id string) {
-			logger.Info().Msgf("ringtail coordinator: serving job %q for %d ranks on %s", id, *np, hostPort(addr))
+			// Where to point the ranks: the command's output, whatever the
+			// log level.
+			fmt.Fprintf(stderr, "ringtail coordinator: serving job %q for %d ranks on %s\n", id, *np, hostPort(addr))
 		},
 	}
 	if err := cfg.Validate(); err != nil {

@@ -22,7 +22,10 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `ringtail — collective communication that routes around stragglers
 
 Usage:
-  ringtail run -np N [-H host:slots,...] [--hostfile F] [--secret-file F] [--timeout D] -- CMD ARGS...
+  ringtail run -np N [-H host:slots,...] [--hostfile F] [--secret-file F] [--timeout D]
+               [--dashboard ADDR] [--metrics-port P] [--timeline FILE] -- CMD ARGS...
+  ringtail dashboard --ranks HOST:P1-P2 [--listen ADDR]
+  ringtail timeline merge -o OUT FILE...
   ringtail coordinator --listen ADDR --np N [--secret-file F]
   ringtail bench allreduce|allgather|broadcast|reducescatter -np N [-b 8] [-e 256M] [-f 2] [-d float32] [--json]
   ringtail bench balance [--json]
@@ -44,6 +47,8 @@ func commands() map[string]subcommand {
 	return map[string]subcommand{
 		"run":          runLaunch,
 		"coordinator":  runCoordinator,
+		"dashboard":    runDashboard,
+		"timeline":     runTimeline,
 		"bench":        runBench,
 		"bench-worker": runBenchWorker,
 		"gradcode":     runGradcode,

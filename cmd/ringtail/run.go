@@ -10,11 +10,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 const runUsage = `Usage: ringtail run -np N [-H host:slots,... | --hostfile F] [flags] [--] CMD ARGS...
@@ -69,6 +69,9 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		outputDir     = fs.String("output-filename", "", "also write each rank's output to `DIR`/rank.N/stdout and stderr")
 		nics          = fs.String("network-interface", "", "pin the ranks' data plane to the first of these comma-separated network `interfaces` that has an IPv4 address on each host (sets RINGTAIL_LISTEN_IP)")
 		verbose       = fs.Bool("verbose", false, "log rank starts and exits to stderr")
+		metricsPort   = fs.Int("metrics-port", 0, "every rank serves Prometheus /metrics and the dashboard's /events on `port` + its local rank (RINGTAIL_METRICS_ADDR; default with --dashboard: free ports)")
+		timeline      = fs.String("timeline", "", "each rank writes a Chrome-trace/Perfetto timeline (RINGTAIL_TIMELINE); at exit they are merged, clocks aligned, into `FILE`")
+		dashboard     = fs.String("dashboard", "", "serve the live dashboard on `ADDR` (host:port) while the job runs")
 		envs, exports listFlag
 	)
 	fs.StringVar(nics, "nics", "", "the same as --network-interface")
@@ -157,18 +160,34 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// The launcher's log and the ranks' stderr lines share stderr: one
 	// lock keeps every line whole.
 	errw := zerolog.SyncWriter(stderr)
-	level := zerolog.WarnLevel
-	if *verbose {
-		level = zerolog.DebugLevel
+	logOpts, err := logging.OptionsFromLookup(os.LookupEnv)
+	if err != nil {
+		return usageErr("%v", err)
 	}
-	logger := zerolog.New(zerolog.ConsoleWriter{Out: errw, NoColor: true, TimeFormat: time.TimeOnly}).Level(level).With().Timestamp().Logger()
+	if *verbose && logOpts.Level > zerolog.DebugLevel {
+		logOpts.Level = zerolog.DebugLevel
+	}
+	logOpts.Out, logOpts.Terminal = errw, logging.IsTerminal(stderr)
+	logger := logging.New(logOpts)
+	// Ranks write to pipes the launcher reads, so on their own they would
+	// log JSON; on a terminal they write for the human reading it too.
+	if _, set := os.LookupEnv(logging.EnvFormat); logOpts.Terminal && !set {
+		env = append(env, logging.EnvFormat+"="+string(logging.FormatConsole))
+	}
+	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, errw)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer obsv.close()
 	cfg := launch.Config{
 		NP: *np, Hosts: hosts, Command: command, Env: env, Secret: secret,
 		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
 		SSHMode: *sshMode, StartTimeout: *startTimeout, Interfaces: interfaces, OutputDir: *outputDir,
 		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
+		MetricsPort: obsv.metricsPort, Timeline: obsv.timeline,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr
+	obsv.finish(*np)
 	return code
 }
 

@@ -11,9 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
 )
@@ -47,7 +46,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
-	logLevel := fs.String("log-level", "warn", "driver log level (debug prints every decision)")
+	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
 	if code, ok := parseFlags(fs, "ringtail bench straggler", args, stderr); !ok {
 		return code
 	}
@@ -69,11 +68,9 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	if _, err := straggler.Preset(*policyName, 1, 1); err != nil {
 		return usage("--policy: %v", err)
 	}
-	level, err := zerolog.ParseLevel(*logLevel)
-	if err != nil {
-		return usage("--log-level: %v", err)
+	if cfg.Logger, err = logging.ForProcess(stderr, *logLevel); err != nil {
+		return usage("--log-level or environment: %v", err)
 	}
-	cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(level).With().Timestamp().Logger()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
@@ -432,5 +434,28 @@ func TestCProgram(t *testing.T) {
 				t.Errorf("world %d rank %d: %v\n%s", world, r, err, out)
 			}
 		}
+	}
+}
+
+// The C API's communicator logs through the process logger: warn by
+// default (refused peers show), RINGTAIL_LOG_LEVEL (an override too) to
+// change it, a malformed level an error naming the variable.
+func TestConfigLogger(t *testing.T) {
+	cfg, err := configFromEnv(overridesFor(1, 2, 4567))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("RINGTAIL_LOG_LEVEL") == "" && cfg.Logger.GetLevel() != zerolog.WarnLevel {
+		t.Errorf("default level %v, want warn", cfg.Logger.GetLevel())
+	}
+	cfg, err = configFromEnv(overridesFor(1, 2, 4567, "RINGTAIL_LOG_LEVEL=debug"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger.GetLevel() != zerolog.DebugLevel {
+		t.Errorf("level %v, want the override's debug", cfg.Logger.GetLevel())
+	}
+	if _, err := configFromEnv(overridesFor(1, 2, 4567, "RINGTAIL_LOG_LEVEL=loud")); err == nil || !strings.Contains(err.Error(), "RINGTAIL_LOG_LEVEL") {
+		t.Errorf("bad level: %v", err)
 	}
 }

@@ -45,13 +45,17 @@ func configFromEnv(overrides string) (ringtail.Config, error) {
 		return ringtail.Config{}, fmt.Errorf("capi: %w", err)
 	}
 	asked := map[string]bool{}
-	cfg, err := ringtail.ConfigFromLookup(func(name string) (string, bool) {
+	lookup := func(name string) (string, bool) {
 		asked[name] = true
 		if v, ok := kv[name]; ok {
 			return v, true
 		}
 		return os.LookupEnv(name)
-	})
+	}
+	// The configuration's logger (RINGTAIL_LOG_LEVEL, default warn, so
+	// refused peers show) writes to stderr: the C API's callers, the
+	// PyTorch backend included, set none of their own.
+	cfg, err := ringtail.ConfigFromLookup(lookup)
 	errs := []error{err} // nil is skipped by errors.Join
 	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		if !asked[name] {

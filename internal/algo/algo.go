@@ -9,8 +9,10 @@
 package algo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/wire"
@@ -27,6 +29,11 @@ type Tunables struct {
 	Channels int
 	// ChunkBytes is the pipelining unit of a chained broadcast.
 	ChunkBytes int
+	// Order is the world's ring (a permutation of the ranks; nil: rank
+	// order). Collectives over every rank follow it, and so do the
+	// members of an allreduce among some ranks, whose results do not
+	// depend on where each member sits.
+	Order []int
 }
 
 // Spec is one rank's call, as far as the algorithm depends on it.
@@ -107,13 +114,7 @@ var ErrUnsupported = errors.New("algo: unsupported collective")
 
 // Choose builds rank s.Rank's program for the call.
 func Choose(s Spec, t Tunables) (*plan.Program, error) {
-	order := s.Members
-	if order == nil {
-		order = make([]int, s.World)
-		for i := range order {
-			order[i] = i
-		}
-	}
+	order := ringOrder(s, t)
 	rs := ring.Spec{Order: order, World: s.World, Rank: s.Rank, Channels: t.Channels}
 	switch s.Collective {
 	case wire.AllReduce:
@@ -149,6 +150,38 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		return allToAll(s, rs, t)
 	}
 	return nil, fmt.Errorf("%w %v", ErrUnsupported, s.Collective)
+}
+
+// ringOrder returns the ranks of s in the order its ring visits them.
+func ringOrder(s Spec, t Tunables) []int {
+	if s.Members == nil {
+		if len(t.Order) == s.World {
+			return t.Order
+		}
+		order := make([]int, s.World)
+		for i := range order {
+			order[i] = i
+		}
+		return order
+	}
+	reduction := s.Collective == wire.AllReduce || s.Collective == wire.AllReduceTree || s.Collective == wire.Barrier
+	if !reduction || len(t.Order) != s.World {
+		return s.Members
+	}
+	pos := make([]int, s.World)
+	for i, r := range t.Order {
+		if r >= 0 && r < s.World {
+			pos[r] = i
+		}
+	}
+	order := slices.Clone(s.Members)
+	slices.SortStableFunc(order, func(a, b int) int {
+		if a < 0 || a >= s.World || b < 0 || b >= s.World {
+			return 0 // invalid members: the builder names them
+		}
+		return cmp.Compare(pos[a], pos[b])
+	})
+	return order
 }
 
 // treeAllReduce is the members' allreduce (the algorithm AllReduce would

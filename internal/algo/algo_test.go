@@ -3,6 +3,7 @@ package algo
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
@@ -66,4 +67,81 @@ func TestChooseAllToAllIsPairwise(t *testing.T) {
 	if _, err := Choose(Spec{Collective: wire.AllToAll, Rank: 0, World: 4, Members: []int{0, 1}, Count: 1, ElemSize: 4}, tun); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("AllToAll among members: %v, want ErrUnsupported", err)
 	}
+}
+
+// A world ring in host order (Tunables.Order) changes which peers each
+// rank talks to, never the results: every collective over the world and
+// an allreduce among some members, whose ring follows the same order,
+// give what rank order gives; the programs' neighbours follow the order.
+func TestChooseFollowsTheWorldRingOrder(t *testing.T) {
+	const n = 6
+	order := []int{0, 2, 4, 1, 3, 5} // hosts a:{0,2,4} b:{1,3,5}, placed round robin
+	for _, c := range []struct {
+		coll    wire.Collective
+		count   int
+		members []int
+	}{
+		{wire.AllReduce, 60, nil}, {wire.AllReduce, 2, nil}, {wire.AllGather, 5, nil},
+		{wire.ReduceScatter, 5, nil}, {wire.Broadcast, 40, nil}, {wire.AllToAll, 3, nil},
+		{wire.AllReduce, 60, []int{5, 0, 1, 4}},
+	} {
+		results := make([][][]float64, 2)
+		for v, o := range [][]int{nil, order} {
+			tun := Tunables{SmallBytes: 16, Channels: 2, ChunkBytes: 64, Order: o}
+			progs := make([]*plan.Program, n)
+			data, input := make([][]float64, n), make([][]float64, n)
+			for r := range n {
+				s := Spec{Collective: c.coll, Rank: r, World: n, Count: c.count, ElemSize: 4, Root: 3, Members: c.members}
+				if c.members != nil && !slices.Contains(c.members, r) {
+					continue
+				}
+				p, err := Choose(s, tun)
+				if err != nil {
+					t.Fatalf("%v: %v", c.coll, err)
+				}
+				progs[r] = p
+				input[r] = make([]float64, p.InputLen)
+				data[r] = make([]float64, p.DataLen)
+				for i := range data[r] {
+					data[r][i] = float64(100*r + i)
+				}
+				for i := range input[r] {
+					input[r][i] = float64(1000*r + i)
+				}
+			}
+			for r := range n { // a non-member runs nothing
+				if progs[r] == nil {
+					progs[r] = &plan.Program{Rank: r, World: n}
+				}
+			}
+			if err := plan.Simulate(progs, data, input, plan.SimSum); err != nil {
+				t.Fatalf("%v order %v: %v", c.coll, o, err)
+			}
+			results[v] = data
+			if o != nil && c.members == nil && c.coll == wire.AllReduce && c.count > 16 {
+				right := peers(progs[0], plan.Send)
+				if !slices.Equal(right, []int{2}) {
+					t.Fatalf("rank 0 sends to %v in the host-ordered ring, want [2]", right)
+				}
+			}
+		}
+		if fmt.Sprint(results[0]) != fmt.Sprint(results[1]) {
+			t.Fatalf("%v members %v: rank order gives %v, host order %v", c.coll, c.members, results[0], results[1])
+		}
+	}
+}
+
+// peers returns the distinct peers of a program's ops of one kind.
+func peers(p *plan.Program, kind plan.OpKind) []int {
+	var out []int
+	for _, ch := range p.Channels {
+		for _, st := range ch.Steps {
+			for _, op := range st.Ops {
+				if op.Kind == kind && !slices.Contains(out, op.Peer) {
+					out = append(out, op.Peer)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
+	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // Settings are what the engine needs of a communicator's configuration
@@ -47,9 +48,17 @@ type Settings struct {
 	// or "libp2p".
 	ControlPlane string
 	DataPlane    string
-	FastSpin     time.Duration
-	Tunables     algo.Tunables
-	Logger       zerolog.Logger
+	// HostRingOrder places each host's ranks next to each other around
+	// the world's ring (topology.RingOrder over the endpoints' hosts)
+	// instead of in rank order.
+	HostRingOrder bool
+	FastSpin      time.Duration
+	Tunables      algo.Tunables
+	Logger        zerolog.Logger
+	// Tracer observes every call (internal/obs); nil: none. The executor
+	// reports phases to it only when TracePhases.
+	Tracer      exec.Tracer
+	TracePhases bool
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
 }
@@ -103,6 +112,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 			return nil, err
 		}
 		e.executor = ex
+		e.traceExecutor()
 		return e, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
@@ -151,7 +161,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
 		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "generation": strconv.FormatUint(s.Generation, 10),
-		"shm": strconv.FormatBool(!s.DisableShm),
+		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 	}
 	req := rendezvous.Request{
 		Addr: coordAddr, JobID: s.JobID, Secret: s.Secret, World: s.World,
@@ -175,6 +185,9 @@ func (e *Engine) connect(ctx context.Context) error {
 			return fmt.Errorf("ringtail: rank %d's endpoint: %w", i, err)
 		}
 	}
+	if s.HostRingOrder {
+		e.s.Tunables.Order = hostRingOrder(eps)
+	}
 	silence := s.PeerTimeout
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret},
@@ -191,7 +204,25 @@ func (e *Engine) connect(ctx context.Context) error {
 		return err
 	}
 	e.executor.SetMailbox(mailboxOf{e})
+	e.traceExecutor()
 	return e.agreeOnFastboxes(ctx)
+}
+
+// hostRingOrder returns the ring that keeps each host's ranks adjacent
+// (every rank computes it from the same endpoints, so all agree), or nil
+// when that is rank order.
+func hostRingOrder(eps []transport.Endpoint) []int {
+	ranks := make([]topology.Rank, len(eps))
+	for i, ep := range eps {
+		ranks[i] = topology.Rank{ID: i, Host: ep.Host}
+	}
+	order := topology.RingOrder(ranks, nil)
+	for i, r := range order {
+		if i != r {
+			return order
+		}
+	}
+	return nil
 }
 
 // agreeOnFastboxes enables the fastbox path if every rank has fastboxes on
@@ -232,7 +263,7 @@ func (e *Engine) startCoordinator() error {
 		if loopback {
 			listenIP = "127.0.0.1"
 		}
-		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: s.JobID, Secret: s.Secret, ListenIP: listenIP, Port: s.MasterPort})
+		ln, err = p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: s.JobID, Secret: s.Secret, ListenIP: listenIP, Port: s.MasterPort, Logger: s.Logger})
 	} else {
 		ln, err = net.Listen("tcp", bind)
 	}

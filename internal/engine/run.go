@@ -260,7 +260,13 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 		return e.invalidLocked(d, err)
 	}
 	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn, Deadline: c.Deadline}
-	err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+	if tr := e.s.Tracer; tr != nil {
+		tr.Begin(exec.CallInfo{Desc: d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+		tr.End(err)
+	} else {
+		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
+	}
 	c.Collected = ec.Collected
 	if err != nil {
 		return err

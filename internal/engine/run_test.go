@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -38,5 +40,26 @@ func TestProgramKeyCoversAllToAllSplits(t *testing.T) {
 	even := &Call{Spec: algo.Spec{Collective: wire.AllToAll, Count: 2, ElemSize: 4}}
 	if k, _, _ := e.keyOf(even); k == a || k.splits != "" {
 		t.Fatalf("the even exchange's key %+v", k)
+	}
+}
+
+// hostRingOrder keeps each host's ranks together whatever the placement,
+// and is nil (rank order) when the placement already does.
+func TestHostRingOrder(t *testing.T) {
+	eps := func(hosts ...string) []transport.Endpoint {
+		out := make([]transport.Endpoint, len(hosts))
+		for i, h := range hosts {
+			out[i] = transport.Endpoint{Host: h}
+		}
+		return out
+	}
+	if got := hostRingOrder(eps("a", "b", "a", "b")); !slices.Equal(got, []int{0, 2, 1, 3}) {
+		t.Fatalf("round-robin placement: %v, want [0 2 1 3]", got)
+	}
+	if got := hostRingOrder(eps("a", "a", "b", "b")); got != nil {
+		t.Fatalf("block placement: %v, want nil (rank order)", got)
+	}
+	if got := hostRingOrder(eps("a", "a", "a")); got != nil {
+		t.Fatalf("one host: %v, want nil", got)
 	}
 }

@@ -56,6 +56,11 @@ type Executor struct {
 	fastPos  int // runFast: index of the op running
 	callDone func(group uint32) uint64
 	stall    transport.Stall
+
+	// Tracing (trace.go); tr is nil when off.
+	tr      Tracer
+	trPhase plan.Phase // channel 0's current phase
+	trHeard bool       // a receive of the call completed
 }
 
 // New returns an executor that sends in frames of at most chunk bytes.
@@ -132,6 +137,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 	start = func(c int) (bool, error) {
 		for e.step[c] < len(p.Channels[c].Steps) {
 			st := &p.Channels[c].Steps[e.step[c]]
+			if e.tr != nil {
+				e.traceStep(c, st)
+			}
 			if cap(e.done[c]) < len(st.Ops) {
 				e.done[c] = make([]bool, len(st.Ops))
 			}
@@ -201,6 +209,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 		e.check.Reset(fastboxCheck)
 	}
 	defer e.check.Stop()
+	if e.tr != nil {
+		e.traceReset()
+	}
 	deaths := e.deaths()
 	var st stallWatch
 	running := 0
@@ -230,6 +241,9 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 		case r := <-e.compl:
 			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
+			if e.tr != nil {
+				e.traceCompletion(p, c, i)
+			}
 			e.done[c][i] = true
 			if e.left[c]--; e.left[c] > 0 {
 				continue

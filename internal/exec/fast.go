@@ -29,7 +29,8 @@ type fastOp struct {
 	peer     int
 	channel  int
 	link     transport.FastLink
-	fold     bool // RecvReduce
+	fold     bool       // RecvReduce
+	phase    plan.Phase // the step's, for a Tracer
 }
 
 // fastProg is a program compiled for runFast: its operations in the order
@@ -90,7 +91,7 @@ func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
 						continue
 					}
 					op := fastOp{kind: o.Kind, buf: o.Buf, src: o.Src, off: o.Off * es, n: o.Len * es,
-						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, channel: c, fold: o.Kind == plan.RecvReduce}
+						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, channel: c, fold: o.Kind == plan.RecvReduce, phase: st.Phase}
 					if !o.Kind.Local() {
 						f, has := mesh.Link(o.Peer, c).Fast()
 						if !has || op.n > transport.FastboxPayload {
@@ -126,9 +127,15 @@ func (e *Executor) runFast(ctx context.Context, timeout time.Duration, fp *fastP
 		}
 	}
 	cancel := ctx.Done()
+	if e.tr != nil {
+		e.traceReset()
+	}
 	for i := range fp.ops {
 		e.fastPos = i
 		o := &fp.ops[i]
+		if e.tr != nil {
+			e.traceFast(o)
+		}
 		dst := bufs[o.buf][o.off : o.off+o.n]
 		var err error
 		switch o.kind {

@@ -112,6 +112,13 @@ type Config struct {
 	// Logger receives structured logs (rank starts and exits at debug
 	// level); the zero value discards them.
 	Logger zerolog.Logger
+	// MetricsPort, when set, has every rank serve its metrics and event
+	// stream on port MetricsPort + its local rank (RINGTAIL_METRICS_ADDR;
+	// MetricsAddrs lists where). Timeline, when set, is passed as
+	// RINGTAIL_TIMELINE: each rank writes its Chrome trace there (with
+	// ".rank<r>" before the extension).
+	MetricsPort int
+	Timeline    string
 	// Coordinator serves the job's rendezvous on the listener Run opens;
 	// nil means an in-process internal/rendezvous server
 	// (ServeRendezvous). Tests replace it.
@@ -124,6 +131,9 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.NP < 1 || c.NP > MaxRanks {
 		bad("-np %d must be in 1..%d", c.NP, MaxRanks)
+	}
+	if c.MetricsPort < 0 || c.MetricsPort+c.NP > 65536 {
+		bad("metrics port %d: the ranks' ports must fit in 1..65535", c.MetricsPort)
 	}
 	if c.BindTo != "" && c.BindTo != "core" && c.BindTo != "none" {
 		bad("bind-to %q must be core or none", c.BindTo)

@@ -87,6 +87,9 @@ type jobEnv struct {
 	// Start is the ranks' connect timeout, RINGTAIL_CONNECT_TIMEOUT (0:
 	// unset).
 	Start time.Duration
+	// MetricsPort and Timeline are Config's (observe.go).
+	MetricsPort int
+	Timeline    string
 }
 
 // rankEnv returns the contract variables of one rank as K=V pairs, the
@@ -111,7 +114,7 @@ func rankEnv(j jobEnv, p placement) []string {
 	if j.Start > 0 {
 		env = append(env, EnvConnectTimeout+"="+j.Start.String())
 	}
-	return env
+	return append(env, observeEnv(j, p)...)
 }
 
 // checkEnvName reports whether name can be exported by a POSIX shell.

@@ -111,7 +111,8 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
 	}
-	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane, Start: cfg.StartTimeout}
+	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane, Start: cfg.StartTimeout,
+		MetricsPort: cfg.MetricsPort, Timeline: cfg.Timeline}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.

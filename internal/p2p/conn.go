@@ -31,6 +31,7 @@ type conn struct {
 	network.Stream
 	local, remote Addr
 	down          *atomic.Bool // the host is closing: write nothing more
+	onAuth        func()       // set on a gated host's inbound streams
 }
 
 var _ net.Conn = (*conn)(nil)
@@ -72,3 +73,13 @@ func (c *conn) SetWriteDeadline(t time.Time) error { return c.Stream.SetWriteDea
 
 // CloseWrite half-closes the stream.
 func (c *conn) CloseWrite() error { return c.Stream.CloseWrite() }
+
+// Authenticated tells a gated host (the coordinator's) that the peer on
+// this stream proved the job secret, so its connection leaves the gate
+// (its handshake deadline no longer applies and a flood cannot evict it).
+// internal/rendezvous's Server calls it; it does nothing on other streams.
+func (c *conn) Authenticated() {
+	if c.onAuth != nil {
+		c.onAuth()
+	}
+}

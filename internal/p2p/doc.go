@@ -19,9 +19,13 @@
 //
 // Noise authenticates peer keys only; ringtail's own HMAC handshakes over the
 // job secret (transport.DialHandshake, the rendezvous challenge–response)
-// still run on every stream and remain what admits a rank.
+// still run on every stream and remain what admits a rank. Until one has,
+// the coordinator's host holds the connection in an internal/admit gate
+// (gate.go): fixed limits, a handshake deadline, the oldest stranger
+// closed to make room.
 //
-// This package may import internal/transport and internal/rendezvous; it must
+// This package may import internal/transport, internal/rendezvous and
+// internal/admit; it must
 // not import the root package, the executor, the plan builders or any policy
 // package, and nothing below internal/transport may import it.
 package p2p

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/sec"
+	"github.com/libp2p/go-libp2p/core/transport"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -26,6 +27,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/multiformats/go-multistream"
+
+	"github.com/ringtail-ml/ringtail/internal/admit"
 )
 
 // The protocols ringtail speaks over libp2p streams.
@@ -49,6 +52,12 @@ type HostConfig struct {
 	// DialOnly makes a host that listens nowhere, for a rank that only
 	// reaches the coordinator.
 	DialOnly bool
+	// Gate, if set, admits every inbound connection until a stream on it
+	// authenticates (see gate.go); the coordinator's host sets it.
+	Gate *admit.Gate
+	// MaxInboundStreams bounds the streams a peer may have open to this
+	// host on one connection (0: no limit beyond libp2p's).
+	MaxInboundStreams int
 }
 
 // Validate checks the configuration.
@@ -58,6 +67,9 @@ func (c *HostConfig) Validate() error {
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("p2p: port %d outside 0..65535", c.Port)
+	}
+	if c.MaxInboundStreams < 0 {
+		return fmt.Errorf("p2p: negative stream limit %d", c.MaxInboundStreams)
 	}
 	if c.Key != nil && c.Key.Type() != crypto.Ed25519 {
 		return fmt.Errorf("p2p: key type %v, want Ed25519", c.Key.Type())
@@ -81,6 +93,8 @@ type Host struct {
 	mu        sync.Mutex
 	protocols map[protocol.ID]bool // protocols with an open Listener
 	closed    bool
+
+	gates *gatedConns // nil unless HostConfig.Gate is set
 
 	closeOnce sync.Once
 	closeErr  error
@@ -132,7 +146,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return fail("swarm", err)
 	}
-	muxers := []tptu.StreamMuxer{{ID: yamux.ID, Muxer: yamux.DefaultTransport}}
+	mux := yamux.DefaultTransport
+	if cfg.MaxInboundStreams > 0 {
+		t := *yamux.DefaultTransport
+		t.MaxIncomingStreams = uint32(cfg.MaxInboundStreams)
+		mux = &t
+	}
+	muxers := []tptu.StreamMuxer{{ID: yamux.ID, Muxer: mux}}
 	nz, err := noise.New(noise.ID, key, muxers)
 	if err != nil {
 		return fail("noise", err, sw.Close)
@@ -145,10 +165,16 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if err != nil {
 		return fail("tcp transport", err, sw.Close)
 	}
-	if err := sw.AddTransport(tpt); err != nil {
+	var swt transport.Transport = tpt
+	var gates *gatedConns
+	if cfg.Gate != nil {
+		gates = newGatedConns(cfg.Gate)
+		swt = &gatedTCP{TcpTransport: tpt, up: up, gates: gates}
+	}
+	if err := sw.AddTransport(swt); err != nil {
 		return fail("tcp transport", err, sw.Close)
 	}
-	h := &Host{id: id, swarm: sw, ps: ps, mux: multistream.NewMultistreamMuxer[protocol.ID](), protocols: map[protocol.ID]bool{}}
+	h := &Host{id: id, swarm: sw, ps: ps, mux: multistream.NewMultistreamMuxer[protocol.ID](), protocols: map[protocol.ID]bool{}, gates: gates}
 	sw.SetStreamHandler(h.inbound)
 	if !cfg.DialOnly {
 		ip := net.ParseIP(cfg.ListenIP)

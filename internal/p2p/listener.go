@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/ringtail-ml/ringtail/internal/admit"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -37,10 +38,21 @@ func newListener(h *Host, proto protocol.ID) *Listener {
 // the stream or the listener closes (then the stream is reset).
 func (l *Listener) handle(s network.Stream) {
 	select {
-	case l.conns <- newConn(s, &l.host.down):
+	case l.conns <- l.newConn(s):
 	case <-l.done:
 		_ = s.Reset()
 	}
+}
+
+// newConn presents s as a net.Conn; on a gated host, the conn's
+// Authenticated takes s's connection out of the gate.
+func (l *Listener) newConn(s network.Stream) *conn {
+	c := newConn(s, &l.host.down)
+	if g := l.host.gates; g != nil {
+		remote := s.Conn().RemoteMultiaddr()
+		c.onAuth = func() { g.authenticated(remote) }
+	}
+	return c
 }
 
 // Accept waits for the next stream; after Close it returns net.ErrClosed.
@@ -79,3 +91,12 @@ func (l *Listener) Addr() net.Addr {
 // Endpoint returns the endpoint to advertise through the rendezvous; it is
 // set for listeners made by Network.Listen.
 func (l *Listener) Endpoint() transport.Endpoint { return l.ep }
+
+// GateStats returns the counters of the gate admitting this listener's
+// host's connections (the coordinator's); ok is false on an ungated host.
+func (l *Listener) GateStats() (s admit.Stats, ok bool) {
+	if l.host.gates == nil {
+		return admit.Stats{}, false
+	}
+	return l.host.gates.gate.Stats(), true
+}

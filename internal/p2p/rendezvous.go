@@ -7,9 +7,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/admit"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 )
 
@@ -24,7 +27,19 @@ type CoordinatorConfig struct {
 	ListenIP string
 	// Port is MASTER_PORT (0 = ephemeral, for tests).
 	Port int
+	// HandshakeTimeout, MaxPending and MaxPendingPerSource bound the
+	// connections that have not proved the job secret, as
+	// rendezvous.ServerConfig's fields of the same names do for its
+	// streams (0: internal/admit's defaults).
+	HandshakeTimeout                time.Duration
+	MaxPending, MaxPendingPerSource int
+	// Logger receives the refused connections (rate-limited, at warn).
+	Logger zerolog.Logger
 }
+
+// maxCoordinatorStreams bounds the streams one connection may hold open to
+// the coordinator: a rank needs one at a time (plus retries).
+const maxCoordinatorStreams = 16
 
 // Validate checks the configuration.
 func (c *CoordinatorConfig) Validate() error {
@@ -35,6 +50,8 @@ func (c *CoordinatorConfig) Validate() error {
 		return errors.New("p2p: coordinator needs a job secret")
 	case c.Port < 0 || c.Port > 65535:
 		return fmt.Errorf("p2p: coordinator port %d outside 0..65535", c.Port)
+	case c.HandshakeTimeout < 0 || c.MaxPending < 0 || c.MaxPendingPerSource < 0:
+		return errors.New("p2p: negative coordinator handshake timeout or connection limit")
 	}
 	return nil
 }
@@ -51,7 +68,14 @@ func ListenCoordinator(cfg CoordinatorConfig) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := NewHost(HostConfig{Key: key, ListenIP: cfg.ListenIP, Port: cfg.Port})
+	gate, err := admit.New(admit.Config{
+		Name: "rendezvous/libp2p", MaxPending: cfg.MaxPending, MaxPendingPerSource: cfg.MaxPendingPerSource,
+		Deadline: cfg.HandshakeTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	h, err := NewHost(HostConfig{Key: key, ListenIP: cfg.ListenIP, Port: cfg.Port, Gate: gate, MaxInboundStreams: maxCoordinatorStreams})
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +130,28 @@ func (h *Host) DialRendezvous(ctx context.Context, addr string) (net.Conn, error
 	if err != nil && isPeerMismatch(err) {
 		return nil, fmt.Errorf("%w: the peer at %s does not hold the job's coordinator key (wrong job secret or id, or an impostor): %w", rendezvous.ErrRefused, addr, err)
 	}
-	if err != nil && strings.Contains(err.Error(), "failed to negotiate security protocol") {
+	if err != nil && speaksOtherProtocol(err) {
 		return nil, fmt.Errorf("%w: the coordinator at %s does not speak libp2p (a tcp coordinator? every rank and the coordinator need the same control plane): %w", rendezvous.ErrRefused, addr, err)
 	}
 	return c, err
+}
+
+// speaksOtherProtocol reports whether a dial failed because the peer
+// answered the security negotiation with something other than libp2p (a
+// tcp coordinator's hello, say), as opposed to hanging up: a coordinator
+// shedding unauthenticated connections under a flood closes them, and
+// that is worth retrying.
+func speaksOtherProtocol(err error) bool {
+	msg := err.Error()
+	if !strings.Contains(msg, "failed to negotiate security protocol") {
+		return false
+	}
+	for _, transient := range []string{"EOF", "connection reset", "broken pipe", "use of closed network connection", "deadline exceeded", "timeout"} {
+		if strings.Contains(msg, transient) {
+			return false
+		}
+	}
+	return true
 }
 
 // Register registers with the coordinator at req.Addr (a multiaddr, as

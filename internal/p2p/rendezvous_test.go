@@ -207,3 +207,18 @@ func TestCoordinatorAddr(t *testing.T) {
 		t.Fatal("port 0 accepted")
 	}
 }
+
+// A coordinator that hangs up during the security handshake (shedding a
+// flood) is retried; one that answers with another protocol is not.
+func TestSpeaksOtherProtocol(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"failed to dial X: all dials failed\n  * [/ip4/127.0.0.1/tcp/1] failed to negotiate security protocol: message did not have trailing newline": true,
+		"failed to dial X: all dials failed\n  * [/ip4/127.0.0.1/tcp/1] failed to negotiate security protocol: error reading handshake message: EOF":  false,
+		"failed to negotiate security protocol: read tcp 127.0.0.1:1: connection reset by peer":                                                       false,
+		"dial tcp 127.0.0.1:1: connect: connection refused":                                                                                           false,
+	} {
+		if got := speaksOtherProtocol(errors.New(msg)); got != want {
+			t.Errorf("speaksOtherProtocol(%q) = %v", msg, got)
+		}
+	}
+}

@@ -137,8 +137,39 @@ func (o Op) String() string {
 	return o.Kind.String()
 }
 
-// Step is a set of operations run together.
-type Step struct{ Ops []Op }
+// Phase labels the part of an algorithm a step belongs to, so the executor
+// can report phase changes (to a timeline) without knowing algorithms.
+type Phase uint8
+
+// Phases of the built-in algorithms.
+const (
+	// PhaseNone is an unlabelled step.
+	PhaseNone Phase = iota
+	// PhaseReduceScatter is a ring's reduce-scatter part.
+	PhaseReduceScatter
+	// PhaseAllGather is a ring's allgather part.
+	PhaseAllGather
+	// PhaseBroadcast is a chain broadcast.
+	PhaseBroadcast
+	// PhaseExchange is recursive doubling's pairwise exchanges.
+	PhaseExchange
+)
+
+var phaseNames = [...]string{"run", "reduce-scatter", "allgather", "broadcast", "exchange"}
+
+// String returns the phase's name: "reduce-scatter", "allgather" ...
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// Step is a set of operations run together; Phase labels it for tracing.
+type Step struct {
+	Ops   []Op
+	Phase Phase
+}
 
 // Channel is an ordered list of steps over one set of links.
 type Channel struct{ Steps []Step }

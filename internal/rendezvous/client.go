@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -59,17 +61,48 @@ func registerOnce(ctx context.Context, req Request) ([]Member, error) {
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	var hello serverHello
-	if err := readMsg(c, &hello); err != nil {
+	if err := readMsg(c, &hello, MaxHandshakeMessage); err != nil {
 		return nil, err
 	}
-	reg := register{Job: req.JobID, Group: req.Group, World: req.World, Member: req.Member, Nonce: make([]byte, 32)}
-	_, _ = rand.Read(reg.Nonce)
-	reg.MAC = clientMAC(req.Secret, hello.Nonce, &reg)
-	if err := writeMsg(c, &reg); err != nil {
+	body, err := json.Marshal(req.Member)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: encoding the registration: %w", err)
+	}
+	if len(body) > MaxMessage {
+		return nil, fmt.Errorf("%w: registration of %d bytes exceeds %d", ErrRefused, len(body), MaxMessage)
+	}
+	digest := sha256.Sum256(body)
+	a := auth{Version: ProtocolVersion, Job: req.JobID, Group: req.Group, World: req.World, Rank: req.Member.Rank,
+		Nonce: make([]byte, 32), Size: len(body), Digest: digest[:]}
+	_, _ = rand.Read(a.Nonce)
+	a.MAC = clientMAC(req.Secret, hello.Nonce, &a)
+	head, err := json.Marshal(&a)
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: encoding auth: %w", err)
+	}
+	if len(head) > MaxHandshakeMessage {
+		return nil, fmt.Errorf("%w: job id %q and group %q are too long for the %d-byte handshake", ErrRefused, req.JobID, req.Group, MaxHandshakeMessage)
+	}
+	if err := writeRaw(c, head, MaxHandshakeMessage); err != nil {
+		return nil, err
+	}
+	// The server reads the record only once the MAC checks out: it says
+	// so (or why not) first.
+	var ack authAck
+	if err := readMsg(c, &ack, maxAckMessage); err != nil {
+		return nil, err
+	}
+	if !ack.OK {
+		if ack.Error == "" {
+			ack.Error = "registration not accepted"
+		}
+		return nil, fmt.Errorf("%w: %s", ErrRefused, ack.Error)
+	}
+	if err := writeRaw(c, body, MaxMessage); err != nil {
 		return nil, err
 	}
 	var r reply
-	if err := readMsg(c, &r); err != nil {
+	if err := readMsg(c, &r, MaxMessage); err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: waiting for all %d ranks to register", ctx.Err(), req.World)
 		}
@@ -78,7 +111,7 @@ func registerOnce(ctx context.Context, req Request) ([]Member, error) {
 	if r.Error != "" {
 		return nil, fmt.Errorf("%w: %s", ErrRefused, r.Error)
 	}
-	if !hmac.Equal(r.MAC, serverMAC(req.Secret, reg.Nonce, hello.Nonce)) {
+	if !hmac.Equal(r.MAC, serverMAC(req.Secret, a.Nonce, hello.Nonce)) {
 		return nil, fmt.Errorf("%w: coordinator at %s does not know the job secret", ErrRefused, req.Addr)
 	}
 	if len(r.Members) != req.World {

@@ -131,7 +131,7 @@ func TestOversizedMessageIsRejected(t *testing.T) {
 		b.Close()
 	}()
 	var v reply
-	if err := readMsg(a, &v); err == nil || !strings.Contains(err.Error(), "exceeds") {
+	if err := readMsg(a, &v, MaxMessage); err == nil || !strings.Contains(err.Error(), "exceeds") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sort"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/admit"
 )
 
 // ServerConfig configures a coordinator.
@@ -19,8 +23,19 @@ type ServerConfig struct {
 	Secret []byte
 	World  int
 	Logger zerolog.Logger
-	// IOTimeout bounds each read and write with one client (0 = 30s).
+	// IOTimeout bounds each read and write with an authenticated client
+	// (0 = 30s).
 	IOTimeout time.Duration
+	// HandshakeTimeout bounds a client's time from connecting to proving
+	// the job secret; a client that has not by then is closed
+	// (0 = admit.DefaultDeadline).
+	HandshakeTimeout time.Duration
+	// MaxPending and MaxPendingPerSource bound the clients that have not
+	// yet proved the secret, in all and per source IP (0 = admit's
+	// defaults); at a limit the oldest such client makes room (see
+	// internal/admit). Each holds at most MaxHandshakeMessage bytes of
+	// input.
+	MaxPending, MaxPendingPerSource int
 }
 
 // Validate checks the configuration.
@@ -31,8 +46,11 @@ func (c *ServerConfig) Validate() error {
 	if c.World < 1 {
 		return fmt.Errorf("rendezvous: world size %d must be positive", c.World)
 	}
-	if c.IOTimeout < 0 {
-		return fmt.Errorf("rendezvous: negative IO timeout")
+	if c.IOTimeout < 0 || c.HandshakeTimeout < 0 {
+		return fmt.Errorf("rendezvous: negative timeout")
+	}
+	if c.MaxPending < 0 || c.MaxPendingPerSource < 0 {
+		return fmt.Errorf("rendezvous: negative connection limit")
 	}
 	return nil
 }
@@ -42,6 +60,7 @@ func (c *ServerConfig) Validate() error {
 // registered with it.
 type Server struct {
 	cfg    ServerConfig
+	gate   *admit.Gate
 	mu     sync.Mutex
 	groups map[string]*group
 }
@@ -65,7 +84,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.IOTimeout == 0 {
 		cfg.IOTimeout = 30 * time.Second
 	}
-	return &Server{cfg: cfg, groups: map[string]*group{}}, nil
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = admit.DefaultDeadline
+	}
+	gate, err := admit.New(admit.Config{
+		Name: "rendezvous", MaxPending: cfg.MaxPending, MaxPendingPerSource: cfg.MaxPendingPerSource,
+		Deadline: cfg.HandshakeTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rendezvous: %w", err)
+	}
+	return &Server{cfg: cfg, gate: gate, groups: map[string]*group{}}, nil
 }
 
 // Serve accepts clients on ln until ctx ends; it then closes ln.
@@ -73,6 +102,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
+	defer s.gate.Flush()
 	defer wg.Wait()
 	for {
 		c, err := ln.Accept()
@@ -82,52 +112,102 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("rendezvous: accept: %w", err)
 		}
+		pass := s.gate.Admit(c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer c.Close()
-			s.handle(ctx, c)
+			defer pass.Release()
+			s.handle(ctx, c, pass)
 		}()
 	}
 }
 
-func (s *Server) handle(ctx context.Context, c net.Conn) {
+// GateStats returns the counters of the gate that bounds unauthenticated
+// clients.
+func (s *Server) GateStats() admit.Stats { return s.gate.Stats() }
+
+// authNotifier is implemented by connections whose transport also bounds
+// unauthenticated peers below the rendezvous (internal/p2p's coordinator
+// streams): the server tells it when the client has proved the secret.
+type authNotifier interface{ Authenticated() }
+
+func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	log := s.cfg.Logger.With().Str("remote", c.RemoteAddr().String()).Logger()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
-	c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
+	// Before the client proves the secret: one deadline for the whole
+	// exchange, at most MaxHandshakeMessage bytes read, and nothing about
+	// the job said.
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	nonce := make([]byte, 32)
 	_, _ = rand.Read(nonce)
 	if err := writeMsg(c, serverHello{Nonce: nonce}); err != nil {
 		return
 	}
-	var reg register
-	if err := readMsg(c, &reg); err != nil {
+	var a auth
+	if err := readMsg(c, &a, MaxHandshakeMessage); err != nil {
+		pass.Refuse("bad handshake", err)
+		return
+	}
+	if a.Version != ProtocolVersion {
+		pass.Refuse(fmt.Sprintf("protocol version %d", a.Version), nil)
+		_ = writeMsg(c, authAck{Error: fmt.Sprintf("rendezvous protocol version %d, this coordinator speaks %d (mixed ringtail versions?)", a.Version, ProtocolVersion)})
+		return
+	}
+	if !hmac.Equal(a.MAC, clientMAC(s.cfg.Secret, nonce, &a)) {
+		pass.Refuse("authentication failed: wrong job secret", nil)
+		_ = writeMsg(c, authAck{Error: "authentication failed: wrong job secret"})
+		return
+	}
+	if !pass.Authenticated() {
+		return // the gate closed c meanwhile
+	}
+	if n, ok := c.(authNotifier); ok {
+		n.Authenticated()
+	}
+	c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
+	refuse := func(msg string) {
+		log.Warn().Str("reason", msg).Msg("rendezvous: refused")
+		_ = writeMsg(c, authAck{Error: msg})
+	}
+	switch {
+	case a.Job != s.cfg.JobID:
+		refuse(fmt.Sprintf("job %q, this coordinator serves job %q", a.Job, s.cfg.JobID))
+		return
+	case a.World != s.cfg.World:
+		refuse(fmt.Sprintf("world size %d, this job has %d ranks", a.World, s.cfg.World))
+		return
+	case a.Rank < 0 || a.Rank >= s.cfg.World:
+		refuse(fmt.Sprintf("rank %d outside 0..%d", a.Rank, s.cfg.World-1))
+		return
+	case a.Size < 0 || a.Size > MaxMessage:
+		refuse(fmt.Sprintf("registration of %d bytes exceeds %d", a.Size, MaxMessage))
+		return
+	}
+	if err := writeMsg(c, authAck{OK: true}); err != nil {
+		return
+	}
+	body, err := readRaw(c, a.Size)
+	if err != nil {
 		log.Warn().Err(err).Msg("rendezvous: bad registration")
 		return
 	}
-	refuse := func(msg string) {
+	var m Member
+	if sum := sha256.Sum256(body); len(body) != a.Size || !hmac.Equal(sum[:], a.Digest) {
+		log.Warn().Msg("rendezvous: registration does not match its authenticated digest")
+		_ = writeMsg(c, reply{Error: "registration does not match its authenticated digest"})
+		return
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.Rank != a.Rank {
+		log.Warn().Err(err).Int("rank", m.Rank).Msg("rendezvous: bad registration")
+		_ = writeMsg(c, reply{Error: "malformed registration"})
+		return
+	}
+	w := &waiter{member: m, clientNonce: a.Nonce, serverNonce: nonce, out: make(chan reply, 1)}
+	if msg := s.join(a.Group, w); msg != "" {
 		log.Warn().Str("reason", msg).Msg("rendezvous: refused")
 		_ = writeMsg(c, reply{Error: msg})
-	}
-	if !hmac.Equal(reg.MAC, clientMAC(s.cfg.Secret, nonce, &reg)) {
-		refuse("authentication failed: wrong job secret")
-		return
-	}
-	switch {
-	case reg.Job != s.cfg.JobID:
-		refuse(fmt.Sprintf("job %q, this coordinator serves job %q", reg.Job, s.cfg.JobID))
-		return
-	case reg.World != s.cfg.World:
-		refuse(fmt.Sprintf("world size %d, this job has %d ranks", reg.World, s.cfg.World))
-		return
-	case reg.Member.Rank < 0 || reg.Member.Rank >= s.cfg.World:
-		refuse(fmt.Sprintf("rank %d outside 0..%d", reg.Member.Rank, s.cfg.World-1))
-		return
-	}
-	w := &waiter{member: reg.Member, clientNonce: reg.Nonce, serverNonce: nonce, out: make(chan reply, 1)}
-	if msg := s.join(reg.Group, w); msg != "" {
-		refuse(msg)
 		return
 	}
 	// Wait (without a deadline) for the group to fill, noticing if the
@@ -144,7 +224,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
 		_ = writeMsg(c, r)
 	case <-gone:
-		s.leave(reg.Group, w)
+		s.leave(a.Group, w)
 	case <-ctx.Done():
 	}
 	c.SetDeadline(time.Now())

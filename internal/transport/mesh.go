@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/admit"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -88,13 +89,10 @@ type Mesh struct {
 	acceptWG sync.WaitGroup
 
 	refusedMu sync.Mutex
-	refused   []string  // why connections were refused while forming (the first maxRefused)
-	nRefused  int       // how many were refused in all
-	refusedAt time.Time // when a refusal was last logged (rate limit)
+	refused   []string // why connections were refused while forming (the first maxRefused)
+	nRefused  int      // how many were refused in all
 
-	pendingMu sync.Mutex
-	pending   map[string]int // handshakes in progress by remote host
-	nPending  int
+	gate *admit.Gate // connections that have not authenticated
 
 	asksMu sync.Mutex
 	asks   []ask         // queries the executor must answer (a call was running)
@@ -151,9 +149,15 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 		cfg.FastSpin = DefaultFastSpin
 	}
 	m := &Mesh{id: cfg.Identity, cfg: cfg, log: cfg.Logger, failed: make(chan struct{}), closing: make(chan struct{}),
-		inbox: make(chan Eager, 4*cfg.Identity.World), pool: map[int][][]byte{}, pending: map[string]int{},
+		inbox: make(chan Eager, 4*cfg.Identity.World), pool: map[int][][]byte{},
 		bell: make(chan struct{}, 1),
 		dead: make([]*Error, cfg.Identity.World), deathNotes: make(chan struct{})}
+	gate, err := admit.New(admit.Config{Name: "data plane", MaxPending: maxPending, MaxPendingPerSource: maxPendingPerHost,
+		Deadline: HandshakeTimeout, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	m.gate = gate
 	n, me := cfg.Identity.World, cfg.Identity.Rank
 	m.links = make([][]*Link, n)
 	for p := range m.links {
@@ -292,44 +296,43 @@ func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
 
 // Limits on connections that have not yet authenticated, so that strangers
 // cannot make a rank hold unbounded memory or goroutines: each is one small
-// handshake buffer and one goroutine, bounded in number per remote host
-// and in all, and HandshakeTimeout in time.
+// handshake buffer and one goroutine, at most maxPending of them in all and
+// maxPendingPerHost from one source (internal/admit evicts the oldest to
+// make room), each for at most HandshakeTimeout (its Hello within
+// HelloTimeout).
 const (
-	maxPending        = 64 // handshakes in progress
+	maxPending        = 64
 	maxPendingPerHost = 16
 	maxRefused        = 8 // refusals kept for the mesh-forming error
-	refusalLogEvery   = time.Second
 )
 
 // acceptLoop authenticates every incoming connection; deliver hands an
 // authenticated one to Connect (false once the mesh is complete). Refusals
-// are logged with the remote address (at most one a second, with the
-// count of those not logged).
+// are logged by the admission gate, rate-limited, with the remote address.
 func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer m.gate.Flush()
 	for {
 		c, err := m.cfg.Listener.Accept()
 		if err != nil {
 			return
 		}
-		host := remoteHost(c)
-		if !m.admit(host) {
-			m.refuse(c, errors.New("too many unauthenticated connections"))
-			c.Close()
-			continue
-		}
+		pass := m.gate.Admit(c)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer m.release(host)
 			ctx, cancel := context.WithTimeout(context.Background(), HandshakeTimeout)
 			defer cancel()
 			hello, err := AcceptHandshake(ctx, c, m.id)
 			if err != nil {
-				m.refuse(c, err)
+				m.noteRefused(c, err)
+				pass.Refuse("data-plane handshake failed", err)
 				c.Close()
 				return
+			}
+			if !pass.Authenticated() {
+				return // the gate closed it meanwhile (its deadline, or to make room)
 			}
 			sc, err := upgradeShm(c, false, m.cfg.SharedMemory)
 			if err != nil {
@@ -346,54 +349,14 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 	}
 }
 
-// remoteHost is the host part of a connection's remote address (unix
-// sockets have none: they all count as one host, this one).
-func remoteHost(c net.Conn) string {
-	a := c.RemoteAddr()
-	if a == nil {
-		return ""
-	}
-	if h, _, err := net.SplitHostPort(a.String()); err == nil {
-		return h
-	}
-	return a.Network()
-}
-
-// admit reserves a handshake slot for a connection from host, or reports
-// that its host or the rank has too many handshakes in progress.
-func (m *Mesh) admit(host string) bool {
-	m.pendingMu.Lock()
-	defer m.pendingMu.Unlock()
-	if m.nPending >= maxPending || m.pending[host] >= maxPendingPerHost {
-		return false
-	}
-	m.nPending++
-	m.pending[host]++
-	return true
-}
-
-func (m *Mesh) release(host string) {
-	m.pendingMu.Lock()
-	defer m.pendingMu.Unlock()
-	m.nPending--
-	if m.pending[host]--; m.pending[host] <= 0 {
-		delete(m.pending, host)
-	}
-}
-
-// refuse records a refused connection: the first few are kept for the
-// error of a mesh that cannot form, and refusals are logged at warn, at
-// most one a second (with how many went unlogged).
-func (m *Mesh) refuse(c net.Conn, err error) {
+// noteRefused keeps the first refusals for the error of a mesh that cannot
+// form.
+func (m *Mesh) noteRefused(c net.Conn, err error) {
 	m.refusedMu.Lock()
 	defer m.refusedMu.Unlock()
 	m.nRefused++
 	if len(m.refused) < maxRefused {
 		m.refused = append(m.refused, fmt.Sprintf("%s: %v", c.RemoteAddr(), err))
-	}
-	if now := time.Now(); now.Sub(m.refusedAt) >= refusalLogEvery {
-		m.log.Warn().Str("remote", c.RemoteAddr().String()).Int("refused_total", m.nRefused).Err(err).Msg("refused data-plane connection")
-		m.refusedAt = now
 	}
 }
 

@@ -171,7 +171,7 @@ func TestConformanceWrongSecretIsRefusedAndLogged(t *testing.T) {
 				t.Fatalf("acceptor error %v does not say the connection was refused", errs[1])
 			}
 			deadline := time.Now().Add(2 * time.Second)
-			for !strings.Contains(logs.String(), "refused data-plane connection") {
+			for !strings.Contains(logs.String(), "refused an unauthenticated connection") {
 				if time.Now().After(deadline) {
 					t.Fatalf("refusal not logged: %s", logs.String())
 				}

@@ -422,6 +422,7 @@ func (d *Driver) memberStep(ctx context.Context, in StepInput) (Result, error) {
 	}
 	d.plan, res.Next = next, next
 	d.logDecision(res)
+	d.record(res, start.Add(-in.Arrival))
 	return res, nil
 }
 

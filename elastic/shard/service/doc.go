@@ -4,7 +4,9 @@
 // answers Pull / Done / Fail / Stats requests; Client is the worker side.
 //
 // It owns the control-plane protocol (protocol.go: length-prefixed JSON
-// frames with a size limit, versioned handshake), the server's event loop
+// frames with a size limit, versioned handshake; before a client has
+// authenticated, 512-byte frames, a deadline and an internal/admit gate that
+// keeps strangers from counting against MaxConns), the server's event loop
 // — the only goroutine that touches the store — and worker liveness: when
 // all connections a worker used are gone, its DOING shards go back to
 // TODO, and after a restart, holders that do not come back within a grace

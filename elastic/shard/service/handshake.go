@@ -2,6 +2,7 @@ package service
 
 import (
 	"crypto/hmac"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -16,7 +17,7 @@ func clientHandshake(rw io.ReadWriter, secret []byte) error {
 		return err
 	}
 	var ch challenge
-	if err := readMsg(rw, &ch); err != nil {
+	if err := readMsgLimit(rw, &ch, maxHandshakeFrame); err != nil {
 		return err
 	}
 	if ch.Version != ProtocolVersion {
@@ -33,23 +34,30 @@ func clientHandshake(rw io.ReadWriter, secret []byte) error {
 		return err
 	}
 	var w welcome
-	if err := readMsg(rw, &w); err != nil {
+	if err := readMsgLimit(rw, &w, maxHandshakeFrame); err != nil {
 		return err
 	}
 	if !w.OK {
-		if e := fromWire(w.Error); e != nil {
-			return fmt.Errorf("%w: %v", ErrAuth, e)
+		e := fromWire(w.Error)
+		switch {
+		case e == nil:
+			return ErrAuth
+		case errors.Is(e, ErrUnavailable): // authenticated, but the server is full
+			return e
 		}
-		return ErrAuth
+		return fmt.Errorf("%w: %v", ErrAuth, e)
 	}
 	return nil
 }
 
 // serverHandshake authenticates both ends over rw as the server. On a bad
-// client proof it tells the client before failing.
-func serverHandshake(rw io.ReadWriter, secret []byte) error {
+// client proof it tells the client before failing. Once the client's
+// proof checks out it calls admitted, and welcomes the client only if
+// admitted returns nil (else it sends that error). It reads at most
+// maxHandshakeFrame bytes a frame and says nothing about the job.
+func serverHandshake(rw io.ReadWriter, secret []byte, admitted func() error) error {
 	var h hello
-	if err := readMsg(rw, &h); err != nil {
+	if err := readMsgLimit(rw, &h, maxHandshakeFrame); err != nil {
 		return err
 	}
 	if h.Version != ProtocolVersion {
@@ -67,7 +75,7 @@ func serverHandshake(rw io.ReadWriter, secret []byte) error {
 		return err
 	}
 	var a authMsg
-	if err := readMsg(rw, &a); err != nil {
+	if err := readMsgLimit(rw, &a, maxHandshakeFrame); err != nil {
 		return err
 	}
 	if a.Abort != "" {
@@ -76,6 +84,10 @@ func serverHandshake(rw io.ReadWriter, secret []byte) error {
 	if !hmac.Equal(a.Proof, proof(secret, "client", ns, h.Nonce)) {
 		writeMsg(rw, welcome{Error: &wireError{Code: "auth", Message: "bad job secret"}})
 		return fmt.Errorf("%w: client proof does not match the job secret", ErrAuth)
+	}
+	if err := admitted(); err != nil {
+		writeMsg(rw, welcome{Error: toWire(err)})
+		return err
 	}
 	return writeMsg(rw, welcome{OK: true})
 }

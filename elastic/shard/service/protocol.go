@@ -59,14 +59,23 @@ func writeMsg(w io.Writer, v any) error {
 	return err
 }
 
-func readMsg(r io.Reader, v any) error {
+// maxHandshakeFrame bounds each handshake frame (hello, challenge,
+// authMsg, welcome): before a peer proves the secret, this is all the
+// memory it can make the server reserve.
+const maxHandshakeFrame = 512
+
+func readMsg(r io.Reader, v any) error { return readMsgLimit(r, v, MaxFrameLen) }
+
+// readMsgLimit reads one frame of at most limit bytes into v, allocating
+// only after checking the length prefix against limit.
+func readMsgLimit(r io.Reader, v any, limit uint32) error {
 	var h [4]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return err
 	}
 	n := binary.BigEndian.Uint32(h[:])
-	if n > MaxFrameLen {
-		return fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrProtocol, n, MaxFrameLen)
+	if n > limit {
+		return fmt.Errorf("%w: frame of %d bytes exceeds %d", ErrProtocol, n, limit)
 	}
 	p := make([]byte, n)
 	if _, err := io.ReadFull(r, p); err != nil {

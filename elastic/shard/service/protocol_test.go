@@ -44,7 +44,7 @@ func handshakePair(clientSecret, serverSecret []byte) (clientErr, serverErr erro
 	defer b.Close()
 	done := make(chan error, 1)
 	go func() {
-		err := serverHandshake(b, serverSecret)
+		err := serverHandshake(b, serverSecret, func() error { return nil })
 		b.Close()
 		done <- err
 	}()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 	"github.com/ringtail-ml/ringtail/elastic/shard/wal"
+	"github.com/ringtail-ml/ringtail/internal/admit"
 )
 
 // ServerConfig configures a Server.
@@ -32,8 +33,17 @@ type ServerConfig struct {
 	// hold DOING shards (from the store) have to reconnect before their
 	// shards go back to TODO (0: 30 s; negative: never).
 	RestartGrace time.Duration
-	// MaxConns bounds concurrent connections (0: 4096).
+	// MaxConns bounds concurrent authenticated connections (0: 4096);
+	// a client that proves the secret while it is reached is told the
+	// service is unavailable.
 	MaxConns int
+	// MaxPending and MaxPendingPerSource bound the connections that have
+	// not yet proved the secret, in all and per source IP (0:
+	// internal/admit's defaults). They never count against MaxConns, and
+	// at a limit the oldest such connection makes room, so idle strangers
+	// cannot lock workers out; each holds at most a 512-byte handshake
+	// frame, and is closed after HandshakeTimeout.
+	MaxPending, MaxPendingPerSource int
 	// Logger receives connection and liveness events.
 	Logger zerolog.Logger
 }
@@ -43,7 +53,7 @@ func (c ServerConfig) Validate() error {
 	if len(c.Secret) < MinSecretLen {
 		return fmt.Errorf("service: job secret of %d bytes is shorter than %d", len(c.Secret), MinSecretLen)
 	}
-	if c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConns < 0 {
+	if c.HandshakeTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConns < 0 || c.MaxPending < 0 || c.MaxPendingPerSource < 0 {
 		return errors.New("service: negative timeout or connection limit")
 	}
 	return nil
@@ -55,6 +65,8 @@ type Server struct {
 	cfg   ServerConfig
 	store *wal.Store
 	log   zerolog.Logger
+	gate  *admit.Gate // connections that have not authenticated
+	slots chan struct{}
 
 	calls  chan call
 	closes chan int
@@ -97,8 +109,15 @@ func NewServer(cfg ServerConfig, store *wal.Store) (*Server, error) {
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 4096
 	}
+	gate, err := admit.New(admit.Config{
+		Name: "shard-service", MaxPending: cfg.MaxPending, MaxPendingPerSource: cfg.MaxPendingPerSource,
+		Deadline: cfg.HandshakeTimeout, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("service: %w", err)
+	}
 	return &Server{
-		cfg: cfg, store: store,
+		cfg: cfg, store: store, gate: gate, slots: make(chan struct{}, cfg.MaxConns),
 		log:   cfg.Logger.With().Str("component", "shard-service").Logger(),
 		calls: make(chan call), closes: make(chan int),
 	}, nil
@@ -129,7 +148,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopAccept()
 
 	var conns sync.WaitGroup
-	slots := make(chan struct{}, s.cfg.MaxConns)
+	defer s.gate.Flush()
 	s.log.Info().Str("addr", ln.Addr().String()).Msg("shard service listening")
 	var acceptErr error
 	for id := 1; ; id++ {
@@ -141,18 +160,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			break
 		}
-		select {
-		case slots <- struct{}{}:
-		default:
-			s.log.Warn().Str("remote", c.RemoteAddr().String()).Msg("connection limit reached; refusing")
-			c.Close()
-			continue
-		}
+		pass := s.gate.Admit(c)
 		conns.Add(1)
 		go func(id int, c net.Conn) {
 			defer conns.Done()
-			defer func() { <-slots }()
-			s.handle(ctx, id, c, loopDone)
+			defer pass.Release()
+			s.handle(ctx, id, c, pass, loopDone)
 		}(id, c)
 	}
 	conns.Wait()
@@ -234,16 +247,46 @@ func (s *Server) loop(ctx context.Context, fail context.CancelCauseFunc, quit <-
 	}
 }
 
-// handle serves one connection.
-func (s *Server) handle(ctx context.Context, id int, c net.Conn, loopDone <-chan struct{}) {
+// GateStats returns the counters of the gate that bounds unauthenticated
+// connections.
+func (s *Server) GateStats() admit.Stats { return s.gate.Stats() }
+
+// errFull is what a client that authenticates while MaxConns connections
+// are open is told.
+var errFull = fmt.Errorf("%w: connection limit reached", ErrUnavailable)
+
+// handle serves one connection: the handshake under the gate, then, with
+// an authenticated slot, the requests.
+func (s *Server) handle(ctx context.Context, id int, c net.Conn, pass *admit.Pass, loopDone <-chan struct{}) {
 	log := s.log.With().Int("conn", id).Str("remote", c.RemoteAddr().String()).Logger()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	defer c.Close()
 
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	if err := serverHandshake(c, s.cfg.Secret); err != nil {
-		log.Warn().Err(err).Msg("handshake failed")
+	slot := false
+	defer func() {
+		if slot {
+			<-s.slots
+		}
+	}()
+	err := serverHandshake(c, s.cfg.Secret, func() error {
+		if !pass.Authenticated() {
+			return admit.ErrClosed // the gate closed c meanwhile
+		}
+		select {
+		case s.slots <- struct{}{}:
+			slot = true
+			return nil
+		default:
+			log.Warn().Int("max_conns", s.cfg.MaxConns).Msg("authenticated connection refused: connection limit reached")
+			return errFull
+		}
+	})
+	if err != nil {
+		if !slot && !errors.Is(err, errFull) && !errors.Is(err, admit.ErrClosed) {
+			pass.Refuse("handshake failed", err)
+		}
 		return
 	}
 	c.SetDeadline(time.Time{})

@@ -28,6 +28,12 @@ type testServer struct {
 
 func startServer(t *testing.T, dir string, cfg shard.Config, scfg ServerConfig) *testServer {
 	t.Helper()
+	ts, _ := startServerGate(t, dir, cfg, scfg)
+	return ts
+}
+
+func startServerGate(t *testing.T, dir string, cfg shard.Config, scfg ServerConfig) (*testServer, *Server) {
+	t.Helper()
 	store, err := wal.Open(dir, cfg, wal.Options{SnapshotEvery: 50, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func startServer(t *testing.T, dir string, cfg shard.Config, scfg ServerConfig) 
 	t.Cleanup(func() {
 		ts.shutdown(t)
 	})
-	return ts
+	return ts, srv
 }
 
 // shutdown stops the server without closing the store (like a crash: no

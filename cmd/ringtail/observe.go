@@ -1,0 +1,234 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/obs"
+)
+
+// runObservability is what `ringtail run` does for --metrics-port,
+// --timeline and --dashboard.
+type runObservability struct {
+	metricsPort int
+	timeline    string // absolute; the ranks write timeline.rank<r>.ext
+	merged      string // where the merged trace goes
+	dash        *obs.Dashboard
+	stderr      io.Writer
+}
+
+// startObservability validates the flags, picks the metrics ports and
+// starts the dashboard; it prints where to look.
+func startObservability(dashboard string, metricsPort int, timeline string, np int, hosts []launch.HostSlots, stderr io.Writer) (*runObservability, error) {
+	o := &runObservability{metricsPort: metricsPort, stderr: stderr}
+	if metricsPort < 0 || metricsPort > 65535 {
+		return nil, fmt.Errorf("--metrics-port %d must be in 1..65535", metricsPort)
+	}
+	if timeline != "" {
+		abs, err := filepath.Abs(timeline)
+		if err != nil {
+			return nil, fmt.Errorf("--timeline: %w", err)
+		}
+		if fi, err := os.Stat(filepath.Dir(abs)); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("--timeline %s: its directory does not exist", timeline)
+		}
+		o.timeline, o.merged = abs, abs
+	}
+	if dashboard == "" {
+		if metricsPort > 0 {
+			fmt.Fprintf(stderr, "ringtail run: metrics at http://127.0.0.1:%d/metrics (rank 0; each rank on the port + its local rank)\n", metricsPort)
+		}
+		return o, nil
+	}
+	if err := obs.CheckAddr(dashboard); err != nil {
+		return nil, fmt.Errorf("--dashboard: %w", err)
+	}
+	if np < 1 {
+		return nil, errors.New("--dashboard needs -np")
+	}
+	if o.metricsPort == 0 {
+		base, err := launch.FreePortRange(np)
+		if err != nil {
+			return nil, err
+		}
+		o.metricsPort = base
+	}
+	// The dashboard logs lost rank streams at debug level to the logger
+	// it is given: none yet. The job-wide logger (RINGTAIL_LOG_LEVEL,
+	// issue 14 item 4) plugs in here, as DashboardConfig.Logger.
+	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
+		Title: fmt.Sprintf("ringtail run -np %d", np)})
+	if err != nil {
+		return nil, fmt.Errorf("--dashboard: %w", err)
+	}
+	o.dash = d
+	fmt.Fprintf(stderr, "ringtail run: dashboard at %s (metrics at http://127.0.0.1:%d/metrics for rank 0, +1 per local rank)\n", d.URL(), o.metricsPort)
+	return o, nil
+}
+
+// finish merges the ranks' timelines (those on this host) and says where
+// the trace is.
+func (o *runObservability) finish(np int) {
+	if o.timeline == "" {
+		return
+	}
+	var files, missing []string
+	for r := 0; r < np; r++ {
+		f := obs.RankTimelinePath(o.timeline, r, np)
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f)
+		} else {
+			missing = append(missing, fmt.Sprint(r))
+		}
+	}
+	if np == 1 {
+		if len(files) == 1 {
+			fmt.Fprintf(o.stderr, "ringtail run: timeline in %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", files[0])
+		}
+		return
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(o.stderr, "ringtail run: no timeline from rank(s) %s on this host (remote ranks keep theirs; merge with ringtail timeline merge)\n", strings.Join(missing, ","))
+	}
+	if len(files) == 0 {
+		return
+	}
+	if err := mergeTimelines(o.merged, files); err != nil {
+		fmt.Fprintf(o.stderr, "ringtail run: merging timelines: %v\n", err)
+		return
+	}
+	fmt.Fprintf(o.stderr, "ringtail run: timeline of %d ranks in %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", len(files), o.merged)
+}
+
+func (o *runObservability) close() {
+	if o.dash != nil {
+		o.dash.Close()
+	}
+}
+
+// mergeTimelines writes the merged trace of files to out (through a
+// temporary file, so a failure leaves no half trace).
+func mergeTimelines(out string, files []string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".timeline-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := obs.Merge(tmp, files); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), out)
+}
+
+const dashboardUsage = `Usage: ringtail dashboard --ranks ADDRS [--listen ADDR] [--timeline FILE]
+
+Serves the live dashboard of a running job whose ranks serve metrics
+(ringtail run --metrics-port P, or RINGTAIL_METRICS_ADDR): arrival heatmap
+per rank × step, mode and evicted ranks, shares, predicted vs actual
+arrivals, busbw over time, each rank's host, transports and GPU.
+ADDRS lists the ranks' metrics addresses: host:port entries separated by
+commas, host:first-last for a range (e.g. 127.0.0.1:9400-9403).
+--timeline FILE also serves a trace file's view at /timeline.html (ranks
+are then optional).
+
+Flags:
+`
+
+// runDashboard is `ringtail dashboard`.
+func runDashboard(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ringtail dashboard", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8080", "serve the page on `host:port`")
+	ranks := fs.String("ranks", "", "the ranks' metrics `addresses` (host:port,... or host:first-last)")
+	timeline := fs.String("timeline", "", "also show this trace `file` (ringtail run --timeline's, or timeline merge's) at /timeline.html")
+	title := fs.String("title", "ringtail", "the page's title")
+	fs.Usage = func() { fmt.Fprint(stdout, dashboardUsage); fs.SetOutput(stdout); fs.PrintDefaults() }
+	if code, ok := parseFlags(fs, "ringtail dashboard", args, stderr); !ok {
+		return code
+	}
+	var targets []string
+	if *ranks != "" || *timeline == "" {
+		t, err := obs.ExpandTargets(*ranks)
+		if err != nil {
+			fmt.Fprintf(stderr, "ringtail dashboard: --ranks: %v\n", err)
+			return 2
+		}
+		targets = t
+	}
+	if *timeline != "" {
+		if _, err := os.Stat(*timeline); err != nil {
+			fmt.Fprintf(stderr, "ringtail dashboard: --timeline: %v\n", err)
+			return 2
+		}
+	}
+	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: *listen, Targets: targets, Title: *title, Timeline: *timeline})
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail dashboard: %v\n", err)
+		return 2
+	}
+	defer d.Close()
+	fmt.Fprintf(stderr, "ringtail dashboard: %s following %d ranks (Ctrl-C to stop)\n", d.URL(), len(targets))
+	if *timeline != "" {
+		fmt.Fprintf(stderr, "ringtail dashboard: timeline of %s at %stimeline.html\n", *timeline, d.URL())
+	}
+	ctx, stop := interruptContext()
+	<-ctx.Done()
+	stop()
+	return 0
+}
+
+const timelineUsage = `Usage: ringtail timeline merge -o OUT FILE...
+
+Merges the ranks' timeline files (RINGTAIL_TIMELINE, one per rank) into
+one Chrome-trace / Perfetto file, with the ranks' clocks aligned on the
+calls they share. Open OUT in https://ui.perfetto.dev or chrome://tracing.
+
+Flags:
+`
+
+// runTimeline is `ringtail timeline merge`.
+func runTimeline(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "merge" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprint(stdout, timelineUsage)
+			return 0
+		}
+		fmt.Fprintln(stderr, "ringtail timeline: want 'merge' (run 'ringtail timeline --help')")
+		return 2
+	}
+	fs := flag.NewFlagSet("ringtail timeline merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "", "write the merged trace to `file` (required)")
+	fs.Usage = func() { fmt.Fprint(stdout, timelineUsage); fs.SetOutput(stdout); fs.PrintDefaults() }
+	quietErrors(fs, args[1:])
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *out == "" || fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "ringtail timeline merge: give -o OUT and at least one rank file")
+		return 2
+	}
+	if err := mergeTimelines(*out, fs.Args()); err != nil {
+		fmt.Fprintf(stderr, "ringtail timeline merge: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ringtail timeline merge: %d ranks in %s\n", fs.NArg(), *out)
+	return 0
+}

@@ -1,0 +1,92 @@
+package ringtail
+
+import (
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/internal/obs"
+	"github.com/ringtail-ml/ringtail/nvml"
+	"github.com/ringtail-ml/ringtail/observe"
+)
+
+var _ observe.StepRecorder = (*Comm)(nil)
+
+// recorder starts the rank's observability when MetricsAddr or Timeline
+// is set (nil otherwise: nothing is recorded and the calls' path makes
+// one nil check).
+func (c *Config) recorder() (*obs.Recorder, error) {
+	if c.MetricsAddr == "" && c.Timeline == "" {
+		return nil, nil
+	}
+	addr := ""
+	if c.MetricsAddr != "" {
+		a, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank)
+		if err != nil {
+			return nil, fmt.Errorf("ringtail: %w", err)
+		}
+		addr = a
+	}
+	timeline := ""
+	if c.Timeline != "" {
+		timeline = obs.RankTimelinePath(c.Timeline, c.Rank, c.WorldSize)
+	}
+	gpu, err := nvml.Open(nvml.Config{})
+	if err != nil {
+		gpu = nil
+	}
+	// The recorder logs through the communicator's logger: the job-wide
+	// logger honouring RINGTAIL_LOG_LEVEL arrives as Config.Logger.
+	rec, err := obs.New(obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger})
+	if err != nil {
+		if gpu != nil {
+			gpu.Close()
+		}
+		return nil, fmt.Errorf("ringtail: rank %d: %w", c.Rank, err)
+	}
+	ev := c.Logger.Info().Int("rank", c.Rank)
+	if a := rec.Addr(); a != "" {
+		ev = ev.Str("metrics", "http://"+a+"/metrics")
+	}
+	if timeline != "" {
+		ev = ev.Str("timeline", timeline)
+	}
+	ev.Msg("ringtail: observability on")
+	return rec, nil
+}
+
+// observeLinks tells the recorder each link's transport.
+func (c *Comm) observeLinks() {
+	if c.rec == nil {
+		return
+	}
+	var links []obs.LinkInfo
+	for _, l := range c.e.Links() {
+		links = append(links, obs.LinkInfo{Peer: l.Peer, Channel: l.Channel, Transport: l.Transport})
+		c.cfg.Logger.Debug().Int("rank", c.cfg.Rank).Int("peer", l.Peer).Int("channel", l.Channel).Str("transport", l.Transport).Msg("ringtail: link")
+	}
+	c.rec.SetLinks(links)
+}
+
+// Observing reports whether the communicator records metrics, a timeline
+// or the dashboard's event stream (Config.MetricsAddr or Config.Timeline
+// is set): a training loop can skip building StepEvents when not.
+func (c *Comm) Observing() bool { return c.rec != nil }
+
+// RecordStep records one training step (the plan it ran under, every
+// rank's arrival, what was predicted, evicted, shared and folded late) to
+// the metrics, the timeline and the dashboard; it does nothing when the
+// communicator is not Observing. The straggler driver calls it once per
+// step.
+func (c *Comm) RecordStep(ev observe.StepEvent) {
+	if c.rec != nil {
+		c.rec.RecordStep(ev)
+	}
+}
+
+// MetricsAddr returns the address this rank serves /metrics on ("" when
+// off), with the port resolved when Config.MetricsAddr asked for port 0.
+func (c *Comm) MetricsAddr() string {
+	if c.rec == nil {
+		return ""
+	}
+	return c.rec.Addr()
+}
