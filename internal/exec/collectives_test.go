@@ -249,9 +249,11 @@ func collectives() []call {
 
 // Every program kind the builders make, with every element type and every
 // reduction, run by the executor over the in-memory transport, equals the
-// sequential reference on every rank.
+// sequential reference on every rank. The world's ring is not in rank
+// order (as when ranks are ordered by host).
 func TestEveryProgramEveryTypeEqualsTheSequentialReference(t *testing.T) {
 	cl := newCluster(t, 5, clusterOpts{})
+	cl.tun.Order = []int{3, 1, 4, 0, 2} // the world's ring in host order, not rank order
 	for _, c := range collectives() {
 		t.Run(c.name, func(t *testing.T) {
 			for _, dt := range dtypes {
@@ -338,5 +340,49 @@ func TestAWorldOfOneRunsLocally(t *testing.T) {
 	bad := &plan.Program{World: 1, DataLen: 4, Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: plan.Scale, Buf: plan.Data, Len: 4, Div: 2}}}}}}}
 	if err := ex.Run(context.Background(), 0, bad, &Call{DType: 99, Data: make([]byte, 16)}); err == nil {
 		t.Fatal("a scale of an unknown element type succeeded")
+	}
+}
+
+// phaseLog is a Tracer that records what the executor reports.
+type phaseLog struct {
+	phases  []plan.Phase
+	arrived int
+}
+
+func (l *phaseLog) Begin(CallInfo)      {}
+func (l *phaseLog) End(error)           {}
+func (l *phaseLog) Arrived()            { l.arrived++ }
+func (l *phaseLog) Phase(ph plan.Phase) { l.phases = append(l.phases, ph) }
+func (l *phaseLog) reset()              { l.phases, l.arrived = nil, 0 }
+
+// A Tracer hears, on both paths, each phase change of channel 0 once and
+// the first data from a peer once per call.
+func TestATracerHearsPhasesAndTheFirstArrival(t *testing.T) {
+	for _, path := range paths {
+		t.Run(path.name, func(t *testing.T) {
+			cl := newCluster(t, 4, path.opts) // a power of two: recursive doubling is exchanges only
+			logs := make([]*phaseLog, cl.n)
+			for r := range logs {
+				logs[r] = &phaseLog{}
+				cl.execs[r].SetTracer(logs[r])
+			}
+			for _, c := range []struct {
+				call
+				phases []plan.Phase
+			}{
+				{call{"ring", algo.Spec{Collective: wire.AllReduce, Count: 1001}, "ring"}, []plan.Phase{plan.PhaseReduceScatter, plan.PhaseAllGather}},
+				{call{"recursive doubling", algo.Spec{Collective: wire.AllReduce, Count: 31}, "recursive-doubling"}, []plan.Phase{plan.PhaseExchange, plan.PhaseNone}}, // the final fold is unlabelled
+			} {
+				for _, l := range logs {
+					l.reset()
+				}
+				c.check(t, cl, reduce.Float32, reduce.Sum)
+				for r, l := range logs {
+					if !slices.Equal(l.phases, c.phases) || l.arrived != 1 {
+						t.Fatalf("%s, rank %d: phases %v, %d arrivals; want %v and 1", c.name, r, l.phases, l.arrived, c.phases)
+					}
+				}
+			}
+		})
 	}
 }
