@@ -16,6 +16,7 @@ require (
 	github.com/prometheus/common v0.71.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/sys v0.47.0
+	golang.org/x/tools v0.48.0
 	gonum.org/v1/gonum v0.17.0
 )
 
@@ -65,7 +66,9 @@ require (
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/exp v0.0.0-20260718201538-764159d718ef // indirect
+	golang.org/x/mod v0.38.0 // indirect
 	golang.org/x/net v0.58.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	lukechampine.com/blake3 v1.4.1 // indirect
 )
