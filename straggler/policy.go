@@ -222,10 +222,13 @@ func (p *Policy) collective(members []int) time.Duration {
 	m := model(members)
 	switch {
 	case m > 0 && p.hasColl:
-		// Calibrate the link model by what the ring really took (CPU
-		// copies, protocol), within a factor of four either way.
+		// The link model says how the members' ring compares with the
+		// one measured; the measurement says what a ring really takes
+		// (CPU copies, protocol). Only the model's ratios are trusted: a
+		// probe's absolute numbers can be off by orders of magnitude on
+		// links faster than its latency noise.
 		if base := model(p.collWith); base > 0 {
-			return time.Duration(m * math.Min(4, math.Max(0.25, p.coll/base)))
+			return time.Duration(m * p.coll / base)
 		}
 		return time.Duration(m)
 	case m > 0:

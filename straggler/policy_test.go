@@ -198,6 +198,43 @@ func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
 	}
 }
 
+// A probe's absolute bandwidths can be wrong by orders of magnitude (on
+// one host, shared-memory links move a probe faster than the latency's
+// noise): with a matrix that calls rank 1's links a million times slower
+// than they are (8 bytes over a noisy millisecond), while rings measure
+// a few milliseconds, the policy still evicts the rank that computes three times slower, not rank 1.
+func TestPolicyTrustsMeasuredRingsOverAbsoluteProbeNumbers(t *testing.T) {
+	const n = 4
+	bw := make(topology.Matrix, n)
+	for i := range bw {
+		bw[i] = make([]float64, n)
+		for j := range bw[i] {
+			bw[i][j] = 2e9
+			if i == 1 || j == 1 {
+				bw[i][j] = 2e3
+			}
+		}
+	}
+	cfg, err := Preset(NameSTAR, n, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bandwidth, cfg.GradBytes = bw, 20<<10
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tau := durations(6, 6, 6, 18)
+	for s := 0; s < 4; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan := p.Plan(); plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
+		t.Fatalf("plan %s: want rank 3, the slow one, evicted", plan.Dump())
+	}
+}
+
 // The exact mode: one rank late by about a ring time is cheaper to overlap
 // than to wait for, with no staleness.
 func TestPolicyOverlapsAPredictablyLateRank(t *testing.T) {

@@ -97,9 +97,18 @@ type jobEnv struct {
 func rankEnv(j jobEnv, p placement) []string {
 	env := []string{
 		EnvRank + "=" + strconv.Itoa(p.Rank),
-		EnvWorldSize + "=" + strconv.Itoa(j.World),
 		EnvLocalRank + "=" + strconv.Itoa(p.LocalRank),
 		EnvLocalWorldSize + "=" + strconv.Itoa(p.LocalWorld),
+	}
+	env = append(env, jobVars(j)...)
+	return append(env, observeEnv(j, p)...)
+}
+
+// jobVars returns the contract variables every rank of the job shares,
+// the secret excepted.
+func jobVars(j jobEnv) []string {
+	env := []string{
+		EnvWorldSize + "=" + strconv.Itoa(j.World),
 		EnvMasterAddr + "=" + j.MasterAddr,
 		EnvMasterPort + "=" + strconv.Itoa(j.MasterPort),
 		EnvJobID + "=" + j.JobID,
@@ -114,7 +123,7 @@ func rankEnv(j jobEnv, p placement) []string {
 	if j.Start > 0 {
 		env = append(env, EnvConnectTimeout+"="+j.Start.String())
 	}
-	return append(env, observeEnv(j, p)...)
+	return env
 }
 
 // checkEnvName reports whether name can be exported by a POSIX shell.

@@ -23,6 +23,9 @@ import (
 const helperArg = "launch-test-helper"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeSrunVar) != "" {
+		os.Exit(fakeSrun(os.Args[1:]))
+	}
 	if len(os.Args) > 2 && os.Args[1] == helperArg {
 		os.Exit(helper(os.Args[2], os.Args[3:]))
 	}
@@ -113,7 +116,7 @@ func helper(mode string, args []string) int {
 			return 1
 		}
 		defer comm.Close()
-		buf := []float32{float32(rank + 1)}
+		buf := []float32{float32(comm.Rank() + 1)} // the rank the runtime found, RANK or not
 		if err := comm.AllReduce(ctx, ringtail.Float32s(buf), ringtail.Sum); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
