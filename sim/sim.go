@@ -402,26 +402,6 @@ func Run(cfg Config) (Result, error) {
 	return res, nil
 }
 
-// Replay feeds reports to a fresh policy and returns the plans it decides:
-// what every member of a job that reduced those reports decided. The
-// simulator decides through the same calls (the test that the simulator
-// and the live driver decide alike replays the driver's reports here).
-func Replay(cfg straggler.Config, reports []straggler.Report) ([]straggler.Plan, error) {
-	pol, err := straggler.NewPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	plans := make([]straggler.Plan, 0, len(reports))
-	for _, rep := range reports {
-		next, err := pol.Observe(rep)
-		if err != nil {
-			return plans, err
-		}
-		plans = append(plans, next)
-	}
-	return plans, nil
-}
-
 // within is how many samples rank finishes at step within budget. Every
 // injected pattern is affine in the work (c(k) = a + b·k), so it is
 // ⌊(budget − a)/b⌋ from two evaluations of the injector rather than the

@@ -95,7 +95,7 @@ func runRanks(t *testing.T, comms []*ringtail.Comm, ranks []int, cfg Config, ste
 			defer cd.Close()
 			out := make([]float64, cfg.Len)
 			for step := 0; step < steps; step++ {
-				p := cd.Plan()
+				p := cd.plan
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				_, err := cd.Step(ctx, exactCompute(func(s int) time.Duration { return delay(r, s) }), out)
 				cancel()

@@ -60,7 +60,7 @@ func rankProcess() int {
 	}
 	sum := make([]float64, ccfg.Len)
 	for step := 0; step < processSteps; step++ {
-		p := cd.Plan()
+		p := cd.plan
 		_, err := cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 50 * time.Millisecond }), sum)
 		if err != nil {
 			_ = out.Encode(stepReport{Rank: cfg.Rank, Step: step, Err: err.Error()})
