@@ -44,8 +44,9 @@ type Spec struct {
 	ElemSize int
 	// Avg divides the reduction by the number of members.
 	Avg bool
-	// Root is the root rank of a Broadcast; Peer the other end of a
-	// point-to-point call, Send says which end this rank is.
+	// Root is the root rank of a Broadcast and the late rank of an
+	// AllReduceLate; Peer the other end of a point-to-point call, Send says
+	// which end this rank is.
 	Root, Peer int
 	Send       bool
 }
@@ -75,8 +76,32 @@ func Name(s Spec, t Tunables) string {
 		return "ring"
 	case wire.PointToPoint:
 		return "p2p"
+	case wire.AllReduceLate:
+		return "ring-late"
 	}
 	return s.Collective.String()
+}
+
+// The completion of AllReduceLate moves units of about 1/lateRounds of a
+// segment, so that its pipeline fills and drains in about 2/lateRounds of
+// the late rank's transfer time; units stay between lateMinBytes (so that
+// per-step costs stay small against the transfer) and ChunkBytes.
+const (
+	lateRounds   = 16
+	lateMinBytes = 64 << 10
+)
+
+// LateChunk is the unit, in elements, of s's AllReduceLate completion.
+func lateChunk(s Spec, t Tunables) int {
+	n := s.World
+	if s.Members != nil {
+		n = len(s.Members)
+	}
+	es := max(1, s.ElemSize)
+	seg := (s.Count + max(1, t.Channels)*max(1, n-1) - 1) / (max(1, t.Channels) * max(1, n-1))
+	chunk := (seg + lateRounds - 1) / lateRounds
+	chunk = max(chunk, lateMinBytes/es)
+	return max(1, min(chunk, t.ChunkBytes/es))
 }
 
 // ErrUnsupported is wrapped when no algorithm exists for a collective.
@@ -110,6 +135,11 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		return ring.AllGather(rs, s.Count)
 	case wire.ReduceScatter:
 		return ring.ReduceScatter(rs, s.Count, s.Avg)
+	case wire.AllReduceLate:
+		if s.Root < 0 || s.Root >= s.World {
+			return nil, fmt.Errorf("algo: late rank %d is not a rank of 0..%d", s.Root, s.World-1)
+		}
+		return ring.AllReduceLate(rs, s.Root, s.Count, lateChunk(s, t), s.Avg)
 	case wire.PointToPoint:
 		kind := plan.Recv
 		if s.Send {

@@ -31,12 +31,16 @@ const (
 	AllToAll
 	// Probe is a measurement exchange (latency and bandwidth of a pair).
 	Probe
-	maxCollective = Probe
+	// AllReduceLate is an AllReduce in which one member, named by Root,
+	// is predicted to arrive late: the others reduce-scatter among
+	// themselves first (ring.AllReduceLate).
+	AllReduceLate
+	maxCollective = AllReduceLate
 )
 
 var collectiveNames = [...]string{AllReduce: "AllReduce", Broadcast: "Broadcast", AllGather: "AllGather",
 	ReduceScatter: "ReduceScatter", Barrier: "Barrier", PointToPoint: "Send/Recv", Eager: "Eager",
-	AllToAll: "AllToAll", Probe: "Probe"}
+	AllToAll: "AllToAll", Probe: "Probe", AllReduceLate: "AllReduceLate"}
 
 // String returns the collective's name.
 func (c Collective) String() string {
@@ -62,7 +66,8 @@ type Desc struct {
 	DType uint8
 	// RedOp is the reduction operator (0 when the call reduces nothing).
 	RedOp uint8
-	// Root is the root rank of a rooted call (Broadcast), else 0.
+	// Root is the root rank of a rooted call (Broadcast), the late rank
+	// of AllReduceLate, else 0.
 	Root uint32
 	// Group identifies the ranks taking part: World, or a hash of a
 	// member list (a subgroup's own ring), or of a directed pair for
@@ -180,6 +185,9 @@ func (d *Desc) Format(n Names) string {
 	}
 	if d.Collective == Broadcast {
 		fmt.Fprintf(&b, ", root=%d", d.Root)
+	}
+	if d.Collective == AllReduceLate {
+		fmt.Fprintf(&b, ", late=%d", d.Root)
 	}
 	if d.Collective == Eager || d.Collective == PointToPoint {
 		fmt.Fprintf(&b, ", tag=%d", d.Tag)
