@@ -84,24 +84,30 @@ func Name(s Spec, t Tunables) string {
 
 // The completion of AllReduceLate moves units of about 1/lateRounds of a
 // segment, so that its pipeline fills and drains in about 2/lateRounds of
-// the late rank's transfer time; units stay between lateMinBytes (so that
-// per-step costs stay small against the transfer) and ChunkBytes.
+// the late rank's transfer time, but of lateMinBytes at least (per-step
+// costs stay small against the transfer) and lateMaxBytes (or ChunkBytes)
+// at most: a sender runs ahead into its socket buffers, and the finished
+// units the late rank waits for queue behind what its owner has buffered
+// for its ring neighbour; on the test bed at 1 Gbit/s, 64 MiB over 4 ranks
+// completed in 0.58 s after the late rank's arrival with 128–256 KiB
+// units, 0.78–0.94 s with 1 MiB and 0.83 s with 1.4 MB.
 const (
 	lateRounds   = 16
 	lateMinBytes = 64 << 10
+	lateMaxBytes = 256 << 10
 )
 
-// LateChunk is the unit, in elements, of s's AllReduceLate completion.
+// lateChunk is the unit, in elements, of s's AllReduceLate completion.
 func lateChunk(s Spec, t Tunables) int {
 	n := s.World
 	if s.Members != nil {
 		n = len(s.Members)
 	}
 	es := max(1, s.ElemSize)
-	seg := (s.Count + max(1, t.Channels)*max(1, n-1) - 1) / (max(1, t.Channels) * max(1, n-1))
-	chunk := (seg + lateRounds - 1) / lateRounds
-	chunk = max(chunk, lateMinBytes/es)
-	return max(1, min(chunk, t.ChunkBytes/es))
+	parts := max(1, t.Channels) * max(1, n-1)
+	seg := (s.Count + parts - 1) / parts
+	chunk := max((seg+lateRounds-1)/lateRounds, lateMinBytes/es)
+	return max(1, min(chunk, min(lateMaxBytes, t.ChunkBytes)/es))
 }
 
 // ErrUnsupported is wrapped when no algorithm exists for a collective.
