@@ -210,7 +210,7 @@ func rank(ctx context.Context, c *ringtail.Comm, o *options, out io.Writer) erro
 		for range o.iters {
 			t, _, wrong, err := trial(false, 0)
 			if err != nil {
-				return err
+				return fmt.Errorf("%d bytes, ring time: %w", size, err)
 			}
 			ring = append(ring, t)
 			res.Wrong += b2i(wrong)
@@ -228,7 +228,7 @@ func rank(ctx context.Context, c *ringtail.Comm, o *options, out io.Writer) erro
 				isExact := (i+j)%2 == 1 // plain first in even trials
 				t, arrive, wrong, err := trial(isExact, delay)
 				if err != nil {
-					return err
+					return fmt.Errorf("%d bytes, trial %d, %s: %w", size, i, variant(isExact), err)
 				}
 				res.Wrong += b2i(wrong)
 				if isExact {
@@ -255,6 +255,13 @@ func rank(ctx context.Context, c *ringtail.Comm, o *options, out io.Writer) erro
 			res.PlainMS, res.LateMS, res.Speedup, res.PlainAftMS, res.LateAftMS, res.SpeedupAft, res.Wrong)
 	}
 	return nil
+}
+
+func variant(exact bool) string {
+	if exact {
+		return "AllReduceLate"
+	}
+	return "AllReduce"
 }
 
 func b2i(b bool) int {
