@@ -89,8 +89,8 @@ func Name(s Spec, t Tunables) string {
 // at most: a sender runs ahead into its socket buffers, and the finished
 // units the late rank waits for queue behind what its owner has buffered
 // for its ring neighbour; on the test bed at 1 Gbit/s, 64 MiB over 4 ranks
-// completed in 0.58 s after the late rank's arrival with 128–256 KiB
-// units, 0.78–0.94 s with 1 MiB and 0.83 s with 1.4 MB.
+// completed in 0.58–0.67 s after the late rank's arrival with 128–256 KiB
+// units, 0.78–1.0 s with 1 MiB and 0.83 s with 1.4 MB.
 const (
 	lateRounds   = 16
 	lateMinBytes = 64 << 10
