@@ -74,8 +74,8 @@ type Choice struct {
 //   - ring: T = max_r a_r + C(all), B = Σ shares.
 //   - overlap (the latest rank L arrives into a reduction the others have
 //     reduce-scattered among themselves; G/B = C(all)·n/(2(n−1)), m = n−1
-//     early ranks, u units per segment): T = max(a_L, a₂ + G/B·(m−1)/m)
-//   - G/B·(1 + (2m−2)/(u·m)), B = Σ shares — the same sum, exactly.
+//     early ranks, u units per segment): T = G/B·(1 + (2m−2)/(u·m)) plus
+//     max(a_L, a₂ + G/B·(m−1)/m), B = Σ shares — the same sum, exactly.
 //   - evict a set E (the x latest arrivals, or the x ranks with the worst
 //     links): T = max over the members of a + C(members), B = the members'
 //     shares + each child's share at the rate its cycle keeps up,
