@@ -9,9 +9,13 @@
 // Each step's compute is padded to --step-compute (default 100ms) with a
 // timer sleep, standing for GPU work; --inject (default $RINGTAIL_INJECT)
 // scales it per rank and step and performs kill/freeze faults.
-// --mode adaptive (default bsp) reduces gradients through the straggler
-// driver (straggler/driver, policy "shares"): batch shares proportional to
-// each rank's measured speed, and STAR eviction of ranks still late. Rank 0
+// --mode adaptive (the default; --mode bsp is plain synchronous SGD)
+// reduces gradients through the straggler driver (straggler/driver) under
+// --policy: "shares" (the default) gives each rank a batch share
+// proportional to its measured speed and evicts ranks still late, "star"
+// evicts stragglers into parent trees where they compute at their own
+// pace, "exact" overlaps a late rank's arrival with the others'
+// reduce-scatter (see docs/straggler.md). Rank 0
 // prints one line per epoch and a summary, or the report as JSON with
 // --json. It only wires flags to examples/train; behaviour lives there.
 package main
@@ -69,6 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (default: $RINGTAIL_LOG_LEVEL, else warn)")
 	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (the straggler driver)")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
+	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *mode != "bsp" && *mode != "adaptive" {
 		fmt.Fprintf(stderr, "ringtail-train: --mode %q: want bsp or adaptive\n", *mode)
+		return 2
+	}
+	if *predictor != "ewma" && *predictor != "rls" {
+		fmt.Fprintf(stderr, "ringtail-train: --predictor %q: want ewma or rls\n", *predictor)
 		return 2
 	}
 	fail := func(err error) int {
@@ -146,6 +155,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		pol, err := straggler.Preset(*policyName, comm.Size(), *batch)
 		if err != nil {
 			return fail(err)
+		}
+		if *predictor == "rls" {
+			pol.Predictor = straggler.PredictRLS
 		}
 		// Device and host telemetry feed the policy's predictor; without a
 		// GPU or driver the sampler says so once and reads /proc.
