@@ -70,6 +70,15 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		p.lastFold[r], p.evictedAt[r] = -1, -1
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
+	if cfg.Shares && cfg.Prior != nil {
+		// Device priors seed step 0's shares (AntDT-DD starts
+		// throughput-proportional); measured times replace them.
+		shares, err := ProportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: shares from priors: %w", err)
+		}
+		p.next.Shares = shares
+	}
 	p.prev = p.next
 	return p, nil
 }

@@ -29,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -151,6 +152,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Out = stderr
 	}
 	var telemetry *nvml.Sampler
+	var priors []float64
 	if *mode == "adaptive" {
 		pol, err := straggler.Preset(*policyName, comm.Size(), *batch)
 		if err != nil {
@@ -163,11 +165,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// GPU or driver the sampler says so once and reads /proc.
 		dev, _ := nvml.Open(nvml.Config{})
 		host, _ := nvml.NewHostReader(nvml.HostConfig{})
-		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: rcfg.LocalRank % max(1, rcfg.LocalWorldSize),
+		gpu := rcfg.LocalRank % max(1, rcfg.LocalWorldSize)
+		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
 			Host: host, Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
+		// Device priors (a V100 beside P100s) seed the shares and the
+		// classification from step 0; measured step times take over.
+		if pol.Prior, err = devicePriors(ctx, comm, deviceName(dev, gpu)); err != nil {
+			return fail(err)
+		}
+		priors = pol.Prior
 		cfg.Sync = gradientSync{driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }})}
 	}
@@ -196,7 +205,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			Mode      string           `json:"mode"`
 			Policy    string           `json:"policy,omitempty"`
 			Telemetry *telemetryReport `json:"telemetry,omitempty"`
-		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel})
+			// DevicePriors are the slowdowns the devices' models implied
+			// at step 0 (absent when no rank's model is known).
+			DevicePriors []float64 `json:"device_priors,omitempty"`
+		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel, priors})
 		if err != nil {
 			return fail(err)
 		}
@@ -205,6 +217,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return 0
+}
+
+// deviceName returns the name of GPU index of t, or "" without one.
+func deviceName(t nvml.Telemetry, index int) string {
+	if t == nil {
+		return ""
+	}
+	if n, err := t.DeviceCount(); err != nil || index >= n {
+		return ""
+	}
+	d, err := t.Device(index)
+	if err != nil {
+		return ""
+	}
+	name, err := d.Name()
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+// deviceNameBytes is the room for one rank's device name in the gather.
+const deviceNameBytes = 64
+
+// devicePriors gathers every rank's device name (a collective) and
+// returns the slowdowns their models imply (nvml.PriorWeights: 1 for the
+// fastest, 3 for a P100 beside a V100), or nil when no rank's model is
+// known (no GPU, or unknown models): then every rank starts equal.
+func devicePriors(ctx context.Context, comm *ringtail.Comm, name string) ([]float64, error) {
+	mine := make([]byte, deviceNameBytes)
+	copy(mine, name)
+	all := make([]byte, deviceNameBytes*comm.Size())
+	if err := comm.AllGather(ctx, ringtail.Raw(mine, ringtail.Uint8), ringtail.Raw(all, ringtail.Uint8)); err != nil {
+		return nil, fmt.Errorf("gathering device names: %w", err)
+	}
+	names := make([]string, comm.Size())
+	for r := range names {
+		names[r] = strings.TrimRight(string(all[r*deviceNameBytes:(r+1)*deviceNameBytes]), "\x00")
+	}
+	w, err := nvml.PriorWeights(names)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(w.Known, true) {
+		return nil, nil
+	}
+	return w.Slowdown, nil
 }
 
 // telemetryOf turns a sampler reading into the policy's report fields:
