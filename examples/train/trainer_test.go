@@ -383,8 +383,10 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
-	if d := time.Since(begin); d > 10*time.Second {
-		t.Fatalf("run took %v after cancellation", d)
+	// Each step computes for an hour: ending at all means the context
+	// stopped it (a minute is the hang detector, not a speed limit).
+	if d := time.Since(begin); d > time.Minute {
+		t.Fatalf("run took %v: it waited out the step compute instead of stopping at its 200 ms deadline", d)
 	}
 }
 
