@@ -166,7 +166,7 @@ func startHelper(t *testing.T, spec string) (*exec.Cmd, *bytes.Buffer) {
 // waitStopped polls /proc until pid is in the stopped state.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
