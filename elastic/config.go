@@ -28,6 +28,10 @@ const (
 	EnvMaxNP        = "RINGTAIL_ELASTIC_MAX_NP"        // most ranks (0: no limit)
 	EnvStartTimeout = "RINGTAIL_ELASTIC_START_TIMEOUT" // e.g. 60s
 	EnvMinWait      = "RINGTAIL_ELASTIC_MIN_WAIT"      // how long to wait below min-np for joins
+	// EnvElastic is set to 1 for the ranks of an elastic job (ringtail run
+	// --elastic): a program that runs either way (ringtail-train) takes it
+	// as its --elastic.
+	EnvElastic = "RINGTAIL_ELASTIC"
 )
 
 // ExitEvicted is the exit status with which a process asks its

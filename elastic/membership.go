@@ -190,6 +190,10 @@ type logWriter struct{ log zerolog.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	switch {
+	case bytes.Contains(p, []byte("use of closed network connection")):
+		// memberlist's probe and gossip goroutines racing its own
+		// Shutdown: nothing is wrong.
+		w.log.Debug().Str("component", "memberlist").Msg(line)
 	case bytes.Contains(p, []byte("[ERR]")):
 		w.log.Error().Str("component", "memberlist").Msg(line)
 	case bytes.Contains(p, []byte("[WARN]")):

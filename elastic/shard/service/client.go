@@ -10,6 +10,10 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 )
 
+// EnvAddr names the shard service's host:port in a rank's environment
+// (`ringtail run --elastic` sets it).
+const EnvAddr = "RINGTAIL_SHARD_SERVICE"
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Addr is the coordinator's host:port.
