@@ -58,17 +58,6 @@ func (p *placement) ended(host string) {
 // finish records that the job finished: nothing starts any more.
 func (p *placement) finish() { p.finished = true }
 
-// running returns the slots of the supervisors not told to stop.
-func (p *placement) running() int {
-	n := 0
-	for h, s := range p.inUse {
-		if !p.stopping[h] {
-			n += s
-		}
-	}
-	return n
-}
-
 // active reports whether any supervisor runs (stopping ones included).
 func (p *placement) active() bool { return len(p.inUse) > 0 }
 
