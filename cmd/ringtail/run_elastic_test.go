@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,5 +71,24 @@ func TestRunCLIElasticJobLost(t *testing.T) {
 		if code != elastic.ExitJobLost || !strings.Contains(stderr, tc.want) {
 			t.Errorf("rank %q: exit %d, stderr %q; want %d and %q", tc.rank, code, stderr, elastic.ExitJobLost, tc.want)
 		}
+	}
+}
+
+// With --max-restarts a crashed rank is restarted in place (a new
+// incarnation of its slot) instead of blacklisting its host.
+func TestRunCLIElasticRestartsACrashedRank(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "crashed-once")
+	code, stdout, stderr := launchCLI(t, context.Background(), "--elastic", "-np", "1", "-H", "127.0.0.1:1", "--max-restarts", "1", "--",
+		"sh", "-c", `if [ -e "$0" ]; then echo second; exit 0; fi; touch "$0"; exit 3`, marker)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0", code)
+	}
+	for _, want := range []string{"rank 127.0.0.1.0 exited with status 3; restarting it", "rank 127.0.0.1.0 restarted (incarnation 1)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if stdout != "[127.0.0.1.0] second\n" || strings.Contains(stderr, "blacklisted") {
+		t.Errorf("stdout %q; want only the restarted rank's line, and no blacklisting", stdout)
 	}
 }
