@@ -185,11 +185,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dev, _ := nvml.Open(nvml.Config{})
 		host, _ := nvml.NewHostReader(nvml.HostConfig{})
 		gpu := rcfg.LocalRank % max(1, rcfg.LocalWorldSize)
-		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
+		sampling, stopSampling := context.WithCancel(ctx)
+		defer stopSampling()
+		telemetry, err = nvml.StartSampler(sampling, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
 			Host: host, Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
+		// The sampler's goroutine ends before the run returns (its last
+		// NVML call must not race the process's exit).
+		defer func() { stopSampling(); <-telemetry.Done() }()
 		// Device priors (a V100 beside P100s) seed the shares and the
 		// classification from step 0; measured step times take over.
 		if pol.Prior, err = devicePriors(ctx, comm, deviceName(dev, gpu)); err != nil {
