@@ -295,3 +295,32 @@ func TestApplyLinksFromTheInjectionLanguage(t *testing.T) {
 		t.Error("loss table left after SetLink(Link{})")
 	}
 }
+
+// A proxy set up while connections are open leaves them alone: they keep
+// flowing, unproxied, both those the host accepted and those it opened;
+// connections opened afterwards go through it.
+func TestProxyLeavesConnectionsOpenedBeforeItAlone(t *testing.T) {
+	b := ForTest(t, true, Config{Hosts: 2})
+	ctx := context.Background()
+	in := dialFrom(t, b, 0, echoServer(t, b, 1))  // accepted by host 1
+	out := dialFrom(t, b, 1, echoServer(t, b, 0)) // opened by host 1
+	roundTrip(t, in, 10)
+	roundTrip(t, out, 10)
+	if err := b.SetLink(ctx, 1, Link{Delay: 40 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]net.Conn{"accepted": in, "opened": out} {
+		msg := []byte("still there")
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(msg); err != nil {
+			t.Fatalf("connection %s before the proxy: %v", name, err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+			t.Errorf("connection %s before the proxy: read %q, %v", name, got, err)
+		}
+	}
+	if d := roundTrip(t, dialFrom(t, b, 0, echoServer(t, b, 1)), 10); d < 80*time.Millisecond {
+		t.Errorf("a connection opened after the proxy took %v for a round trip through a 40 ms link", d)
+	}
+}
