@@ -135,7 +135,10 @@ func ChooseMode(in ModeInput) (Choice, error) {
 	ring := latest + cAll
 	consider(ModeCost{Mode: ModeRing, Late: -1, Time: ring, Samples: float64(total), Cost: cost(ring, float64(total))}, all)
 
-	if in.Overlap && n > 2 {
+	if in.Overlap && n > 2 && slices.Contains(stragglers, order[n-1]) {
+		// Only for a rank predicted late (Threshold): the model's margin
+		// for one merely a little behind is smaller than the exact
+		// mode's costs it leaves out (more, smaller messages).
 		second := in.Arrivals[order[n-2]]
 		// The ring moves G/B·2(n−1)/n; the early ranks' reduce-scatter
 		// G/B·(m−1)/m; the completion G/B·(1 + (2m−2)/(u·m)) — so with

@@ -70,6 +70,15 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		p.lastFold[r], p.evictedAt[r] = -1, -1
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
+	if cfg.Shares && cfg.Prior != nil {
+		// Device priors seed step 0's shares (AntDT-DD starts
+		// throughput-proportional); measured times replace them.
+		shares, err := ProportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: shares from priors: %w", err)
+		}
+		p.next.Shares = shares
+	}
 	p.prev = p.next
 	return p, nil
 }
@@ -411,9 +420,16 @@ func (p *Policy) decide(step int) (Plan, error) {
 	// Keep the mode in effect unless another is clearly cheaper — but not
 	// an exact mode whose late rank is no longer predicted late: it would
 	// only cost more than the ring.
+	// Between the ring and the exact mode there is nothing to keep: both
+	// apply every gradient of the step, so each step takes the cheaper
+	// schedule; hysteresis guards what eviction changes (who computes at
+	// its own pace, states sent down, rejoins).
 	for _, c := range choice.Costs {
 		if c.Mode == ModeOverlap && !slices.Contains(choice.Stragglers, c.Late) {
 			continue
+		}
+		if pick.Mode != ModeEvict && p.next.Mode != ModeEvict {
+			break
 		}
 		if c.Mode == p.next.Mode && slices.Equal(c.Evicted, p.next.Evicted) && c.Late == p.next.Late {
 			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) {

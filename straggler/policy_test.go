@@ -451,3 +451,24 @@ func TestSharesIgnoreNoiseButFollowRealSpeedChanges(t *testing.T) {
 		t.Fatalf("shares %v after rank 2 slowed down, want it given fewer", sh)
 	}
 }
+
+// Device priors (nvml.PriorWeights: a P100 is 3× slower than a V100)
+// seed step 0's shares, before any step was measured.
+func TestDevicePriorsSeedTheFirstShares(t *testing.T) {
+	cfg, err := Preset(NameShares, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Prior = []float64{1, 1, 3, 1}
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Plan().Shares; got[2] >= got[0] || got[0]+got[1]+got[2]+got[3] != 64 || got[2]*3 > got[0]+1 {
+		t.Fatalf("step 0 shares %v: want the P100 (rank 2) at about a third of the others'", got)
+	}
+	cfg.Prior = nil
+	if p, err = NewPolicy(cfg); err != nil || !slices.Equal(p.Plan().Shares, []int{16, 16, 16, 16}) {
+		t.Fatalf("no priors: %v, %v; want equal shares", p.Plan().Shares, err)
+	}
+}

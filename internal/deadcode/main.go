@@ -105,7 +105,6 @@ var pending = []string{
 	// the GPU issue decides: wire (PriorWeights into straggler.Config.Prior, Device.Name for it) or delete.
 	"nvml.Fake.Set",
 	"nvml.Fake.SetErr",
-	"nvml.PriorWeights",
 	"nvml.Sampler.Done",
 	"nvml.fakeDevice.Index",
 	"nvml.fakeDevice.Name",

@@ -138,8 +138,9 @@ func markReady(rank int) {
 	os.WriteFile(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-"+strconv.Itoa(rank)), nil, 0o644)
 }
 
+// waitReadyName waits (at most a minute) until the file name is there.
 func waitReadyName(name string) {
-	for range 2000 {
+	for range 6000 {
 		if _, err := os.Stat(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), name)); err == nil {
 			return
 		}
@@ -147,9 +148,9 @@ func waitReadyName(name string) {
 	}
 }
 
-// waitReady waits (at most 20s) until n ranks are ready.
+// waitReady waits (at most a minute) until n ranks are ready.
 func waitReady(n int) {
-	for range 2000 {
+	for range 6000 {
 		m, _ := filepath.Glob(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-*"))
 		if len(m) >= n {
 			return
