@@ -52,11 +52,16 @@ if [ "$rc" -ne 0 ]; then
   echo "bench-straggler-bed: the bench failed (exit $rc); see $out/err" >&2
   tail -5 "$out/err" >&2
 fi
+# pol/none and bsp/none are "-" when the bench ran no "none" before the row.
 printf '%-14s %-8s %8s %9s %8s %8s %8s %9s %9s %7s %5s\n' pattern policy "bsp_s" "policy_s" "ideal_s" "pol/id" "bsp/id" "pol/none" "bsp/none" applied evict
-jq -r '[.pattern, .policy, .bsp_s, .adaptive_s, .ideal_s, .ratio, .bsp_ratio, (.vs_none // 0), (.bsp_vs_none // 0),
+jq -r '[.pattern, .policy, .bsp_s, .adaptive_s, .ideal_s, .ratio, .bsp_ratio,
+        (if .vs_none then (.vs_none * 1000 | round / 1000 | tostring) else "-" end),
+        (if .bsp_vs_none then (.bsp_vs_none * 1000 | round / 1000 | tostring) else "-" end),
         .adaptive_applied_per_step, .evict_steps] | @tsv' "$out/rows.json" |
   while IFS=$'\t' read -r p pol b a i r br vn bvn ap ev; do
-    printf '%-14s %-8s %8.4f %9.4f %8.4f %8.3f %8.3f %9.3f %9.3f %7.1f %5d\n' "$p" "$pol" "$b" "$a" "$i" "$r" "$br" "$vn" "$bvn" "$ap" "$ev"
+    [ "$vn" = - ] || printf -v vn '%.3f' "$vn"
+    [ "$bvn" = - ] || printf -v bvn '%.3f' "$bvn"
+    printf '%-14s %-8s %8.4f %9.4f %8.4f %8.3f %8.3f %9s %9s %7.1f %5d\n' "$p" "$pol" "$b" "$a" "$i" "$r" "$br" "$vn" "$bvn" "$ap" "$ev"
   done
 echo "# rows: $out/rows.json; load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit "$rc"
