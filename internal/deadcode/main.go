@@ -64,20 +64,6 @@ var allow = map[string]string{
 	"nvml.fakeDevice.Name":  "part of the Device interface the twin implements",
 }
 
-// pending is dead code in packages that other branches are editing while
-// this check lands: it is reported but does not fail the check. Delete
-// each function (or give it a caller) once those branches are merged, and
-// its entry with it; an entry that is no longer dead fails the check.
-var pending = []string{
-	// The test bed's API for multi-host tests: h-clusters' Slurm test is its
-	// first user; keep what the eviction issue's tests use, delete the rest.
-	"internal/testbed.Bed.Command",
-	"internal/testbed.Bed.Link",
-	"internal/testbed.Bed.Name",
-	"internal/testbed.Bed.Reconnect",
-	"internal/testbed.Bed.RunArgs",
-}
-
 // harnesses are the packages (by path below the module) whose tests are
 // their program: their own tests count as callers.
 var harnesses = map[string]string{
@@ -109,15 +95,13 @@ func main() {
 		switch why, ok := allow[f.Name]; {
 		case ok:
 			fmt.Printf("%s: %s (allowed: %s)\n", f.Pos, f.Name, why)
-		case slices.Contains(pending, f.Name):
-			fmt.Printf("%s: %s (pending: delete it once the branches editing its package are merged)\n", f.Pos, f.Name)
 		default:
 			fmt.Printf("%s: %s\n", f.Pos, f.Name)
 			bad++
 		}
 	}
 	for _, name := range stale(dead) {
-		fmt.Printf("allow-list or pending entry %s is not dead: remove it\n", name)
+		fmt.Printf("allow-list entry %s is not dead: remove it\n", name)
 		bad++
 	}
 	if bad > 0 {
@@ -285,7 +269,7 @@ func find(dir string, patterns []string) ([]Finding, error) {
 	return dead, nil
 }
 
-// stale returns the allow-list and pending entries that are not dead.
+// stale returns the allow-list entries that are not dead.
 func stale(dead []Finding) []string {
 	isDead := map[string]bool{}
 	for _, f := range dead {
@@ -293,11 +277,6 @@ func stale(dead []Finding) []string {
 	}
 	var out []string
 	for name := range allow {
-		if !isDead[name] {
-			out = append(out, name)
-		}
-	}
-	for _, name := range pending {
 		if !isDead[name] {
 			out = append(out, name)
 		}

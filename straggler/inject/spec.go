@@ -119,12 +119,6 @@ type Fault struct {
 	Freeze time.Duration
 }
 
-// Empty reports whether s injects nothing at all.
-func (s Spec) Empty() bool {
-	return len(s.Slow) == 0 && len(s.Persistent) == 0 && s.SlowWorker == nil &&
-		s.PowerLaw == nil && s.Transient == nil && len(s.Faults) == 0 && len(s.Links) == 0
-}
-
 // Validate checks s against a world of the given size: every named rank
 // must lie in [0, world) and every parameter in its documented range.
 // Errors are *SpecError; rank errors wrap ErrRankOutOfRange.
