@@ -302,6 +302,15 @@ func (l *Link) readLoop() {
 			if e.Kind == KindClosed && !have && !l.mesh.cfg.TolerateDeaths && l.markGone(e) {
 				return // a clean close between collectives: fail only if this link is used again
 			}
+			if e.Rank != l.peer {
+				// The peer's whole mesh failed because of another rank (it
+				// only sends aborts from failAll): it takes part in nothing
+				// any more, so this mesh fails too, blaming that rank, even
+				// when deaths are tolerated — marking only the culprit dead
+				// would leave the peer's closing link to be blamed next.
+				l.mesh.failAll(e)
+				return
+			}
 			l.mesh.fail(e)
 			return
 		case wire.TypeQuery:
