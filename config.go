@@ -15,6 +15,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
@@ -55,6 +56,9 @@ const (
 	EnvRingOrder      = "RINGTAIL_RING_ORDER"    // "hosts" (default) or "ranks"
 	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
 	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
+	// EnvJobCompletionIndex is the pod's index in a Kubernetes Indexed
+	// Job: the rank when RANK is unset (see ConfigFromLookup).
+	EnvJobCompletionIndex = "JOB_COMPLETION_INDEX"
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
@@ -174,12 +178,34 @@ func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
 // C API's overrides). It asks for every variable it knows, whichever others
 // are set. Its Logger writes to stderr as RINGTAIL_LOG_LEVEL (default warn:
 // refused peers are logged) and RINGTAIL_LOG_FORMAT say.
+//
+// Ranks started by a cluster's own launcher need no torchrun variables:
+// when RANK is unset,
+//   - a task of a Slurm job step (srun sets SLURM_JOB_ID, SLURM_STEP_ID
+//     and SLURM_PROCID; see internal/launch/slurm) takes its rank from
+//     SLURM_PROCID, the world size from SLURM_STEP_NUM_TASKS, its local
+//     rank and world from SLURM_LOCALID and the step's tasks on its node,
+//     the master address from the first node of the step's node list, the
+//     master port from the job and step ids (20000 + (10·job + step) mod
+//     10000) and the job id "slurm-JOB.STEP";
+//   - a pod of a Kubernetes Indexed Job takes its rank from
+//     JOB_COMPLETION_INDEX, with local rank 0 of 1; WORLD_SIZE, MASTER_ADDR
+//     and MASTER_PORT come from the manifest (deploy/k8s).
+//
+// Any of WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+// (and their RINGTAIL_MASTER_* forms) and RINGTAIL_JOB_ID that is set still
+// wins; the secret always comes from RINGTAIL_SECRET or RINGTAIL_SECRET_FILE.
 func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	c := DefaultConfig(0, 1)
 	env := envcfg.Reader{Lookup: lookup}
+	_, rankSet := env.LookupVar(EnvRank)
+	jobID := ""
+	cluster := clusterPlacement(&env, rankSet, &c, &jobID)
 	env.Int(EnvRank, &c.Rank)
 	env.Int(EnvWorldSize, &c.WorldSize)
-	c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
+	if !cluster {
+		c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
+	}
 	env.Int(EnvLocalRank, &c.LocalRank)
 	env.Int(EnvLocalWorldSize, &c.LocalWorldSize)
 	if v := env.Get(EnvMasterAddr); v != "" {
@@ -196,6 +222,8 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	}
 	if v := env.Get(EnvJobID); v != "" {
 		c.JobID = v
+	} else if jobID != "" {
+		c.JobID = jobID
 	} else if c.MasterPort != 0 {
 		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
 	}
@@ -242,6 +270,36 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 		return c, fmt.Errorf("ringtail: environment: %w", err)
 	}
 	return c, nil
+}
+
+// clusterPlacement fills c's rank, world, local rank and world, and
+// rendezvous from a Slurm job step's or a Kubernetes Indexed Job's
+// variables when RANK is unset (see ConfigFromLookup), and *jobID with
+// the job id they imply, if any. It reports whether it placed the rank.
+// Every variable is looked up whether or not RANK is set.
+func clusterPlacement(env *envcfg.Reader, rankSet bool, c *Config, jobID *string) bool {
+	task, isTask, err := slurm.TaskFromLookup(env.LookupVar)
+	index, hasIndex := env.LookupVar(EnvJobCompletionIndex)
+	_, worldSet := env.LookupVar(EnvWorldSize)
+	switch {
+	case rankSet:
+		return false
+	case isTask && err != nil:
+		env.Fail(err)
+		return false
+	case isTask:
+		c.Rank, c.WorldSize, c.LocalRank, c.LocalWorldSize = task.Rank, task.World, task.LocalRank, task.LocalWorld
+		c.MasterAddr, c.MasterPort, *jobID = task.MasterAddr(), task.MasterPort(), task.Name()
+		return true
+	case hasIndex:
+		env.Int(EnvJobCompletionIndex, &c.Rank)
+		if !worldSet {
+			env.Fail(fmt.Errorf("%s=%s gives the rank, but %s (the Job's completions) is not set", EnvJobCompletionIndex, index, EnvWorldSize))
+		}
+		c.LocalRank, c.LocalWorldSize = 0, 1
+		return true
+	}
+	return false
 }
 
 // controlPlane resolves the default control plane: libp2p when the job

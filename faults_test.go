@@ -126,9 +126,11 @@ func startRankProcs(t *testing.T, n int, extraEnv ...string) []*rankProc {
 	return procs
 }
 
-// expectBlame waits for every rank except victim to fail naming victim
-// within limit of the fault.
-func expectBlame(t *testing.T, procs []*rankProc, victim int, faultAt time.Time, limit time.Duration) {
+// expectBlame waits for every rank except victim to fail with an error of
+// kind blaming victim. The kind says which detector fired (a closed
+// connection, the peer timeout, the 60 s operation timeout), which is what
+// the tests mean by fast; how long it took is logged, not asserted.
+func expectBlame(t *testing.T, procs []*rankProc, victim int, faultAt time.Time, kind Kind) {
 	t.Helper()
 	for r, p := range procs {
 		if r == victim {
@@ -141,17 +143,14 @@ func expectBlame(t *testing.T, procs []*rankProc, victim int, faultAt time.Time,
 			}
 			took := time.Unix(0, rep.AtNanos).Sub(faultAt)
 			t.Logf("rank %d after %v: %s", r, took.Round(time.Millisecond), rep.Err)
-			if rep.Event != "failed" || rep.Blamed != victim {
-				t.Fatalf("rank %d: %+v, want a failure blaming rank %d", r, rep, victim)
+			if rep.Event != "failed" || rep.Blamed != victim || rep.Kind != kind.String() {
+				t.Fatalf("rank %d: %+v, want a %q failure blaming rank %d", r, rep, kind, victim)
 			}
 			if !strings.Contains(rep.Err, fmt.Sprintf("rank %d", victim)) {
 				t.Fatalf("rank %d's error does not name rank %d: %s", r, victim, rep.Err)
 			}
-			if took > limit {
-				t.Fatalf("rank %d took %v to fail, limit %v", r, took, limit)
-			}
-		case <-time.After(limit + 10*time.Second):
-			t.Fatalf("rank %d still blocked %v after the fault", r, limit+10*time.Second)
+		case <-time.After(2 * time.Minute): // past the 60 s operation timeout: a hang
+			t.Fatalf("rank %d still blocked 2 minutes after the fault", r)
 		}
 	}
 }
@@ -168,7 +167,8 @@ func TestKill9OfOneRankFailsTheOthersFast(t *testing.T) {
 			if err := procs[2].cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			expectBlame(t, procs, 2, at, 2*time.Second)
+			// The closed connection, not the 2 s peer timeout.
+			expectBlame(t, procs, 2, at, KindPeerDied)
 		})
 	}
 }
@@ -182,8 +182,8 @@ func TestSIGSTOPOfOneRankIsDetectedWithinThePeerTimeout(t *testing.T) {
 	if err := procs[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	// Peer timeout is 2 s; allow scheduling slack on a loaded 2-core host.
-	expectBlame(t, procs, 1, at, 6*time.Second)
+	// The 2 s peer timeout, not the 60 s operation timeout.
+	expectBlame(t, procs, 1, at, KindSilent)
 }
 
 // verifyProcess allreduces, broadcasts and allgathers known values of every

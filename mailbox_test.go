@@ -394,7 +394,10 @@ func TestMailboxAndContributionsDoNotStealEachOthersMessages(t *testing.T) {
 		err error
 	}
 	next, take := make(chan got, 1), make(chan got, 1)
-	go func() { ct, err := comms[2].NextContribution(ctx, []int{0, 1}); next <- got{ct, err} }()
+	// The two takes do not compete for one message (whichever of rank 0's
+	// and rank 1's came first would go to a NextContribution over both,
+	// leaving the other take waiting): each names its own sender.
+	go func() { ct, err := comms[2].NextContribution(ctx, []int{0}); next <- got{ct, err} }()
 	go func() { ct, err := comms[2].TakeContribution(ctx, 1, 7); take <- got{ct, err} }()
 	recv := make([]int64, 2)
 	r, err := boxes[2].Post(AnySource, 7, Int64s(recv))
@@ -421,8 +424,8 @@ func TestMailboxAndContributionsDoNotStealEachOthersMessages(t *testing.T) {
 	defer g1.ct.Release()
 	defer g2.ct.Release()
 	cts := map[int]*Contribution{g1.ct.From: g1.ct, g2.ct.From: g2.ct}
-	if g2.ct.From != 1 || len(cts) != 2 {
-		t.Fatalf("contributions from %d (next) and %d (take), want 0 and 1 between them, 1 for the take", g1.ct.From, g2.ct.From)
+	if g1.ct.From != 0 || g2.ct.From != 1 || len(cts) != 2 {
+		t.Fatalf("contributions from %d (next) and %d (take), want 0 and 1", g1.ct.From, g2.ct.From)
 	}
 	for from, want := range map[int]float32{0: 0.5, 1: 1.5} {
 		ct := cts[from]

@@ -41,6 +41,22 @@ func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 		{"each believes the other is the root, 4 MiB", 2, "root", func(r int, c *Comm) error {
 			return c.Broadcast(context.Background(), Float32s(make([]float32, 1<<20)), 1-r)
 		}},
+		{"late rank, 8 bytes", 4, "root", func(r int, c *Comm) error {
+			return c.AllReduceLate(context.Background(), Float32s(make([]float32, 2)), Sum, r%2)
+		}},
+		{"late rank, 4 MiB", 4, "root", func(r int, c *Comm) error {
+			return c.AllReduceLate(context.Background(), Float32s(make([]float32, 1<<20)), Sum, r%2)
+		}},
+		// Nobody sends: each waits for the other's data, late in its view.
+		{"each believes the other is late", 2, "root", func(r int, c *Comm) error {
+			return c.AllReduceLate(context.Background(), Float32s(make([]float32, 1<<20)), Sum, 1-r)
+		}},
+		{"AllReduceLate where the others call AllReduce", 3, "collective", func(r int, c *Comm) error {
+			if r == 0 {
+				return c.AllReduceLate(context.Background(), Float32s(make([]float32, 3000)), Sum, 2)
+			}
+			return c.AllReduce(context.Background(), Float32s(make([]float32, 3000)), Sum)
+		}},
 		{"a skipped call", 3, "count", func(r int, c *Comm) error {
 			if r != 2 {
 				if err := c.AllReduce(context.Background(), Float32s(make([]float32, 1000)), Sum); err != nil {

@@ -46,16 +46,6 @@ func validateRankSpeeds(ranks []RankSpeed) error {
 // BatchTime is the predicted batch processing time B/v of a rank.
 func BatchTime(batch int, speed float64) float64 { return float64(batch) / speed }
 
-// Makespan returns max_i batches[i]/ranks[i].Speed, the objective z of
-// AntDT Eq. 3 for a given assignment.
-func Makespan(batches []int, ranks []RankSpeed) float64 {
-	z := 0.0
-	for i, b := range batches {
-		z = math.Max(z, BatchTime(b, ranks[i].Speed))
-	}
-	return z
-}
-
 // AdjustBS solves AntDT Eq. 3 exactly over the integers:
 //
 //	min z  s.t.  z ≥ B_i/v_i,  Σ B_i = global,  MinBatch_i ≤ B_i ≤ MaxBatch_i.

@@ -21,7 +21,7 @@ func TestAntDTEq3_ClusterBV100P100(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("AdjustBS = %v, want %v", got, want)
 	}
-	if z := Makespan(got, ranks); z != 48 {
+	if z := makespan(got, ranks); z != 48 {
 		t.Fatalf("makespan %v, want 48 (= 768/Σv = 768/16)", z)
 	}
 }
@@ -104,7 +104,7 @@ func TestAdjustBS_MatchesBruteForceOnSmallInstances(t *testing.T) {
 		if sum != global {
 			t.Fatalf("trial %d: batches %v sum to %d, want %d", trial, got, sum, global)
 		}
-		if z := Makespan(got, ranks); math.Abs(z-want) > 1e-12*want {
+		if z := makespan(got, ranks); math.Abs(z-want) > 1e-12*want {
 			t.Fatalf("trial %d: %v global %d: makespan %v, brute force %v (batches %v)", trial, ranks, global, z, want, got)
 		}
 	}
@@ -155,7 +155,7 @@ func TestAdjustBS_LargeInstanceMatchesUnitGreedy(t *testing.T) {
 		}
 		naive[best]++
 	}
-	if zg, zn := Makespan(got, ranks), Makespan(naive, ranks); zg != zn {
+	if zg, zn := makespan(got, ranks), makespan(naive, ranks); zg != zn {
 		t.Fatalf("makespan %v, unit greedy %v", zg, zn)
 	}
 }
@@ -171,4 +171,14 @@ func BenchmarkAdjustBS1000Ranks(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// makespan is max_i batches[i]/ranks[i].Speed, the objective z of AntDT
+// Eq. 3 for an assignment.
+func makespan(batches []int, ranks []RankSpeed) float64 {
+	z := 0.0
+	for i, b := range batches {
+		z = math.Max(z, BatchTime(b, ranks[i].Speed))
+	}
+	return z
 }

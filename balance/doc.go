@@ -11,8 +11,7 @@
 //     (MaxBatchFromMemory);
 //   - CHRONICA's runtime prophet (FitRuntime: non-negative t = a·size + b),
 //     per-step size-aware packing (PackStep, LPT), epoch-level rebalancing of
-//     per-rank partitions (RebalanceEpoch) and Eq. 7 gradient weighting
-//     (CombineGradients);
+//     per-rank partitions (RebalanceEpoch);
 //   - a virtual-time emulation of those schemes (EmulateAntDT,
 //     EmulateChronica) that returns plans; executing a plan with real sleeps
 //     is the caller's business (cmd/ringtail does it).

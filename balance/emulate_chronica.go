@@ -17,14 +17,6 @@ const (
 	Uniform
 )
 
-// String names the distribution as the CLI flag does.
-func (d SizeDist) String() string {
-	if d == Uniform {
-		return "uniform"
-	}
-	return "loguniform"
-}
-
 // ChronicaCase describes a variable-size data set on a cluster for the
 // CHRONICA emulation. True time model: rank r trains a step whose samples
 // total S size units in StepOverheadS + S/Speeds[r] seconds.

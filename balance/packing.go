@@ -15,26 +15,6 @@ type Packing struct {
 	Load []float64
 }
 
-// Makespan returns the largest predicted rank time, max_r Load[r].
-func (p Packing) Makespan() float64 {
-	m := 0.0
-	for _, l := range p.Load {
-		m = math.Max(m, l)
-	}
-	return m
-}
-
-// Members returns the sample indices assigned to rank r, ascending.
-func (p Packing) Members(r int) []int {
-	var out []int
-	for j, q := range p.Rank {
-		if q == r {
-			out = append(out, j)
-		}
-	}
-	return out
-}
-
 // PackStep distributes one step's variable-size samples over ranks so their
 // predicted times are as equal as possible (CHRONICA §V-B, Alg. 2): samples
 // are taken in decreasing size (ties by index) and each goes to the rank on

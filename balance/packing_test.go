@@ -17,11 +17,11 @@ func TestPackStep_FastRankTakesTheLargeSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Members(0); !slices.Equal(got, []int{0, 2}) {
-		t.Fatalf("fast rank got samples %v, want [0 2]", got)
+	if got := p.Rank; !slices.Equal(got, []int{0, 1, 0, 1}) {
+		t.Fatalf("samples went to ranks %v, want the large ones (0 and 2) to the fast rank 0", got)
 	}
-	if p.Makespan() != 117 {
-		t.Fatalf("makespan %v, want 117 (=60+57 vs 3·(3+2)=15)", p.Makespan())
+	if slices.Max(p.Load) != 117 {
+		t.Fatalf("makespan %v, want 117 (=60+57 vs 3·(3+2)=15)", slices.Max(p.Load))
 	}
 	// Count-only split (two each, in order) would take 3·(57+2) = 177.
 }
@@ -71,10 +71,10 @@ func TestPackStep_WithinLPTBoundOfBruteForce(t *testing.T) {
 			t.Fatal(err)
 		}
 		opt := bruteMakespan(sizes, models)
-		ratio := p.Makespan() / opt
+		ratio := slices.Max(p.Load) / opt
 		worst = math.Max(worst, ratio)
 		if bound := 2 * float64(m) / float64(m+1); ratio > bound+1e-12 {
-			t.Fatalf("trial %d: LPT %v / OPT %v = %v > 2m/(m+1) = %v (sizes %v models %v)", trial, p.Makespan(), opt, ratio, bound, sizes, models)
+			t.Fatalf("trial %d: LPT %v / OPT %v = %v > 2m/(m+1) = %v (sizes %v models %v)", trial, slices.Max(p.Load), opt, ratio, bound, sizes, models)
 		}
 	}
 	t.Logf("worst LPT/OPT ratio over 400 instances: %.3f", worst)
@@ -111,17 +111,19 @@ func TestPackStep_AdditiveBoundWithIntercepts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bound := tau + float64(m-1)*smax/inv; p.Makespan() > bound*(1+1e-9) {
-			t.Fatalf("trial %d: makespan %v > bound %v (τ*=%v)", trial, p.Makespan(), bound, tau)
+		if bound := tau + float64(m-1)*smax/inv; slices.Max(p.Load) > bound*(1+1e-9) {
+			t.Fatalf("trial %d: makespan %v > bound %v (τ*=%v)", trial, slices.Max(p.Load), bound, tau)
 		}
-		if p.Makespan() < tau*(1-1e-9) {
-			t.Fatalf("trial %d: makespan %v below the fluid lower bound %v", trial, p.Makespan(), tau)
+		if slices.Max(p.Load) < tau*(1-1e-9) {
+			t.Fatalf("trial %d: makespan %v below the fluid lower bound %v", trial, slices.Max(p.Load), tau)
 		}
 		// Loads must be what the assignment implies.
 		for r, md := range models {
 			want := md.B
-			for _, j := range p.Members(r) {
-				want += md.A * sizes[j]
+			for j, q := range p.Rank {
+				if q == r {
+					want += md.A * sizes[j]
+				}
 			}
 			if math.Abs(want-p.Load[r]) > 1e-9*want {
 				t.Fatalf("trial %d: rank %d load %v, members imply %v", trial, r, p.Load[r], want)

@@ -19,12 +19,6 @@ type Rebalance struct {
 	Target float64
 }
 
-// BeforeMax returns the slowest rank's predicted epoch time before.
-func (r Rebalance) BeforeMax() float64 { return slices.Max(r.Before) }
-
-// AfterMax returns the slowest rank's predicted epoch time after.
-func (r Rebalance) AfterMax() float64 { return slices.Max(r.After) }
-
 // RebalanceEpoch is CHRONICA's data shuffler (§V-C, Alg. 3): between epochs
 // it moves samples from ranks predicted to finish late to ranks predicted to
 // finish early, moving as few samples as it can. models[r] gives rank r's
@@ -41,7 +35,7 @@ func (r Rebalance) AfterMax() float64 { return slices.Max(r.After) }
 // which is only right for identical ranks; here it is the fluid optimum τ*
 // (FluidMakespan), so heterogeneous ranks end up with equal times rather
 // than equal work. Every placement finishes no later than its origin rank
-// did before, so the slowest rank never gets slower (AfterMax ≤ BeforeMax).
+// did before, so the slowest rank never gets slower (max After ≤ max Before).
 func RebalanceEpoch(parts [][]int, sizes []float64, models []LinearModel) (Rebalance, error) {
 	if err := validatePackInput(sizes, models); err != nil {
 		return Rebalance{}, err

@@ -297,8 +297,9 @@ func TestProcessEvictRestartUnderSupervisor(t *testing.T) {
 }
 
 // A frozen process (SIGSTOP) answers neither gossip nor the data plane:
-// the failure detector declares it dead well before the data plane's 2 s
-// silence timeout, and the survivors re-form. Thawed (SIGCONT), it finds
+// the failure detector declares it dead and the survivors re-form. The
+// data plane's silence timeout is 10 minutes here, so the re-forming can
+// only be the failure detector's doing. Thawed (SIGCONT), the rank finds
 // its communicator gone, refutes its death and rejoins as the last rank.
 func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 	j := newJob(t)
@@ -306,7 +307,7 @@ func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 	seeds := seedList(ports)
 	names := []string{"rank-0", "rank-1", "rank-2"}
 	for i, n := range names {
-		j.start(n, j.env(n, seeds[i], seeds, 3, 2, EnvRole+"="+roleBenchRank))
+		j.start(n, j.env(n, seeds[i], seeds, 3, 2, EnvRole+"="+roleBenchRank, ringtail.EnvPeerTimeout+"=10m"))
 	}
 	j.waitAll(60*time.Second, "generation 1", names, func(e RankEvent) bool { return e.Event == "step" && e.Step >= 5 })
 	j.mu.Lock()
@@ -322,11 +323,7 @@ func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 	for _, e := range after {
 		last = max(last, e.UnixNano)
 	}
-	took := time.Unix(0, last).Sub(stopped)
-	t.Logf("SIGSTOP → every survivor stepping in generation %d: %v", after["rank-0"].Gen, took)
-	if took > 1500*time.Millisecond {
-		t.Errorf("re-forming around a frozen rank took %v; the failure detector should need under a second", took)
-	}
+	t.Logf("SIGSTOP → every survivor stepping in generation %d: %v", after["rank-0"].Gen, time.Unix(0, last).Sub(stopped))
 	if err := frozen.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

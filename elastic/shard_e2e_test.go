@@ -59,11 +59,12 @@ func shardServiceMain() int {
 		return 1
 	}
 	var ln net.Listener
-	for i := 0; ; i++ { // the killed server's port may take a moment to free
-		if ln, err = net.Listen("tcp", os.Getenv(envShardAddr)); err == nil || i == 100 {
+	// The killed server's port may take a moment to free (longer on a
+	// loaded machine): retry for up to a minute.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if ln, err = net.Listen("tcp", os.Getenv(envShardAddr)); err == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shard service:", err)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -77,8 +78,9 @@ func TestSupervisorReplacesEvicted(t *testing.T) {
 }
 
 // A crash is not restarted unless asked; with no clean exit the job fails
-// and the error names the slot. Cancelling stops a process that would run
-// for a minute.
+// and the error names the slot. Cancelling stops processes that would run
+// for ten minutes with SIGTERM: they exit through their TERM handler
+// (status 7), not by the SIGKILL a minute's grace later.
 func TestSupervisorCrashAndCancel(t *testing.T) {
 	sup, _ := NewSupervisor(SupervisorConfig{Slots: 1, Command: func(int, int) (*exec.Cmd, error) {
 		return exec.Command("/bin/sh", "-c", "exit 3"), nil
@@ -86,17 +88,41 @@ func TestSupervisorCrashAndCancel(t *testing.T) {
 	if err := sup.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "slot 0") {
 		t.Fatalf("crash: %v", err)
 	}
-	sup, _ = NewSupervisor(SupervisorConfig{Slots: 2, StopGrace: time.Second, Command: func(int, int) (*exec.Cmd, error) {
-		return exec.Command("/bin/sh", "-c", "sleep 60"), nil
-	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	exits := map[int]int{}
+	sup, _ = NewSupervisor(SupervisorConfig{Slots: 2, StopGrace: time.Minute,
+		Command: func(slot, _ int) (*exec.Cmd, error) {
+			// Ready once the handler is set, so the cancel cannot come
+			// before it.
+			script := fmt.Sprintf(`trap 'kill $!; exit 7' TERM; sleep 600 & touch %q; wait`, filepath.Join(dir, fmt.Sprint("ready-", slot)))
+			return exec.Command("/bin/sh", "-c", script), nil
+		},
+		OnEvent: func(e SupervisorEvent) {
+			if !e.Started {
+				mu.Lock()
+				exits[e.Slot] = e.ExitCode
+				mu.Unlock()
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
-	if err := sup.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	go func() {
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if m, _ := filepath.Glob(filepath.Join(dir, "ready-*")); len(m) == 2 {
+				break
+			}
+		}
+		cancel()
+	}()
+	if err := sup.Run(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancel: %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("stopping took %v", d)
+	mu.Lock()
+	defer mu.Unlock()
+	if exits[0] != 7 || exits[1] != 7 {
+		t.Fatalf("exit statuses by slot %v, want 7 from each one's TERM handler", exits)
 	}
 	if _, err := NewSupervisor(SupervisorConfig{}); err == nil {
 		t.Fatal("empty config accepted")

@@ -103,13 +103,20 @@ func TestInProcessBelowMinNPRescuedByJoin(t *testing.T) {
 	c.startAll(ctx, ids, ports, seeds, 3, 3)
 	c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
 	c.worker("c").crashForTest()
-	time.Sleep(1500 * time.Millisecond) // below min-np now: no generation forms
-	select {
-	case e := <-c.events:
-		if e.gen > 1 {
+	// Wait until both survivors' failure detectors have declared c dead:
+	// below min-np now, no generation may form.
+	for _, id := range []string{"a", "b"} {
+		for c.worker(id).ml.NumMembers() != 2 {
+			if ctx.Err() != nil {
+				t.Fatalf("%s never declared c dead", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for len(c.events) > 0 {
+		if e := <-c.events; e.gen > 1 {
 			t.Fatalf("a generation formed below min-np: %+v", e)
 		}
-	default:
 	}
 	c.start(ctx, testConfig("d", ports[3], seeds, 3, 3))
 	c.waitAll(20*time.Second, "a generation with the joiner", []string{"a", "b", "d"}, func(e stepEvent) bool { return e.gen > 1 && e.size == 3 })
@@ -157,7 +164,7 @@ func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
 		c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
 		c.stop(ids)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)

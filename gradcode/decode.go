@@ -3,8 +3,6 @@ package gradcode
 import (
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
@@ -57,50 +55,6 @@ func (p *Plan) Decode(survivors []int) ([]float64, error) {
 func (p *Plan) Decodable(arrived []int) bool {
 	_, _, err := p.decode(arrived)
 	return err == nil
-}
-
-// EarliestDecodable returns the length of the shortest prefix of arrivalOrder
-// (ranks in the order their payloads arrived) that can decode the gradient
-// sum — for the group scheme possibly fewer than n−s arrivals, as soon as one
-// whole group is in. Errors wrap ErrBadRanks or ErrNotDecodable.
-func (p *Plan) EarliestDecodable(arrivalOrder []int) (int, error) {
-	if err := checkRanks(p.N, arrivalOrder); err != nil {
-		return 0, err
-	}
-	// Decodability is monotone in the set of arrivals: a superset keeps every
-	// solution of a subset. Binary search the first decodable prefix.
-	if !p.Decodable(arrivalOrder) {
-		return 0, fmt.Errorf("%w: all %d arrivals %v", ErrNotDecodable, len(arrivalOrder), arrivalOrder)
-	}
-	lo, hi := 0, len(arrivalOrder) // prefix lo is not decodable, hi is
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if p.Decodable(arrivalOrder[:mid]) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi, nil
-}
-
-// Survivors picks the survivor set of a step from the arrival order: the
-// first n−s distinct ranks to arrive, sorted ascending. Errors wrap
-// ErrBadRanks (out of range or repeated ranks) or ErrNotDecodable (fewer than
-// n−s arrivals).
-func Survivors(n, s int, arrivalOrder []int) ([]int, error) {
-	if n < 1 || s < 0 || s >= n {
-		return nil, fmt.Errorf("%w: survivors need 0 ≤ s < n (n = %d, s = %d)", ErrInvalidConfig, n, s)
-	}
-	if err := checkRanks(n, arrivalOrder); err != nil {
-		return nil, err
-	}
-	if len(arrivalOrder) < n-s {
-		return nil, fmt.Errorf("%w: %d arrivals, need n−s = %d", ErrNotDecodable, len(arrivalOrder), n-s)
-	}
-	out := slices.Clone(arrivalOrder[:n-s])
-	sort.Ints(out)
-	return out, nil
 }
 
 // checkRanks rejects out-of-range or repeated ranks.

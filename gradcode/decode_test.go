@@ -72,26 +72,6 @@ func TestDecodeMatchesSVDPseudoInverse(t *testing.T) {
 	}
 }
 
-// Survivors are the first n−s arrivals, sorted.
-func TestSurvivorsAreFirstArrivals(t *testing.T) {
-	got, err := Survivors(6, 2, []int{5, 0, 3, 4, 1, 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []int{0, 3, 4, 5}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("survivors %v, want %v", got, want)
-	}
-	if _, err := Survivors(6, 2, []int{5, 0, 3}); !errors.Is(err, ErrNotDecodable) {
-		t.Fatalf("3 arrivals of 6 with s=2: got %v, want ErrNotDecodable", err)
-	}
-	if _, err := Survivors(6, 2, []int{5, 0, 5, 1}); !errors.Is(err, ErrBadRanks) {
-		t.Fatalf("repeated rank: got %v, want ErrBadRanks", err)
-	}
-	if _, err := Survivors(6, 2, []int{6, 0, 1, 2}); !errors.Is(err, ErrBadRanks) {
-		t.Fatalf("rank 6 of 6: got %v, want ErrBadRanks", err)
-	}
-}
-
 // Too many stragglers is a typed, non-panicking error; bad lists are
 // rejected; the survivor order does not matter.
 func TestDecodeErrors(t *testing.T) {

@@ -18,9 +18,9 @@
 // A Plan is data: it is a deterministic function of its Config (n, s,
 // throughputs, seed, …), so every rank computes the same plan without talking
 // to the others. The package also holds the pure helpers around plans:
-// survivor selection from an arrival order, the earliest decodable point,
-// allocation-free Encode/Combine kernels, the Theorem-5 optimal compute time
-// and the iteration time of a plan under a straggler set.
+// the allocation-free Encode kernel and the Theorem-5 optimal compute time
+// (the papers' explicit constructions, the reference decoder and the
+// compute-time model, which only tests use, are in reference_test.go).
 //
 // Numerical quality is a first-class property: structured constructions
 // (a proper colouring of the workers and a small well-conditioned palette for

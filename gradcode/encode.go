@@ -50,28 +50,3 @@ func Encode[G, P Float](p *Plan, worker int, partGrads [][]G, out []P) error {
 	}
 	return nil
 }
-
-// Combine is the reference decoder: out = Σ_i decode[i]·payloads[i], in
-// float64. payloads has one entry per rank (len(decode)); entries whose
-// coefficient is 0 are skipped and may be nil (stragglers). It does not
-// allocate. Errors wrap ErrShape.
-func Combine[P Float](decode []float64, payloads [][]P, out []float64) error {
-	if len(payloads) != len(decode) {
-		return fmt.Errorf("%w: %d payloads for %d decoding coefficients", ErrShape, len(payloads), len(decode))
-	}
-	for i, a := range decode {
-		if a != 0 && len(payloads[i]) != len(out) {
-			return fmt.Errorf("%w: payload of rank %d has %d elements, output %d", ErrShape, i, len(payloads[i]), len(out))
-		}
-	}
-	clear(out)
-	for i, a := range decode {
-		if a == 0 {
-			continue
-		}
-		for e, x := range payloads[i] {
-			out[e] += a * float64(x)
-		}
-	}
-	return nil
-}

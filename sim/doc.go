@@ -2,10 +2,11 @@
 // training under stragglers: simulated ranks with a per-sample compute time
 // slowed by the straggler/inject patterns, a ring all-reduce costed as
 // 2(k−1)·(α + β·bytes/k), point-to-point transfers as α + β·bytes, and the
-// very decision code the ranks run — straggler/driver/policy — deciding
-// every step's plan from reports built exactly as the driver's reduced
-// buffer carries them (present ranks, late children folded at the next
-// step, each rank's time in the previous reduction).
+// very decision code the ranks run — straggler.Policy — deciding every
+// step's plan from reports built exactly as the driver's reduced buffer
+// carries them (present members, children's gradients folded with their
+// versions, each rank's time in the previous reduction), with children
+// computing at their own pace as the live driver's do.
 //
 // It owns Network (the link model), Run (one simulated run of a policy),
 // Compare (BSP, a policy and FlexRR's Ideal under one pattern) and the rows
@@ -17,8 +18,8 @@
 // Config. The one exception is measuring what a decision costs, which
 // needs a real clock: Config.Clock injects it (nil: not measured).
 //
-// The decisions come from straggler/driver/policy, which imports nothing
-// that does I/O; the patterns from straggler/driver/workload and
+// The decisions come from straggler, which imports nothing that does
+// I/O; the patterns from straggler/workload and
 // straggler/inject (whose Injector is pure; only its Runner, unused here,
 // touches the process). This package must never import net, os, the root
 // package, the transport or NVML bindings itself.

@@ -49,6 +49,26 @@ func (n Network) Ring(k, b int) time.Duration {
 	return time.Duration(2*(k-1)) * n.Send(b/k)
 }
 
+// Late is the time of the exact mode's allreduce (ring.AllReduceLate) of
+// b bytes over k ranks, one of them late: the k−1 early ranks
+// reduce-scatter among themselves in units as soon as they have all
+// arrived (early), and the completion takes u·m + 2m − 2 unit slots once
+// the late rank has arrived too (m = k−1 early ranks, u units per
+// segment: a sixteenth of a segment, 64 to 256 KiB), ending at the
+// returned time.
+func (n Network) Late(k, b int, early, late time.Duration) time.Duration {
+	if k <= 2 {
+		return max(early, late) + n.Ring(k, b)
+	}
+	m := k - 1
+	seg := (b + m - 1) / m
+	unit := min(max((seg+15)/16, 64<<10), 256<<10)
+	u := max(1, (seg+unit-1)/unit)
+	unit = (seg + u - 1) / u
+	rs := time.Duration((m-1)*u) * n.Send(unit)
+	return max(late, early+rs) + time.Duration(u*m+2*m-2)*n.Send(unit)
+}
+
 // Config configures one simulated run.
 type Config struct {
 	// Ranks is the world size.
@@ -299,10 +319,20 @@ func Run(cfg Config) (Result, error) {
 			queue[c] = kept
 		}
 		end := time.Duration(0)
-		for _, m := range p.Members {
-			end = max(end, done[m])
+		if p.Mode == straggler.ModeOverlap && p.Late >= 0 && len(p.Members) == cfg.Ranks {
+			early := time.Duration(0)
+			for _, m := range p.Members {
+				if m != p.Late {
+					early = max(early, done[m])
+				}
+			}
+			end = net.Late(len(p.Members), cfg.GradBytes, early, done[p.Late])
+		} else {
+			for _, m := range p.Members {
+				end = max(end, done[m])
+			}
+			end += net.Ring(len(p.Members), cfg.GradBytes)
 		}
-		end += net.Ring(len(p.Members), cfg.GradBytes)
 		for _, m := range p.Members {
 			wait[m], start[m] = end-arrive[m], end
 		}
@@ -400,26 +430,6 @@ func Run(cfg Config) (Result, error) {
 		return res, fmt.Errorf("sim: %d samples computed, %d applied", res.Total, res.TotalApplied)
 	}
 	return res, nil
-}
-
-// Replay feeds reports to a fresh policy and returns the plans it decides:
-// what every member of a job that reduced those reports decided. The
-// simulator decides through the same calls (the test that the simulator
-// and the live driver decide alike replays the driver's reports here).
-func Replay(cfg straggler.Config, reports []straggler.Report) ([]straggler.Plan, error) {
-	pol, err := straggler.NewPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	plans := make([]straggler.Plan, 0, len(reports))
-	for _, rep := range reports {
-		next, err := pol.Observe(rep)
-		if err != nil {
-			return plans, err
-		}
-		plans = append(plans, next)
-	}
-	return plans, nil
 }
 
 // within is how many samples rank finishes at step within budget. Every

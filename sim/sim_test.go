@@ -84,7 +84,7 @@ func TestTheSimulatorAndTheLiveDriverDecideAlike(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plans, err := Replay(live.PolicyConfig, live.Reports)
+		plans, err := replay(live.PolicyConfig, live.Reports)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,4 +135,23 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 			t.Fatalf("%s: neither finds adaptive faster than BSP; the comparison proves nothing", spec)
 		}
 	}
+}
+
+// replay feeds reports to a fresh policy and returns the plans it decides:
+// what every member of a job that reduced those reports decided. Run
+// decides through the same calls (Policy.Observe on each step's report).
+func replay(cfg straggler.Config, reports []straggler.Report) ([]straggler.Plan, error) {
+	pol, err := straggler.NewPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	plans := make([]straggler.Plan, 0, len(reports))
+	for _, rep := range reports {
+		next, err := pol.Observe(rep)
+		if err != nil {
+			return plans, err
+		}
+		plans = append(plans, next)
+	}
+	return plans, nil
 }

@@ -244,5 +244,5 @@ func (c Config) newPredictor() Predictor {
 
 // maxEvict is the cap on evicted ranks.
 func (c Config) maxEvict() int {
-	return min(c.World-1, int(math.Floor(c.MaxEvictFraction*float64(c.World))))
+	return min(c.World-1, int(math.Floor(c.MaxEvictFraction*float64(c.World))), topology.MaxEvicted)
 }

@@ -31,6 +31,11 @@ type ModeInput struct {
 	MaxEvict int
 	// Evict and Overlap enable those modes.
 	Evict, Overlap bool
+	// LateUnits is how many units each early rank's segment is cut into
+	// in the exact mode's completion (ring.AllReduceLate; 0: 16). Fewer
+	// units pipeline worse: the completion after the late rank arrives
+	// costs G/B·(1 + (2m−2)/(u·m)) for m early ranks.
+	LateUnits int
 	// WorstLinks orders ranks by their slowest link, worst first (nil
 	// without link measurements): eviction candidates besides the latest
 	// arrivals, for stragglers that compute on time but reduce slowly.
@@ -39,8 +44,9 @@ type ModeInput struct {
 	// evicted: a child keeps its parent while it is a child).
 	Pinned []int
 	// Confirmed, when not nil, are the only ranks that may be newly
-	// evicted: those predicted stragglers twice in a row (or already
-	// children), so that one noisy step evicts nobody.
+	// evicted: those observed late in two reports in a row and predicted
+	// late now (or already children, or behind a slow link), so that one
+	// noisy step evicts nobody.
 	Confirmed []int
 }
 
@@ -67,8 +73,9 @@ type Choice struct {
 //
 //   - ring: T = max_r a_r + C(all), B = Σ shares.
 //   - overlap (the latest rank L arrives into a reduction the others have
-//     reduce-scattered among themselves): T = max(a_L, a₂ + C(all)·(n−2)/(2(n−1)))
-//   - C(all)·n/(2(n−1)), B = Σ shares — the same sum, exactly.
+//     reduce-scattered among themselves; G/B = C(all)·n/(2(n−1)), m = n−1
+//     early ranks, u units per segment): T = G/B·(1 + (2m−2)/(u·m)) plus
+//     max(a_L, a₂ + G/B·(m−1)/m), B = Σ shares — the same sum, exactly.
 //   - evict a set E (the x latest arrivals, or the x ranks with the worst
 //     links): T = max over the members of a + C(members), B = the members'
 //     shares + each child's share at the rate its cycle keeps up,
@@ -128,11 +135,23 @@ func ChooseMode(in ModeInput) (Choice, error) {
 	ring := latest + cAll
 	consider(ModeCost{Mode: ModeRing, Late: -1, Time: ring, Samples: float64(total), Cost: cost(ring, float64(total))}, all)
 
-	if in.Overlap && n > 2 {
+	if in.Overlap && n > 2 && slices.Contains(stragglers, order[n-1]) {
+		// Only for a rank predicted late (Threshold): the model's margin
+		// for one merely a little behind is smaller than the exact
+		// mode's costs it leaves out (more, smaller messages).
 		second := in.Arrivals[order[n-2]]
-		k := float64(n)
-		before := time.Duration(float64(cAll) * (k - 2) / (2 * (k - 1)))
-		after := time.Duration(float64(cAll) * k / (2 * (k - 1)))
+		// The ring moves G/B·2(n−1)/n; the early ranks' reduce-scatter
+		// G/B·(m−1)/m; the completion G/B·(1 + (2m−2)/(u·m)) — so with
+		// nobody late the exact mode costs more than the ring, and is
+		// worth it only when the late rank is late enough.
+		k, m := float64(n), float64(n-1)
+		u := float64(in.LateUnits)
+		if u <= 0 {
+			u = 16
+		}
+		gb := float64(cAll) * k / (2 * (k - 1))
+		before := time.Duration(gb * (m - 1) / m)
+		after := time.Duration(gb * (1 + (2*m-2)/(u*m)))
 		t := max(latest, second+before) + after
 		consider(ModeCost{Mode: ModeOverlap, Late: order[n-1], Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
 	}

@@ -39,8 +39,8 @@ func equalShares(n, s int) []int {
 	return out
 }
 
-// With every rank on time, the ring: nothing to overlap or evict, and
-// equal costs never change the mode.
+// With every rank on time, the ring: nothing to overlap (no rank
+// predicted late) or evict.
 func TestRingWhenEveryoneArrivesTogether(t *testing.T) {
 	in := ModeInput{Arrivals: arrivalsMs(100, 100, 100, 100), Shares: equalShares(4, 64), Collective: flat(100 * ms),
 		Phi: 256, Threshold: 0.2, MaxEvict: 2, Evict: true, Overlap: true}
@@ -48,8 +48,8 @@ func TestRingWhenEveryoneArrivesTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ch.Mode != ModeRing || len(ch.Stragglers) != 0 || ch.Time != 175*ms || len(ch.Costs) != 2 {
-		t.Fatalf("choice %+v: want the ring at 100+75 ms, overlap weighed and tied, no eviction candidate", ch)
+	if ch.Mode != ModeRing || len(ch.Stragglers) != 0 || ch.Time != 175*ms || len(ch.Costs) != 1 {
+		t.Fatalf("choice %+v: want the ring at 100+75 ms, no late rank to overlap, no eviction candidate", ch)
 	}
 }
 

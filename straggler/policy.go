@@ -43,6 +43,7 @@ type Policy struct {
 	hasColl   bool
 	lastFold  []int // last step a child gradient of the rank was folded (−1: none)
 	evictedAt []int // step the rank became a child (−1: a member)
+	lateRun   []int // consecutive reports in which the rank arrived late
 	next      Plan
 	prev      Plan // the plan of the step before next's
 	classes   []Class
@@ -62,12 +63,22 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	}
 	n := cfg.World
 	p := &Policy{cfg: cfg, preds: make([]Predictor, n), tau: make([]float64, n), over: make([]float64, n),
-		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n)}
+		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
+		lateRun: make([]int, n)}
 	for r := range n {
 		p.preds[r] = cfg.newPredictor()
 		p.lastFold[r], p.evictedAt[r] = -1, -1
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
+	if cfg.Shares && cfg.Prior != nil {
+		// Device priors seed step 0's shares (AntDT-DD starts
+		// throughput-proportional); measured times replace them.
+		shares, err := ProportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: shares from priors: %w", err)
+		}
+		p.next.Shares = shares
+	}
 	p.prev = p.next
 	return p, nil
 }
@@ -97,6 +108,7 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 		return p.next, fmt.Errorf("straggler: report of step %d has %d/%d entries for %d ranks: %w",
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
+	p.countLateArrivals(rep)
 	minWait := time.Duration(-1)
 	for r := 0; r < n; r++ {
 		if c := rep.Child[r]; c.Count > 0 {
@@ -125,6 +137,28 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	plan.DecidedAt = rep.Step
 	p.prev, p.next = p.next, plan
 	return plan, nil
+}
+
+// countLateArrivals counts, per rank, the consecutive reports in which it
+// arrived more than Threshold after the earliest member: observed
+// lateness, which one noisy step cannot make twice.
+func (p *Policy) countLateArrivals(rep Report) {
+	first := time.Duration(-1)
+	for _, rr := range rep.Current {
+		if rr.Present && (first < 0 || rr.Arrival < first) {
+			first = rr.Arrival
+		}
+	}
+	for r, rr := range rep.Current {
+		switch {
+		case !rr.Present:
+			// a child: its lateness is judged by its cycle
+		case first >= 0 && float64(rr.Arrival) > float64(first)*(1+p.cfg.Threshold):
+			p.lateRun[r]++
+		default:
+			p.lateRun[r] = 0
+		}
+	}
 }
 
 // observeSpeed feeds one per-sample time (with the rank's telemetry) to
@@ -190,7 +224,21 @@ func (p *Policy) observeChild(r int, c ChildReport, step int) {
 		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), RankReport{})
 	}
 	if c.Cycle > 0 {
-		p.ewma(&p.cycle[r], float64(c.Cycle)/float64(c.Count), p.cycle[r] == 0)
+		cycle := float64(c.Cycle) / float64(c.Count)
+		p.ewma(&p.cycle[r], cycle, p.cycle[r] == 0)
+		// A child reports no arrivals: its overhead is what its cycle
+		// takes beyond its compute (less the reduction a member would
+		// wait in too), so a rank that was late once and is on time
+		// again is seen to be and can rejoin.
+		if p.seen[r] {
+			over := cycle - float64(c.Compute)/float64(c.Count)
+			if p.hasColl {
+				over -= p.coll
+			}
+			p.ewma(&p.over[r], max(0, over), false)
+			eq := p.tau[r]*float64(p.cfg.GlobalBatch)/float64(p.cfg.World) + p.over[r]
+			p.monitor.Observe(r, time.Duration(eq))
+		}
 	}
 	p.lastFold[r] = step
 }
@@ -222,10 +270,13 @@ func (p *Policy) collective(members []int) time.Duration {
 	m := model(members)
 	switch {
 	case m > 0 && p.hasColl:
-		// Calibrate the link model by what the ring really took (CPU
-		// copies, protocol), within a factor of four either way.
+		// The link model says how the members' ring compares with the
+		// one measured; the measurement says what a ring really takes
+		// (CPU copies, protocol). Only the model's ratios are trusted: a
+		// probe's absolute numbers can be off by orders of magnitude on
+		// links faster than its latency noise.
 		if base := model(p.collWith); base > 0 {
-			return time.Duration(m * math.Min(4, math.Max(0.25, p.coll/base)))
+			return time.Duration(m * p.coll / base)
 		}
 		return time.Duration(m)
 	case m > 0:
@@ -234,6 +285,18 @@ func (p *Policy) collective(members []int) time.Duration {
 		return time.Duration(p.coll * ringFactor(k) / ringFactor(len(p.collWith)))
 	}
 	return 0
+}
+
+// lateUnits is the number of units per early rank's segment in the exact
+// mode's completion for a gradient of gradBytes among n ranks: segments
+// cut in 16, in units of 64 to 256 KiB (internal/algo's lateChunk).
+func lateUnits(gradBytes, n int) int {
+	if gradBytes <= 0 || n < 2 {
+		return 0
+	}
+	seg := (gradBytes + n - 2) / (n - 1)
+	unit := min(max((seg+15)/16, 64<<10), 256<<10)
+	return max(1, (seg+unit-1)/unit)
 }
 
 // worstLinks returns the ranks whose links are materially slow — the
@@ -339,7 +402,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 	// is already a child); a slow link is a measurement, not a prediction.
 	confirmed := append([]int{}, p.next.Evicted...)
 	for r := 0; r < n; r++ {
-		if slices.Contains(p.next.Stragglers, r) && slices.Contains(stragglersOf(plan.Predicted, cfg.Threshold), r) {
+		if p.lateRun[r] >= 2 && slices.Contains(stragglersOf(plan.Predicted, cfg.Threshold), r) {
 			confirmed = append(confirmed, r)
 		}
 	}
@@ -347,15 +410,27 @@ func (p *Policy) decide(step int) (Plan, error) {
 	choice, err := ChooseMode(ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
 		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
-		WorstLinks: p.worstLinks(), Pinned: pinned, Confirmed: confirmed,
+		WorstLinks: p.worstLinks(), Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
 	})
 	if err != nil {
 		return plan, fmt.Errorf("straggler: step %d: %w", step, err)
 	}
 	plan.Stragglers, plan.Costs = choice.Stragglers, choice.Costs
 	pick, members := choice.ModeCost, choice.Members
-	// Keep the mode in effect unless another is clearly cheaper.
+	// Keep the mode in effect unless another is clearly cheaper — but not
+	// an exact mode whose late rank is no longer predicted late: it would
+	// only cost more than the ring.
+	// Between the ring and the exact mode there is nothing to keep: both
+	// apply every gradient of the step, so each step takes the cheaper
+	// schedule; hysteresis guards what eviction changes (who computes at
+	// its own pace, states sent down, rejoins).
 	for _, c := range choice.Costs {
+		if c.Mode == ModeOverlap && !slices.Contains(choice.Stragglers, c.Late) {
+			continue
+		}
+		if pick.Mode != ModeEvict && p.next.Mode != ModeEvict {
+			break
+		}
 		if c.Mode == p.next.Mode && slices.Equal(c.Evicted, p.next.Evicted) && c.Late == p.next.Late {
 			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) {
 				pick = c

@@ -198,6 +198,43 @@ func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
 	}
 }
 
+// A probe's absolute bandwidths can be wrong by orders of magnitude (on
+// one host, shared-memory links move a probe faster than the latency's
+// noise): with a matrix that calls rank 1's links a million times slower
+// than they are (8 bytes over a noisy millisecond), while rings measure
+// a few milliseconds, the policy still evicts the rank that computes three times slower, not rank 1.
+func TestPolicyTrustsMeasuredRingsOverAbsoluteProbeNumbers(t *testing.T) {
+	const n = 4
+	bw := make(topology.Matrix, n)
+	for i := range bw {
+		bw[i] = make([]float64, n)
+		for j := range bw[i] {
+			bw[i][j] = 2e9
+			if i == 1 || j == 1 {
+				bw[i][j] = 2e3
+			}
+		}
+	}
+	cfg, err := Preset(NameSTAR, n, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bandwidth, cfg.GradBytes = bw, 20<<10
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tau := durations(6, 6, 6, 18)
+	for s := 0; s < 4; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan := p.Plan(); plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
+		t.Fatalf("plan %s: want rank 3, the slow one, evicted", plan.Dump())
+	}
+}
+
 // The exact mode: one rank late by about a ring time is cheaper to overlap
 // than to wait for, with no staleness.
 func TestPolicyOverlapsAPredictablyLateRank(t *testing.T) {
@@ -412,5 +449,26 @@ func TestSharesIgnoreNoiseButFollowRealSpeedChanges(t *testing.T) {
 	}
 	if sh := p.Plan().Shares; sh[2] >= 16 {
 		t.Fatalf("shares %v after rank 2 slowed down, want it given fewer", sh)
+	}
+}
+
+// Device priors (nvml.PriorWeights: a P100 is 3× slower than a V100)
+// seed step 0's shares, before any step was measured.
+func TestDevicePriorsSeedTheFirstShares(t *testing.T) {
+	cfg, err := Preset(NameShares, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Prior = []float64{1, 1, 3, 1}
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Plan().Shares; got[2] >= got[0] || got[0]+got[1]+got[2]+got[3] != 64 || got[2]*3 > got[0]+1 {
+		t.Fatalf("step 0 shares %v: want the P100 (rank 2) at about a third of the others'", got)
+	}
+	cfg.Prior = nil
+	if p, err = NewPolicy(cfg); err != nil || !slices.Equal(p.Plan().Shares, []int{16, 16, 16, 16}) {
+		t.Fatalf("no priors: %v, %v; want equal shares", p.Plan().Shares, err)
 	}
 }

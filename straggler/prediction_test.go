@@ -108,7 +108,7 @@ func TestPredictionErrorTable(t *testing.T) {
 				}
 			}
 		}
-		// RLS is the default predictor: it must not be worse than EWMA.
+		// RLS (the telemetry-fed predictor) must not be worse than EWMA.
 		if rls.fpRate()+rls.fnRate() > ewma.fpRate()+ewma.fnRate()+0.05 {
 			t.Errorf("%s: RLS FP+FN %.3f exceeds EWMA's %.3f", p.name, rls.fpRate()+rls.fnRate(), ewma.fpRate()+ewma.fnRate())
 		}

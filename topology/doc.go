@@ -14,11 +14,10 @@
 //   - AssignParents / ParentPolicy.Assign: STAR's eviction of stragglers
 //     into parent trees (papers/003 §IV-B), each evicted rank attached to a
 //     high-bandwidth ring member with parent balancing (§IV-D2), solved
-//     exactly as a small min-cost flow;
-//   - latency-optimal schedules for small messages — binomial broadcast and
-//     reduce trees and recursive-doubling allreduce — as plain per-rank step
-//     lists (Schedule) for the program builders to convert, and
-//     OrderByLatency, which puts low-latency members high in those trees.
+//     exactly as a small min-cost flow.
+//
+// (Latency-optimal programs for small messages — binomial broadcast,
+// recursive doubling — are built by package tree.)
 //
 // Everything here is a pure function of its arguments: no I/O, no clock
 // reads, no goroutines, no global random source; maps are never iterated;

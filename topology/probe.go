@@ -44,6 +44,9 @@ type LinkEstimates struct {
 //   - bandwidth is the median, over the pair's larger probes, of
 //     (bytes - smallest bytes) / (duration - latency); larger probes not
 //     slower than the latency are ignored;
+//   - when no larger probe is slower than the latency (a link faster
+//     than the latency's noise), bandwidth is the median bytes/duration
+//     of the larger probes, a lower bound;
 //   - with only one probe size, bandwidth is the median bytes/duration
 //     (an underestimate that includes latency), or unknown (0) for
 //     zero-byte probes.
@@ -107,6 +110,15 @@ func estimatePair(pair []ProbeSample) (latency, bandwidth float64) {
 	for _, s := range rest {
 		if dt := s.Duration.Seconds() - latency; dt > 0 {
 			rates = append(rates, float64(s.Bytes-small)/dt)
+		}
+	}
+	if len(rates) == 0 {
+		// No larger probe was slower than the latency: the link moved them
+		// faster than the latency's noise. Bytes over duration of the
+		// largest probes is a lower bound of the right order; the small
+		// probes' rate would say a fast link is the slowest of all.
+		for _, s := range rest {
+			rates = append(rates, float64(s.Bytes)/s.Duration.Seconds())
 		}
 	}
 	if len(rates) == 0 && small > 0 {

@@ -92,3 +92,26 @@ func TestMedian(t *testing.T) {
 		t.Errorf("even: %v", m)
 	}
 }
+
+// A fast link whose large probes took less than the small probes' noisy
+// latency must not be estimated from the small probes (8 bytes over a
+// millisecond would make the fastest link the slowest of the job): its
+// estimate is the large probes' bytes over duration.
+func TestEstimateLinksFastLinkWithNoisyLatency(t *testing.T) {
+	ms := time.Millisecond
+	samples := []ProbeSample{
+		{From: 0, To: 1, Bytes: 8, Duration: 2 * ms}, // descheduled echoes
+		{From: 0, To: 1, Bytes: 8, Duration: 3 * ms},
+		{From: 0, To: 1, Bytes: 8, Duration: 2 * ms},
+		{From: 0, To: 1, Bytes: 1 << 20, Duration: ms / 2},
+		{From: 0, To: 1, Bytes: 1 << 20, Duration: ms},
+		{From: 0, To: 1, Bytes: 1 << 20, Duration: ms / 2},
+	}
+	est, err := EstimateLinks(2, samples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := est.Bandwidth[0][1], float64(1<<20)/(ms/2).Seconds(); got != want {
+		t.Fatalf("bandwidth %v B/s, want the large probes' %v", got, want)
+	}
+}

@@ -15,31 +15,6 @@ type Rank struct {
 	Host string
 }
 
-// ValidateRanks reports whether ranks have distinct, non-negative IDs that
-// all fall inside bw (when bw is non-empty), and whether bw is valid.
-func ValidateRanks(ranks []Rank, bw Matrix) error {
-	if err := bw.Validate(); err != nil {
-		return err
-	}
-	ids := make([]int, 0, len(ranks))
-	for _, r := range ranks {
-		if r.ID < 0 {
-			return fmt.Errorf("%w: negative rank ID %d", ErrInvalidInput, r.ID)
-		}
-		if bw.N() > 0 && r.ID >= bw.N() {
-			return fmt.Errorf("%w: rank %d outside the %d×%d matrix", ErrInvalidInput, r.ID, bw.N(), bw.N())
-		}
-		ids = append(ids, r.ID)
-	}
-	slices.Sort(ids)
-	for i := 1; i < len(ids); i++ {
-		if ids[i] == ids[i-1] {
-			return fmt.Errorf("%w: duplicate rank %d", ErrInvalidInput, ids[i])
-		}
-	}
-	return nil
-}
-
 // checkIDs reports whether ids are distinct, non-negative and inside bw.
 func checkIDs(what string, ids []int, bw Matrix) error {
 	sorted := slices.Clone(ids)

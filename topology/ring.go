@@ -43,26 +43,6 @@ func scoreLinks(links []float64) RingScore {
 	return s
 }
 
-// ScoreRing scores ring (rank IDs in ring order, each followed by the next
-// and the last by the first) by its inter-host links in bw. Ranks missing
-// from ranks are taken to be alone on their own host.
-func ScoreRing(ranks []Rank, ring []int, bw Matrix) RingScore {
-	host := make(map[int]string, len(ranks))
-	for _, r := range ranks {
-		host[r.ID] = r.Host
-	}
-	var links []float64
-	for i, a := range ring {
-		b := ring[(i+1)%len(ring)]
-		ha, okA := host[a]
-		hb, okB := host[b]
-		if a != b && (!okA || !okB || ha != hb) {
-			links = append(links, bw.At(a, b))
-		}
-	}
-	return scoreLinks(links)
-}
-
 // hostGroup is one host's ranks, ascending.
 type hostGroup struct {
 	host  string
@@ -103,7 +83,7 @@ func groupByHost(ranks []Rank) []hostGroup {
 // host-contiguous rings, and does not depend on the order of ranks.
 //
 // RingOrder never fails: a rank ID outside bw has unmeasured links and a
-// repeated ID is used once. Use ValidateRanks to reject such input.
+// repeated ID is used once.
 func RingOrder(ranks []Rank, bw Matrix) []int {
 	groups := groupByHost(ranks)
 	order := make([]int, len(groups))

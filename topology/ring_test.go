@@ -244,21 +244,22 @@ func TestScoreRing_CountsOnlyInterHostLinks(t *testing.T) {
 	}
 }
 
-func TestValidateRanks(t *testing.T) {
-	bw := NewMatrix(3)
-	if err := ValidateRanks([]Rank{{0, "a"}, {2, "b"}}, bw); err != nil {
-		t.Fatal(err)
+// ScoreRing scores ring (rank IDs in ring order, each followed by the next
+// and the last by the first) by its inter-host links in bw. Ranks missing
+// from ranks are taken to be alone on their own host.
+func ScoreRing(ranks []Rank, ring []int, bw Matrix) RingScore {
+	host := make(map[int]string, len(ranks))
+	for _, r := range ranks {
+		host[r.ID] = r.Host
 	}
-	for name, ranks := range map[string][]Rank{
-		"duplicate":   {{0, "a"}, {0, "b"}},
-		"negative":    {{-1, "a"}},
-		"out of view": {{3, "a"}},
-	} {
-		if err := ValidateRanks(ranks, bw); err == nil {
-			t.Errorf("%s: no error", name)
+	var links []float64
+	for i, a := range ring {
+		b := ring[(i+1)%len(ring)]
+		ha, okA := host[a]
+		hb, okB := host[b]
+		if a != b && (!okA || !okB || ha != hb) {
+			links = append(links, bw.At(a, b))
 		}
 	}
-	if err := ValidateRanks(nil, Matrix{{0, 1}}); err == nil {
-		t.Error("non-square matrix: no error")
-	}
+	return scoreLinks(links)
 }

@@ -76,32 +76,6 @@ func TestSTAR_V_LGCBaselineTakesHighestBandwidthParent(t *testing.T) {
 	}
 }
 
-// §IV-D2 "Amortizing Communication Overhead": workers with longer latencies
-// are placed in lower layers, connected to upper layers over low-latency
-// links. The parent (root) broadcasts to its lowest-latency child first.
-func TestSTAR_IVD2_LowLatencyMembersSitHighInTheTree(t *testing.T) {
-	lat := NewMatrix(6)
-	for m, l := range []float64{0, 9e-3, 1e-3, 8e-3, 2e-3, 7e-3} {
-		lat[0][m] = l
-	}
-	order := OrderByLatency(0, []int{1, 2, 3, 4, 5}, lat)
-	s, err := BinomialBroadcast(order, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, _ := s.For(0)
-	if root[0].Peer != 2 || root[1].Peer != 4 {
-		t.Fatalf("root sends %+v, want lowest-latency 2 then 4", root)
-	}
-	// The highest-latency member is a leaf: it only receives.
-	leaf, _ := s.For(1)
-	for _, st := range leaf {
-		if st.Op == Send {
-			t.Fatalf("highest-latency member 1 forwards: %+v", leaf)
-		}
-	}
-}
-
 func uniformBandwidth(n int, v float64) Matrix {
 	m := NewMatrix(n)
 	for i := range m {

@@ -9,9 +9,13 @@
 // Each step's compute is padded to --step-compute (default 100ms) with a
 // timer sleep, standing for GPU work; --inject (default $RINGTAIL_INJECT)
 // scales it per rank and step and performs kill/freeze faults.
-// --mode adaptive (default bsp) reduces gradients through the straggler
-// driver (straggler/driver, policy "shares"): batch shares proportional to
-// each rank's measured speed, and STAR eviction of ranks still late. Rank 0
+// --mode adaptive (the default; --mode bsp is plain synchronous SGD)
+// reduces gradients through the straggler driver (straggler/driver) under
+// --policy: "shares" (the default) gives each rank a batch share
+// proportional to its measured speed and evicts ranks still late, "star"
+// evicts stragglers into parent trees where they compute at their own
+// pace, "exact" overlaps a late rank's arrival with the others'
+// reduce-scatter (see docs/straggler.md). Rank 0
 // prints one line per epoch and a summary, or the report as JSON with
 // --json. It only wires flags to examples/train; behaviour lives there.
 package main
@@ -25,6 +29,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (default: $RINGTAIL_LOG_LEVEL, else warn)")
 	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (the straggler driver)")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
+	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,6 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *mode != "bsp" && *mode != "adaptive" {
 		fmt.Fprintf(stderr, "ringtail-train: --mode %q: want bsp or adaptive\n", *mode)
+		return 2
+	}
+	if *predictor != "ewma" && *predictor != "rls" {
+		fmt.Fprintf(stderr, "ringtail-train: --predictor %q: want ewma or rls\n", *predictor)
 		return 2
 	}
 	fail := func(err error) int {
@@ -142,20 +152,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Out = stderr
 	}
 	var telemetry *nvml.Sampler
+	var priors []float64
 	if *mode == "adaptive" {
 		pol, err := straggler.Preset(*policyName, comm.Size(), *batch)
 		if err != nil {
 			return fail(err)
 		}
+		if *predictor == "rls" {
+			pol.Predictor = straggler.PredictRLS
+		}
 		// Device and host telemetry feed the policy's predictor; without a
 		// GPU or driver the sampler says so once and reads /proc.
 		dev, _ := nvml.Open(nvml.Config{})
 		host, _ := nvml.NewHostReader(nvml.HostConfig{})
-		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: rcfg.LocalRank % max(1, rcfg.LocalWorldSize),
+		gpu := rcfg.LocalRank % max(1, rcfg.LocalWorldSize)
+		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
 			Host: host, Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
+		// Device priors (a V100 beside P100s) seed the shares and the
+		// classification from step 0; measured step times take over.
+		if pol.Prior, err = devicePriors(ctx, comm, deviceName(dev, gpu)); err != nil {
+			return fail(err)
+		}
+		priors = pol.Prior
 		cfg.Sync = gradientSync{driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }})}
 	}
@@ -184,7 +205,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			Mode      string           `json:"mode"`
 			Policy    string           `json:"policy,omitempty"`
 			Telemetry *telemetryReport `json:"telemetry,omitempty"`
-		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel})
+			// DevicePriors are the slowdowns the devices' models implied
+			// at step 0 (absent when no rank's model is known).
+			DevicePriors []float64 `json:"device_priors,omitempty"`
+		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel, priors})
 		if err != nil {
 			return fail(err)
 		}
@@ -193,6 +217,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return 0
+}
+
+// deviceName returns the name of GPU index of t, or "" without one.
+func deviceName(t nvml.Telemetry, index int) string {
+	if t == nil {
+		return ""
+	}
+	if n, err := t.DeviceCount(); err != nil || index >= n {
+		return ""
+	}
+	d, err := t.Device(index)
+	if err != nil {
+		return ""
+	}
+	name, err := d.Name()
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+// deviceNameBytes is the room for one rank's device name in the gather.
+const deviceNameBytes = 64
+
+// devicePriors gathers every rank's device name (a collective) and
+// returns the slowdowns their models imply (nvml.PriorWeights: 1 for the
+// fastest, 3 for a P100 beside a V100), or nil when no rank's model is
+// known (no GPU, or unknown models): then every rank starts equal.
+func devicePriors(ctx context.Context, comm *ringtail.Comm, name string) ([]float64, error) {
+	mine := make([]byte, deviceNameBytes)
+	copy(mine, name)
+	all := make([]byte, deviceNameBytes*comm.Size())
+	if err := comm.AllGather(ctx, ringtail.Raw(mine, ringtail.Uint8), ringtail.Raw(all, ringtail.Uint8)); err != nil {
+		return nil, fmt.Errorf("gathering device names: %w", err)
+	}
+	names := make([]string, comm.Size())
+	for r := range names {
+		names[r] = strings.TrimRight(string(all[r*deviceNameBytes:(r+1)*deviceNameBytes]), "\x00")
+	}
+	w, err := nvml.PriorWeights(names)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(w.Known, true) {
+		return nil, nil
+	}
+	return w.Slowdown, nil
 }
 
 // telemetryOf turns a sampler reading into the policy's report fields:

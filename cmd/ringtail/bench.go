@@ -18,6 +18,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/bench"
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 )
 
@@ -28,9 +29,9 @@ const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducesc
 Launches N local ranks and prints nccl-tests columns: size, count, type,
 redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
 
-Started by a launcher (RANK and WORLD_SIZE set: ringtail run, torchrun,
-Slurm with the ringtail variables), each process is one rank of the
-launcher's job instead, and rank 0 prints the table: this is how to
+Started by a launcher (RANK and WORLD_SIZE set: ringtail run, torchrun;
+a task of a Slurm job step: srun -n 4 ringtail bench ...; a Kubernetes
+Indexed Job's pod), each process is one rank of the launcher's job instead, and rank 0 prints the table: this is how to
 measure across hosts. -np, if given, must equal WORLD_SIZE.
 `
 
@@ -227,9 +228,16 @@ func (j *jsonLines) Write(b []byte) (int, error) {
 }
 
 // externalWorld reports whether this process was started as a rank by a
-// launcher (RANK and WORLD_SIZE set), and the world size.
+// launcher, and the world size: RANK (or a Kubernetes Indexed Job's
+// JOB_COMPLETION_INDEX) with WORLD_SIZE, or a task of a Slurm job step
+// (srun -n 4 ringtail bench ...), as ringtail.ConfigFromLookup reads them.
 func externalWorld(lookup func(string) (string, bool)) (int, bool) {
-	if _, ok := lookup(ringtail.EnvRank); !ok {
+	_, rank := lookup(ringtail.EnvRank)
+	_, index := lookup(ringtail.EnvJobCompletionIndex)
+	if !rank && !index {
+		if task, ok, err := slurm.TaskFromLookup(lookup); ok && err == nil {
+			return task.World, true
+		}
 		return 0, false
 	}
 	v, ok := lookup(ringtail.EnvWorldSize)

@@ -42,7 +42,7 @@ func TestCoordinatorCLIServesExternalRanks(t *testing.T) {
 	}()
 	serving := regexp.MustCompile(`serving job "cli-job" for 2 ranks on 127\.0\.0\.1:(\d+)`)
 	var port int
-	for deadline := time.Now().Add(10 * time.Second); port == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); port == 0; time.Sleep(10 * time.Millisecond) {
 		if m := serving.FindStringSubmatch(stderr.String()); m != nil {
 			port, _ = strconv.Atoi(m[1])
 		}

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
@@ -27,6 +29,10 @@ RINGTAIL_JOB_ID and RINGTAIL_COORDINATOR=external; its output lines are
 prefixed with "[rank] ". Ranks on hosts other than this one start over
 ssh. When a rank fails, the others are stopped (SIGTERM, SIGKILL after
 --grace) and ringtail run exits with its status. See docs/launcher.md.
+
+Inside a Slurm allocation (salloc, sbatch) and without -H or --hostfile,
+the ranks start as one job step with srun, on the allocation's nodes; -np
+defaults to its tasks (SLURM_NTASKS). See docs/clusters.md.
 
 Flags:
 `
@@ -69,6 +75,8 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		outputDir     = fs.String("output-filename", "", "also write each rank's output to `DIR`/rank.N/stdout and stderr")
 		nics          = fs.String("network-interface", "", "pin the ranks' data plane to the first of these comma-separated network `interfaces` that has an IPv4 address on each host (sets RINGTAIL_LISTEN_IP)")
 		verbose       = fs.Bool("verbose", false, "log rank starts and exits to stderr")
+		launcher      = fs.String("launcher", "auto", "how ranks start: direct (local processes, ssh for remote hosts), srun (one Slurm job step in the allocation this runs in), auto (srun in a Slurm batch script or salloc shell when no -H or --hostfile is given, else direct)")
+		srunCmd       = fs.String("srun", strings.Join(launch.DefaultSrun(), " "), "the srun `command` and extra flags for the job step, split on spaces (e.g. \"srun --gpus-per-task=1\")")
 		metricsPort   = fs.Int("metrics-port", 0, "every rank serves Prometheus /metrics and the dashboard's /events on `port` + its local rank (RINGTAIL_METRICS_ADDR; default with --dashboard: free ports)")
 		timeline      = fs.String("timeline", "", "each rank writes a Chrome-trace/Perfetto timeline (RINGTAIL_TIMELINE); at exit they are merged, clocks aligned, into `FILE`")
 		dashboard     = fs.String("dashboard", "", "serve the live dashboard on `ADDR` (host:port) while the job runs")
@@ -120,6 +128,42 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if len(strings.Fields(*sshCmd)) == 0 {
 		return usageErr("--ssh is empty")
 	}
+	if len(strings.Fields(*srunCmd)) == 0 {
+		return usageErr("--srun is empty")
+	}
+	alloc, inSlurm, err := slurm.AllocationFromLookup(os.LookupEnv)
+	switch *launcher {
+	case "auto":
+		*launcher = launch.LauncherDirect
+		// Not inside a job step: a nested srun would wait for the step's
+		// own CPUs.
+		if inSlurm && hosts == nil && !alloc.InStep() {
+			*launcher = launch.LauncherSrun
+		}
+	case launch.LauncherDirect:
+	case launch.LauncherSrun:
+		if hosts != nil {
+			return usageErr("--launcher srun takes the hosts from Slurm: leave out -H and --hostfile")
+		}
+		if !inSlurm {
+			return usageErr("--launcher srun: not inside a Slurm allocation (%s and %s are not set); run it under salloc or sbatch", slurm.EnvJobID, slurm.EnvJobNodeList)
+		}
+	default:
+		return usageErr("--launcher %q must be auto, direct or srun", *launcher)
+	}
+	if *launcher == launch.LauncherSrun {
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		for i, node := range alloc.Nodes {
+			hosts = append(hosts, launch.HostSlots{Host: node, Slots: alloc.Tasks[i]})
+		}
+		if *np == 0 {
+			*np = alloc.NTasks
+		} else if *np > alloc.NTasks {
+			return usageErr("-np %d exceeds the %d tasks of Slurm job %s (%s)", *np, alloc.NTasks, alloc.JobID, slurm.EnvNTasks)
+		}
+	}
 	if *grace <= 0 {
 		return usageErr("--grace %v must be positive", *grace)
 	}
@@ -142,6 +186,10 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	secret, err := jobSecret(*secretFile)
 	if err != nil {
 		return usageErr("%v", err)
+	}
+	var sharedSecretFile string
+	if *launcher == launch.LauncherSrun {
+		sharedSecretFile = secretFilePath(*secretFile)
 	}
 
 	env := append([]string{}, envs...)
@@ -183,12 +231,31 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		NP: *np, Hosts: hosts, Command: command, Env: env, Secret: secret,
 		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
 		SSHMode: *sshMode, StartTimeout: *startTimeout, Interfaces: interfaces, OutputDir: *outputDir,
+		Launcher: *launcher, Srun: strings.Fields(*srunCmd), SecretFile: sharedSecretFile,
 		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
 		MetricsPort: obsv.metricsPort, Timeline: obsv.timeline,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr
 	obsv.finish(*np)
 	return code
+}
+
+// secretFilePath is the absolute path of the file the job secret was read
+// from (--secret-file, else $RINGTAIL_SECRET_FILE when $RINGTAIL_SECRET is
+// unset, as jobSecret reads them), or "" when it did not come from a
+// file. Under srun the ranks read it there instead of receiving the secret.
+func secretFilePath(secretFile string) string {
+	if secretFile == "" && os.Getenv(launch.EnvSecret) == "" {
+		secretFile = os.Getenv(launch.EnvSecretFile)
+	}
+	if secretFile == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(secretFile)
+	if err != nil {
+		return ""
+	}
+	return abs
 }
 
 // interruptContext returns a context that ends on the first SIGINT or

@@ -24,8 +24,8 @@ so it takes no CPU from the allreduce) and a real allreduce of the gradient
 — under FlexRR's and AntDT's straggler patterns. For every (pattern, ranks)
 it prints seconds per global batch of applied samples for the BSP ring,
 ringtail's adaptive policy and FlexRR's Ideal (the batch's work balanced
-perfectly over the ranks' injected speeds, plus the allreduce time of the
-no-straggler run), and adaptive/Ideal. Ranks run in this process, one
+perfectly over the ranks' injected speeds, plus the policy run's measured
+per-step reduction time), and adaptive/Ideal. Ranks run in this process, one
 goroutine and one communicator over real sockets each.
 
 Flags:

@@ -255,7 +255,7 @@ func TestInjectedSlowRankPadsToScaledStepCompute(t *testing.T) {
 	tr, te := split(t, 128)
 	cfg := fastConfig(tr, te)
 	cfg.Epochs = 2
-	cfg.StepCompute = 200 * time.Millisecond // recorded, never slept
+	cfg.StepCompute = time.Hour // recorded, never slept; no real compute comes near it
 	spec, err := inject.Parse("slow=1:3x")
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestInjectedSlowRankPadsToScaledStepCompute(t *testing.T) {
 		return run
 	})
 	reps := j.mustRun(t)
-	for r, want := range []time.Duration{200 * time.Millisecond, 600 * time.Millisecond} {
+	for r, want := range []time.Duration{time.Hour, 3 * time.Hour} {
 		// 128 rows in batches of 64: 2 steps per epoch.
 		if len(rec[r].waits) != 4 {
 			t.Fatalf("rank %d padded %d steps, want 4", r, len(rec[r].waits))
@@ -289,7 +289,11 @@ func TestInjectedSlowRankPadsToScaledStepCompute(t *testing.T) {
 }
 
 // TestSlowRankSetsTheStepTimeOfAll runs real sleeps: in synchronous SGD
-// every rank's step lasts as long as the slow rank's.
+// every rank's step lasts as long as the slow rank's. Only lower bounds
+// are checked (load can only lengthen steps); how a step splits into
+// compute, pad and allreduce wait depends on how long the real compute
+// took, so that split is checked exactly with recorded sleeps in
+// TestInjectedSlowRankPadsToScaledStepCompute.
 func TestSlowRankSetsTheStepTimeOfAll(t *testing.T) {
 	tr, te := split(t, 128)
 	cfg := fastConfig(tr, te)
@@ -313,11 +317,8 @@ func TestSlowRankSetsTheStepTimeOfAll(t *testing.T) {
 			t.Errorf("rank %d: mean step %v, want ≥ 3 × 20ms", r, rep.StepMean)
 		}
 	}
-	if fast := reps[0].Epochs[0]; fast.CommMean < 20*time.Millisecond {
-		t.Errorf("rank 0 waited only %v in the allreduce for the slow rank", fast.CommMean)
-	}
-	if slow := reps[1].Epochs[0]; slow.PadMean < 30*time.Millisecond {
-		t.Errorf("rank 1 padded only %v per step", slow.PadMean)
+	if slow := reps[1].Epochs[0]; slow.ComputeMean+slow.PadMean < 60*time.Millisecond-time.Microsecond {
+		t.Errorf("rank 1 computed %v and padded %v per step, want them to reach 3 × 20ms", slow.ComputeMean, slow.PadMean)
 	}
 }
 
@@ -383,8 +384,10 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
-	if d := time.Since(begin); d > 10*time.Second {
-		t.Fatalf("run took %v after cancellation", d)
+	// Each step computes for an hour: ending at all means the context
+	// stopped it (a minute is the hang detector, not a speed limit).
+	if d := time.Since(begin); d > time.Minute {
+		t.Fatalf("run took %v: it waited out the step compute instead of stopping at its 200 ms deadline", d)
 	}
 }
 

@@ -72,9 +72,6 @@ func New(m Messenger, cfg Config) (*Coder, error) {
 	return c, nil
 }
 
-// Plan returns the plan in force for the next step.
-func (c *Coder) Plan() *gradcode.Plan { return c.plan }
-
 // Close releases contributions held for later steps.
 func (c *Coder) Close() {
 	for _, ct := range c.pending {

@@ -95,7 +95,7 @@ func runRanks(t *testing.T, comms []*ringtail.Comm, ranks []int, cfg Config, ste
 			defer cd.Close()
 			out := make([]float64, cfg.Len)
 			for step := 0; step < steps; step++ {
-				p := cd.Plan()
+				p := cd.plan
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				_, err := cd.Step(ctx, exactCompute(func(s int) time.Duration { return delay(r, s) }), out)
 				cancel()
@@ -139,28 +139,26 @@ func TestStepsCompleteWithTwoSilentRanks(t *testing.T) {
 	cfg := Config{Scheme: gradcode.Hetero, S: 2, Len: 1000, Seed: 2, Throughputs: Static(speeds), StepTimeout: 10 * time.Second}
 	// Rank 0 (the first leader) leaves; rank 3 stays connected but never
 	// takes part.
+	// Rank 3 never contributes: a step that waited for it could only end
+	// at the step timeout, with an error runRanks reports.
 	comms[0].Close()
-	start := time.Now()
 	runRanks(t, comms, []int{1, 2, 4, 5}, cfg, 6, func(int, int) time.Duration { return 0 })
-	if took := time.Since(start); took > 8*time.Second {
-		t.Fatalf("6 steps took %v with two silent ranks", took)
-	}
 }
 
 func TestStepWaitsForAtMostNMinusS(t *testing.T) {
 	comms := startComms(t, 6)
 	cfg := Config{Scheme: gradcode.Cyclic, S: 2, Len: 100, Seed: 3}
-	// Ranks 4 and 5 are 5 s late every step; steps must not wait for them.
-	start := time.Now()
+	// Ranks 4 and 5 would compute for an hour every step: a step that
+	// waited for them could only end at runRanks' 30 s step deadline, with
+	// an error. Every rank, 4 and 5 included, must get each exact sum from
+	// the other four (the late ranks' compute is cancelled once it is
+	// known).
 	runRanks(t, comms, []int{0, 1, 2, 3, 4, 5}, cfg, 3, func(r, _ int) time.Duration {
 		if r >= 4 {
-			return 5 * time.Second
+			return time.Hour
 		}
 		return 0
 	})
-	if took := time.Since(start); took > 3*time.Second {
-		t.Fatalf("3 steps took %v: they waited for the late ranks", took)
-	}
 }
 
 // TestTooFewRanksFailsInsteadOfHanging: with 2 of 4 ranks gone and s = 1
@@ -174,12 +172,19 @@ func TestTooFewRanksFailsInsteadOfHanging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	_, err = cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 0 }), make([]float64, 10))
+	// The caller's context has no deadline: a timeout can only be the
+	// step's own. A minute is the hang detector, not a speed limit.
+	done := make(chan error, 1)
+	go func() {
+		_, err := cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 0 }), make([]float64, 10))
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Step still running a minute after its 2 s StepTimeout")
+	}
 	if err == nil || !(errors.Is(err, ErrTooManyDead) || errors.Is(err, context.DeadlineExceeded)) {
 		t.Fatalf("Step with 2 of 4 ranks gone and s = 1: %v, want ErrTooManyDead or a timeout", err)
-	}
-	if took := time.Since(start); took > 4*time.Second {
-		t.Fatalf("Step took %v to fail, StepTimeout 2 s", took)
 	}
 }

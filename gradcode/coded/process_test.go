@@ -60,7 +60,7 @@ func rankProcess() int {
 	}
 	sum := make([]float64, ccfg.Len)
 	for step := 0; step < processSteps; step++ {
-		p := cd.Plan()
+		p := cd.plan
 		_, err := cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 50 * time.Millisecond }), sum)
 		if err != nil {
 			_ = out.Encode(stepReport{Rank: cfg.Rank, Step: step, Err: err.Error()})
@@ -84,7 +84,7 @@ func startRankProcs(t *testing.T, n int) []*rankProc {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "CODED_TEST_ROLE=rank",
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"RINGTAIL_SECRET=coded-test", "RINGTAIL_PEER_TIMEOUT=1s", "RINGTAIL_TIMEOUT=30s", "RINGTAIL_CONNECT_TIMEOUT=30s")
+			"RINGTAIL_SECRET=coded-test", "RINGTAIL_PEER_TIMEOUT=4s", "RINGTAIL_TIMEOUT=30s", "RINGTAIL_CONNECT_TIMEOUT=30s")
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

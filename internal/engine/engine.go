@@ -136,7 +136,10 @@ func (e *Engine) connect(ctx context.Context) error {
 	network := s.Network
 	ip := s.ListenIP
 	if ip == "" {
-		ip = routeIP(s.MasterAddr)
+		var err error
+		if ip, err = routeIP(ctx, s.MasterAddr); err != nil {
+			return fmt.Errorf("ringtail: rank %d: %w", s.Rank, err)
+		}
 	}
 	if network == nil && s.DataPlane == "libp2p" {
 		n, err := p2p.NewNetwork(p2p.NetworkConfig{ListenIP: ip})
@@ -279,18 +282,32 @@ func (e *Engine) startCoordinator() error {
 	return nil
 }
 
-// routeIP returns the local IP that routes to host (no packet is sent), or
-// 127.0.0.1 for loopback or when it cannot be determined.
-func routeIP(host string) string {
+// routeIP returns the local IP that routes to host (no packet is sent),
+// or 127.0.0.1 for loopback. A host that does not resolve yet (a
+// Kubernetes pod's DNS name before its Service lists it) is retried until
+// ctx ends: advertising loopback instead would give the other ranks an
+// address they cannot reach.
+func routeIP(ctx context.Context, host string) (string, error) {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
-		return "127.0.0.1"
+		return "127.0.0.1", nil
 	}
-	conn, err := net.Dial("udp", net.JoinHostPort(host, "9"))
-	if err != nil {
-		return "127.0.0.1"
+	wait := 100 * time.Millisecond
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(host, "9"))
+		if err == nil {
+			defer conn.Close()
+			return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("no route to the rendezvous host %q (MASTER_ADDR) to choose a listen address (set RINGTAIL_LISTEN_IP): %w", host, err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
-	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
 // registerP2P registers over the libp2p control plane: a dial-only host

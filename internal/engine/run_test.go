@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"context"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/transport"
@@ -61,5 +64,27 @@ func TestHostRingOrder(t *testing.T) {
 	}
 	if got := hostRingOrder(eps("a", "a", "a")); got != nil {
 		t.Fatalf("one host: %v, want nil", got)
+	}
+}
+
+// routeIP finds the local address towards the rendezvous host, and names
+// the host when it cannot (instead of advertising loopback to ranks on
+// other hosts).
+func TestRouteIP(t *testing.T) {
+	// Lookups that succeed get a minute (a loaded machine may be slow to
+	// answer); the one that cannot retries until its 300 ms deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if ip, err := routeIP(ctx, "localhost"); err != nil || ip != "127.0.0.1" {
+		t.Fatalf("localhost: %q, %v", ip, err)
+	}
+	if ip, err := routeIP(ctx, "127.0.0.1"); err != nil || ip != "127.0.0.1" {
+		t.Fatalf("127.0.0.1: %q, %v", ip, err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err := routeIP(short, "no-such-host.invalid")
+	if err == nil || !strings.Contains(err.Error(), `"no-such-host.invalid"`) || !strings.Contains(err.Error(), "RINGTAIL_LISTEN_IP") {
+		t.Fatalf("unresolvable host: %v, want an error naming it and the way out", err)
 	}
 }

@@ -225,6 +225,27 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			running++
 		}
 	}
+	// complete records one finished send or receive and starts the
+	// channel's next step when it was the step's last.
+	complete := func(r transport.Result) error {
+		c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
+		if e.tr != nil {
+			e.traceCompletion(p, c, i)
+		}
+		e.done[c][i] = true
+		if e.left[c]--; e.left[c] > 0 {
+			return nil
+		}
+		e.step[c]++
+		more, err := start(c)
+		if err != nil {
+			return e.fail(p, err)
+		}
+		if !more {
+			running--
+		}
+		return nil
+	}
 	for running > 0 {
 		select {
 		case now := <-e.check.C:
@@ -236,25 +257,27 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 			e.check.Reset(fastboxCheck)
 		case <-e.bell():
+			// Completions queued before the bell first: a peer's answer
+			// that it finished the call follows its data on the link.
+			for drained := false; !drained; {
+				select {
+				case r := <-e.compl:
+					if err := complete(r); err != nil {
+						return err
+					}
+				default:
+					drained = true
+				}
+			}
+			if running == 0 {
+				break
+			}
 			if err := e.answerStall(&st, call); err != nil {
 				return err
 			}
 		case r := <-e.compl:
-			c, i := r.Tag>>tagBits, r.Tag&(1<<tagBits-1)
-			if e.tr != nil {
-				e.traceCompletion(p, c, i)
-			}
-			e.done[c][i] = true
-			if e.left[c]--; e.left[c] > 0 {
-				continue
-			}
-			e.step[c]++
-			more, err := start(c)
-			if err != nil {
-				return e.fail(p, err)
-			}
-			if !more {
-				running--
+			if err := complete(r); err != nil {
+				return err
 			}
 		case <-e.failed():
 			return e.mesh.Err()

@@ -18,6 +18,7 @@ type stallWatch struct {
 	start   time.Time       // first check tick of the call
 	asked   time.Time       // last Query sent
 	link    *transport.Link // the link asked
+	channel int             // its channel
 	answers uint64          // its answers when asked
 }
 
@@ -84,7 +85,7 @@ func (e *Executor) watchStall(st *stallWatch, now time.Time, p *plan.Program, ca
 		return nil
 	}
 	st.asked = now
-	st.link = e.mesh.Link(peer, channel)
+	st.link, st.channel = e.mesh.Link(peer, channel), channel
 	st.answers = st.link.Answers()
 	st.link.Ask(&call.Desc)
 	if err := e.mesh.JudgeHeld(&call.Desc, e.stall.Done, e.stall.Expects); err != nil {
@@ -95,7 +96,10 @@ func (e *Executor) watchStall(st *stallWatch, now time.Time, p *plan.Program, ca
 }
 
 // answerStall runs when the mesh rings: it answers Queries and judges the
-// awaited peer's answer.
+// awaited peer's answer. The caller has handled the completions that came
+// before the bell (a peer's data precedes its answer on the link, and the
+// link's reader reports the data first), so an answer that the peer has
+// finished the call is judged only if this rank still waits for it there.
 func (e *Executor) answerStall(st *stallWatch, call *Call) error {
 	e.mesh.AnswerAsks(&call.Desc, e.stall.Done)
 	if st.link == nil || st.link.Answers() <= st.answers {
@@ -103,7 +107,7 @@ func (e *Executor) answerStall(st *stallWatch, call *Call) error {
 	}
 	ans, n := st.link.Answer()
 	st.answers = n
-	if f, why := transport.JudgeState(&call.Desc, &ans); why != "" {
+	if f, why := transport.JudgeState(&call.Desc, &ans); why != "" && e.expects(st.link.Peer(), st.channel) {
 		e.mesh.Fail(st.link.StallError(&call.Desc, &ans, f, why))
 		return e.mesh.Err()
 	}

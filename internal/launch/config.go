@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,6 +45,23 @@ type Config struct {
 	Hosts []HostSlots
 	// Command is the program and its arguments, the same for every rank.
 	Command []string
+	// Launcher is how the ranks start: LauncherDirect ("" too), local
+	// processes and SSH for remote hosts; or LauncherSrun, one Slurm job
+	// step started with Srun inside the allocation whose nodes and tasks
+	// Hosts lists (slurm.AllocationFromLookup; at least NP tasks). With
+	// srun, Slurm places the ranks and binds them (BindTo, SSH and
+	// SSHMode do not apply) and stops them when one fails.
+	Launcher string
+	// Srun is the srun command and any flags of the user's for the job
+	// step (`srun --gpus-per-task=1`); empty: DefaultSrun. See
+	// SrunCommand for the flags Run adds.
+	Srun []string
+	// SecretFile, with LauncherSrun, is an absolute path holding Secret on
+	// every node (a shared file system): the ranks get
+	// RINGTAIL_SECRET_FILE instead of the secret itself travelling in
+	// srun's environment, through Slurm's unencrypted launch messages.
+	// Ignored by the direct launcher.
+	SecretFile string
 	// Env holds extra K=V pairs for every rank. Local ranks inherit the
 	// launcher's environment as well; remote ranks get only these and the
 	// contract variables, so export what they need here (`-x NAME`). The
@@ -131,6 +149,24 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.NP < 1 || c.NP > MaxRanks {
 		bad("-np %d must be in 1..%d", c.NP, MaxRanks)
+	}
+	switch c.Launcher {
+	case "", LauncherDirect:
+	case LauncherSrun:
+		if len(c.Hosts) == 0 {
+			bad("the srun launcher needs the allocation's nodes (Hosts)")
+		}
+		if len(c.Srun) > 0 && c.Srun[0] == "" {
+			bad("srun command is empty")
+		}
+		if c.SecretFile != "" && (!filepath.IsAbs(c.SecretFile) || strings.ContainsAny(c.SecretFile, "\x00\n")) {
+			bad("secret file %q must be an absolute path", c.SecretFile)
+		}
+		if c.SecretFile != "" && len(c.Secret) == 0 {
+			bad("secret file %q given without the secret it holds", c.SecretFile)
+		}
+	default:
+		bad("launcher %q must be direct or srun", c.Launcher)
 	}
 	if c.MetricsPort < 0 || c.MetricsPort+c.NP > 65536 {
 		bad("metrics port %d: the ranks' ports must fit in 1..65535", c.MetricsPort)
@@ -236,6 +272,9 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.SSH) == 0 {
 		c.SSH = DefaultSSH()
+	}
+	if len(c.Srun) == 0 {
+		c.Srun = DefaultSrun()
 	}
 	if c.Coordinator == nil {
 		c.Coordinator = ServeRendezvous(c.Logger)

@@ -61,7 +61,7 @@ func TestConfigValidate(t *testing.T) {
 func TestRankEnv(t *testing.T) {
 	j := jobEnv{World: 4, MasterAddr: "10.0.0.1", MasterPort: 29500, JobID: "j", Timeout: 90 * time.Second}
 	got := strings.Join(rankEnv(j, placement{Rank: 3, LocalRank: 1, LocalWorld: 2}), " ")
-	want := "RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 RINGTAIL_JOB_ID=j RINGTAIL_COORDINATOR=external RINGTAIL_TIMEOUT=1m30s"
+	want := "RANK=3 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2 WORLD_SIZE=4 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 RINGTAIL_JOB_ID=j RINGTAIL_COORDINATOR=external RINGTAIL_TIMEOUT=1m30s"
 	if got != want {
 		t.Fatalf("rankEnv = %s\nwant      %s", got, want)
 	}

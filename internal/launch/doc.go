@@ -16,7 +16,11 @@
 //   - process lifecycle: each local rank in its own process group with
 //     Pdeathsig=SIGKILL on Linux; remote ranks over ssh (SSHCommand);
 //     when one rank fails, or ctx ends, the others get SIGTERM and, after
-//     Config.Grace, SIGKILL;
+//     Config.Grace, SIGKILL; or, with Config.Launcher LauncherSrun, every
+//     rank as one Slurm job step (SrunCommand), whose labelled output is
+//     split back into the ranks' streams and whose wrapper reports the
+//     first rank that failed (Slurm's own environment is read by the
+//     subpackage slurm, for the caller and the runtime);
 //   - output multiplexing: each rank's stdout and stderr are cut into
 //     lines and written whole, so lines of different ranks never
 //     interleave mid-line.

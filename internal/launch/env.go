@@ -17,12 +17,16 @@ const (
 	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
 	EnvMasterAddr     = "MASTER_ADDR"
 	EnvMasterPort     = "MASTER_PORT"
-	EnvSecret         = "RINGTAIL_SECRET"
-	EnvSecretFile     = "RINGTAIL_SECRET_FILE"
-	EnvJobID          = "RINGTAIL_JOB_ID"
-	EnvCoordinator    = "RINGTAIL_COORDINATOR"
-	EnvTimeout        = "RINGTAIL_TIMEOUT"
-	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE"
+	// EnvRingtailAddr and EnvRingtailPort name ringtail's coordinator
+	// when MASTER_ADDR and MASTER_PORT are left to torch.
+	EnvRingtailAddr = "RINGTAIL_MASTER_ADDR"
+	EnvRingtailPort = "RINGTAIL_MASTER_PORT"
+	EnvSecret       = "RINGTAIL_SECRET"
+	EnvSecretFile   = "RINGTAIL_SECRET_FILE"
+	EnvJobID        = "RINGTAIL_JOB_ID"
+	EnvCoordinator  = "RINGTAIL_COORDINATOR"
+	EnvTimeout      = "RINGTAIL_TIMEOUT"
+	EnvControlPlane = "RINGTAIL_CONTROL_PLANE"
 	// EnvConnectTimeout is set from Config.StartTimeout.
 	EnvConnectTimeout = "RINGTAIL_CONNECT_TIMEOUT"
 	// EnvListenIP is set from Config.Interfaces.
@@ -37,7 +41,7 @@ const CoordinatorExternal = "external"
 // not.
 func reservedEnv(name string) bool {
 	switch name {
-	case EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort,
+	case EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize, EnvMasterAddr, EnvMasterPort, EnvRingtailAddr, EnvRingtailPort,
 		EnvSecret, EnvSecretFile, EnvJobID, EnvCoordinator, EnvControlPlane:
 		return true
 	}
@@ -81,9 +85,15 @@ type jobEnv struct {
 	World      int
 	MasterAddr string
 	MasterPort int
-	JobID      string
-	Timeout    time.Duration
-	Control    string // control plane ("" = the runtime's default)
+	// TorchAddr and TorchPort, when TorchPort is set, are rank 0's host
+	// and a free port there: MASTER_ADDR and MASTER_PORT get them, so a
+	// script's torch.distributed (env://) opens its own store there, and
+	// ringtail's coordinator moves to RINGTAIL_MASTER_ADDR/PORT.
+	TorchAddr string
+	TorchPort int
+	JobID     string
+	Timeout   time.Duration
+	Control   string // control plane ("" = the runtime's default)
 	// Start is the ranks' connect timeout, RINGTAIL_CONNECT_TIMEOUT (0:
 	// unset).
 	Start time.Duration
@@ -97,14 +107,27 @@ type jobEnv struct {
 func rankEnv(j jobEnv, p placement) []string {
 	env := []string{
 		EnvRank + "=" + strconv.Itoa(p.Rank),
-		EnvWorldSize + "=" + strconv.Itoa(j.World),
 		EnvLocalRank + "=" + strconv.Itoa(p.LocalRank),
 		EnvLocalWorldSize + "=" + strconv.Itoa(p.LocalWorld),
-		EnvMasterAddr + "=" + j.MasterAddr,
-		EnvMasterPort + "=" + strconv.Itoa(j.MasterPort),
-		EnvJobID + "=" + j.JobID,
-		EnvCoordinator + "=" + CoordinatorExternal,
 	}
+	env = append(env, jobVars(j)...)
+	return append(env, observeEnv(j, p)...)
+}
+
+// jobVars returns the contract variables every rank of the job shares,
+// the secret excepted.
+func jobVars(j jobEnv) []string {
+	env := []string{EnvWorldSize + "=" + strconv.Itoa(j.World)}
+	if j.TorchPort > 0 {
+		env = append(env,
+			EnvRingtailAddr+"="+j.MasterAddr, EnvRingtailPort+"="+strconv.Itoa(j.MasterPort),
+			EnvMasterAddr+"="+j.TorchAddr, EnvMasterPort+"="+strconv.Itoa(j.TorchPort))
+	} else {
+		env = append(env, EnvMasterAddr+"="+j.MasterAddr, EnvMasterPort+"="+strconv.Itoa(j.MasterPort))
+	}
+	env = append(env,
+		EnvJobID+"="+j.JobID,
+		EnvCoordinator+"="+CoordinatorExternal)
 	if j.Timeout > 0 {
 		env = append(env, EnvTimeout+"="+j.Timeout.String())
 	}
@@ -114,7 +137,7 @@ func rankEnv(j jobEnv, p placement) []string {
 	if j.Start > 0 {
 		env = append(env, EnvConnectTimeout+"="+j.Start.String())
 	}
-	return append(env, observeEnv(j, p)...)
+	return env
 }
 
 // checkEnvName reports whether name can be exported by a POSIX shell.

@@ -23,6 +23,9 @@ import (
 const helperArg = "launch-test-helper"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fakeSrunVar) != "" {
+		os.Exit(fakeSrun(os.Args[1:]))
+	}
 	if len(os.Args) > 2 && os.Args[1] == helperArg {
 		os.Exit(helper(os.Args[2], os.Args[3:]))
 	}
@@ -49,9 +52,15 @@ func helper(mode string, args []string) int {
 	switch mode {
 	case "env":
 		wd, _ := os.Getwd()
-		fmt.Printf("rank=%s world=%s local=%s/%s master=%s:%s job=%s coord=%s timeout=%s secret=%s extra=%s localonly=%s dir=%s\n",
+		// ringtail's coordinator: RINGTAIL_MASTER_* when the launcher
+		// left MASTER_* to torch (rank 0 local), else MASTER_*.
+		addr, port := os.Getenv("RINGTAIL_MASTER_ADDR"), os.Getenv("RINGTAIL_MASTER_PORT")
+		if addr == "" {
+			addr, port = os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT")
+		}
+		fmt.Printf("rank=%s world=%s local=%s/%s master=%s:%s torch=%s:%s job=%s coord=%s timeout=%s secret=%s extra=%s localonly=%s dir=%s\n",
 			os.Getenv("RANK"), os.Getenv("WORLD_SIZE"), os.Getenv("LOCAL_RANK"), os.Getenv("LOCAL_WORLD_SIZE"),
-			os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("RINGTAIL_JOB_ID"), os.Getenv("RINGTAIL_COORDINATOR"),
+			addr, port, os.Getenv("MASTER_ADDR"), os.Getenv("MASTER_PORT"), os.Getenv("RINGTAIL_JOB_ID"), os.Getenv("RINGTAIL_COORDINATOR"),
 			os.Getenv("RINGTAIL_TIMEOUT"), os.Getenv("RINGTAIL_SECRET"), os.Getenv("LAUNCH_EXTRA"), os.Getenv("LAUNCH_LOCAL_ONLY"), wd)
 		fmt.Fprintf(os.Stderr, "stderr of %d\n", rank)
 		return 0
@@ -113,7 +122,7 @@ func helper(mode string, args []string) int {
 			return 1
 		}
 		defer comm.Close()
-		buf := []float32{float32(rank + 1)}
+		buf := []float32{float32(comm.Rank() + 1)} // the rank the runtime found, RANK or not
 		if err := comm.AllReduce(ctx, ringtail.Float32s(buf), ringtail.Sum); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -129,8 +138,9 @@ func markReady(rank int) {
 	os.WriteFile(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-"+strconv.Itoa(rank)), nil, 0o644)
 }
 
+// waitReadyName waits (at most a minute) until the file name is there.
 func waitReadyName(name string) {
-	for range 2000 {
+	for range 6000 {
 		if _, err := os.Stat(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), name)); err == nil {
 			return
 		}
@@ -138,9 +148,9 @@ func waitReadyName(name string) {
 	}
 }
 
-// waitReady waits (at most 20s) until n ranks are ready.
+// waitReady waits (at most a minute) until n ranks are ready.
 func waitReady(n int) {
-	for range 2000 {
+	for range 6000 {
 		m, _ := filepath.Glob(filepath.Join(os.Getenv("LAUNCH_READY_DIR"), "ready-*"))
 		if len(m) >= n {
 			return

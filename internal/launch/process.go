@@ -23,6 +23,13 @@ type rankExit struct {
 
 func (e rankExit) failed() bool { return e.status != 0 || e.signal != 0 || e.err != nil }
 
+// flushWriter receives a process's output; Flush is called once the
+// output ends.
+type flushWriter interface {
+	io.Writer
+	Flush()
+}
+
 // proc is one started rank: a local process, or the local ssh client of a
 // remote rank. Each leads its own process group.
 type proc struct {
@@ -44,8 +51,8 @@ type spec struct {
 	dir    string
 	secret []byte // remote: written to ssh's standard input
 	grace  time.Duration
-	stdout *lineWriter
-	stderr *lineWriter
+	stdout flushWriter
+	stderr flushWriter
 	exits  chan<- rankExit
 	cpu    int // bind the local rank to this CPU, or -1
 }
@@ -131,7 +138,7 @@ func (p *proc) start(s spec) (<-chan struct{}, error) {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, lw := range []*lineWriter{s.stdout, s.stderr} {
+	for i, lw := range []flushWriter{s.stdout, s.stderr} {
 		wg.Go(func() {
 			_, _ = io.Copy(lw, parentEnds[i])
 			lw.Flush()

@@ -51,6 +51,9 @@ type job struct {
 	decided  bool // code and err are final
 	noticed  bool // err was written to Stderr
 	stopping bool
+	// srunForced: srun was told to end its step (SIGTERM); until then a
+	// stopping srun step is Slurm's to stop (a rank failed).
+	srunForced bool
 }
 
 // prepare validates the configuration and fills in the secret and job id.
@@ -89,6 +92,11 @@ func (j *job) run(ctx context.Context) (int, error) {
 			break
 		}
 	}
+	if cfg.isSrun() {
+		// Slurm places the ranks: any node of the allocation may need the
+		// coordinator.
+		places, firstRemote = nil, srunFirstRemote(cfg.Hosts, isLocalHost)
+	}
 	dir := cfg.Dir
 	if firstRemote != "" && dir == "" {
 		if wd, err := os.Getwd(); err == nil {
@@ -113,6 +121,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	je := jobEnv{World: cfg.NP, MasterAddr: masterAddr, MasterPort: port, JobID: cfg.JobID, Timeout: cfg.Timeout, Control: plane, Start: cfg.StartTimeout,
 		MetricsPort: cfg.MetricsPort, Timeline: cfg.Timeline}
+	if len(places) > 0 && !places[0].Remote {
+		// Rank 0 runs here: torch gets MASTER_ADDR/PORT of its own (a
+		// DDP script that never imports ringtail_torch opens its store
+		// there instead of speaking TCPStore to the coordinator).
+		if tp, err := freePort(ctx, masterAddr); err == nil {
+			je.TorchAddr, je.TorchPort = masterAddr, tp
+		}
+	}
 	log.Debug().Str("listen", ln.Addr().String()).Str("master_addr", masterAddr).Str("job", cfg.JobID).Int("np", cfg.NP).Msg("launch: coordinator listening")
 
 	// The coordinator outlives ctx: it is stopped once the ranks are.
@@ -129,12 +145,23 @@ func (j *job) run(ctx context.Context) (int, error) {
 		}
 	}()
 
-	logs, err := openRankLogs(cfg.OutputDir, len(places))
+	logs, err := openRankLogs(cfg.OutputDir, cfg.NP)
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: --output-filename: %w", err)
 	}
 	defer logs.close()
-	exits := make(chan rankExit, len(places))
+	exits := make(chan rankExit, max(len(places), 1))
+	// Ranks of a srun step report their failures through its output.
+	failed := make(chan rankExit, 1)
+	if cfg.isSrun() && ctx.Err() == nil {
+		if pr, err := spawn(j.srunSpec(je, dir, exits, logs, failed)); err != nil {
+			err = fmt.Errorf("launch: cannot start %s: %w", cfg.Srun[0], err)
+			j.failNoticed(startStatus(err), err, err.Error())
+		} else {
+			log.Debug().Int("pid", pr.cmd.Process.Pid).Strs("argv", pr.cmd.Args[:len(pr.cmd.Args)-len(cfg.Command)-2]).Msg("launch: srun started")
+			j.procs = append(j.procs, pr)
+		}
+	}
 	for _, p := range places {
 		if ctx.Err() != nil {
 			break
@@ -166,9 +193,15 @@ func (j *job) run(ctx context.Context) (int, error) {
 			armed, killTimer = true, time.After(cfg.Grace)
 		}
 		select {
+		case e := <-failed:
+			j.rankFailed(e, running)
 		case e := <-exits:
 			running--
 			log.Debug().Int("rank", e.place.Rank).Int("status", e.status).Int("signal", int(e.signal)).Err(e.err).Msg("launch: rank exited")
+			if e.place.Rank < 0 {
+				j.srunExited(e, failed)
+				continue
+			}
 			if e.failed() && !j.decided {
 				var err error = &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status, Signal: e.signal}
 				if e.err != nil {
@@ -193,18 +226,67 @@ func (j *job) run(ctx context.Context) (int, error) {
 		case <-killTimer:
 			killTimer = nil
 			for _, p := range j.procs {
-				if p.running() {
+				if p.running() && p.place.Rank < 0 && !j.srunForced {
+					// Slurm did not end the step after a rank failed: have
+					// srun end it (SIGTERM: srun kills the step).
+					j.notice(fmt.Sprintf("the %s step did not stop within %v; ending it", cfg.Srun[0], cfg.Grace))
+					p.terminate()
+					j.srunForced, killTimer = true, time.After(cfg.Grace)
+				} else if p.running() && p.place.Rank < 0 {
+					j.notice(fmt.Sprintf("%s did not stop within %v; killing it", cfg.Srun[0], cfg.Grace))
+					p.kill()
+				} else if p.running() {
 					j.notice(fmt.Sprintf("rank %d did not stop within %v; killing it", p.place.Rank, cfg.Grace))
 					p.kill()
 				}
 			}
 		}
 	}
-	if !j.decided && ctx.Err() != nil && len(j.procs) < len(places) {
+	toStart := len(places)
+	if cfg.isSrun() {
+		toStart = 1
+	}
+	if !j.decided && ctx.Err() != nil && len(j.procs) < toStart {
 		// ctx ended while the ranks were being started.
 		j.fail(ExitInterrupted, fmt.Errorf("launch: interrupted: %w", context.Cause(ctx)))
 	}
 	return j.code, j.err
+}
+
+// rankFailed records a failure a srun step's rank reported (the first
+// decides). Slurm stops the others (srun's --kill-on-bad-exit: SIGTERM,
+// SIGKILL after the cluster's KillWait); the launcher only starts its
+// grace period, after which it has srun end the step.
+func (j *job) rankFailed(e rankExit, running int) {
+	if !j.decided {
+		msg := fmt.Sprintf("rank %d on %s exited with status %d", e.place.Rank, e.place.Host, e.status)
+		j.failNoticed(e.status, &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status}, msg+j.stoppingOthers(running))
+	}
+	j.stopping = true
+}
+
+// srunExited records the end of a srun step. A failure a rank reported
+// before srun ended decides; failed is drained first since the report
+// was sent before srun's output ended, and so before srun's exit.
+func (j *job) srunExited(e rankExit, failed <-chan rankExit) {
+	select {
+	case f := <-failed:
+		j.rankFailed(f, 0)
+	default:
+	}
+	if !e.failed() || j.decided {
+		return
+	}
+	var err error
+	switch {
+	case e.err != nil:
+		err = fmt.Errorf("launch: %s could not be waited for: %w", j.cfg.Srun[0], e.err)
+	case e.signal != 0:
+		err = fmt.Errorf("launch: %s was killed by signal %d (%v)", j.cfg.Srun[0], int(e.signal), e.signal)
+	default:
+		err = fmt.Errorf("launch: %s exited with status %d", j.cfg.Srun[0], e.status)
+	}
+	j.failNoticed(e.status, err, err.Error())
 }
 
 // spec builds the start specification of the rank at p.
@@ -264,14 +346,19 @@ func (j *job) failNoticed(code int, err error, notice string) {
 	}
 }
 
-// stop asks every running rank to stop (once).
+// stop asks every running rank to stop (once). A srun step is stopped
+// through srun, which on SIGTERM kills the step at once (Slurm gives no
+// grace period there).
 func (j *job) stop() {
-	if j.stopping {
+	if j.stopping && (j.srunForced || !j.cfg.isSrun()) {
 		return
 	}
 	j.stopping = true
 	for _, p := range j.procs {
 		p.terminate()
+		if p.place.Rank < 0 {
+			j.srunForced = true
+		}
 	}
 }
 

@@ -87,10 +87,11 @@ func markedProcesses(marker string) []int {
 }
 
 // assertNoLeftovers fails if a process of the job still runs. SIGKILL is
-// asynchronous, so it allows the kernel a moment.
+// asynchronous, so it allows the kernel a moment (up to a minute on a
+// loaded machine; it returns as soon as they are gone).
 func (j *testJob) assertNoLeftovers(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		pids := markedProcesses(j.marker)
 		if len(pids) == 0 {
@@ -103,15 +104,24 @@ func (j *testJob) assertNoLeftovers(t *testing.T) {
 	}
 }
 
+// assertStoppedByTERM fails if the launcher had to kill a rank (or srun
+// step) that did not stop within the grace period after its SIGTERM.
+func (j *testJob) assertStoppedByTERM(t *testing.T) {
+	t.Helper()
+	if strings.Contains(j.stderr.String(), "did not stop within") {
+		t.Fatalf("a rank outlived its %v grace: SIGTERM did not stop it", j.Grace)
+	}
+}
+
 // envLine matches the env helper's stdout lines.
 func envLine() *regexp.Regexp {
-	return regexp.MustCompile(`^\[(\d+)\] rank=(\d+) world=(\d+) local=(\d+)/(\d+) master=([^ ]+):(\d+) job=([^ ]*) coord=(\w*) timeout=([^ ]*) secret=([^ ]*) extra=([^ ]*) localonly=([^ ]*) dir=(.*)$`)
+	return regexp.MustCompile(`^\[(\d+)\] rank=(\d+) world=(\d+) local=(\d+)/(\d+) master=([^ ]+):(\d+) torch=([^ ]+):(\d+) job=([^ ]*) coord=(\w*) timeout=([^ ]*) secret=([^ ]*) extra=([^ ]*) localonly=([^ ]*) dir=(.*)$`)
 }
 
 // envOf parses the env helper's stdout: one map per rank.
 func envOf(t *testing.T, stdout string, np int) []map[string]string {
 	t.Helper()
-	names := []string{"prefix", "rank", "world", "local", "localworld", "master", "port", "job", "coord", "timeout", "secret", "extra", "localonly", "dir"}
+	names := []string{"prefix", "rank", "world", "local", "localworld", "master", "port", "torchaddr", "torchport", "job", "coord", "timeout", "secret", "extra", "localonly", "dir"}
 	got := make([]map[string]string, np)
 	envLine := envLine()
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
@@ -155,7 +165,8 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 	if got.ID != "job-x" || string(got.Secret) != "s3cret" || got.World != 3 {
 		t.Fatalf("coordinator served %+v", got)
 	}
-	for r, kv := range envOf(t, j.stdout.String(), 3) {
+	env := envOf(t, j.stdout.String(), 3)
+	for r, kv := range env {
 		want := map[string]string{
 			"prefix": strconv.Itoa(r), "world": "3", "local": strconv.Itoa(r), "localworld": "3",
 			"master": "127.0.0.1", "port": strconv.Itoa(port), "job": "job-x", "coord": "external",
@@ -165,6 +176,11 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 			if kv[k] != v {
 				t.Errorf("rank %d: %s=%q, want %q", r, k, kv[k], v)
 			}
+		}
+		// Rank 0 runs here: torch's MASTER_ADDR/PORT are its own, not the
+		// coordinator's (RINGTAIL_MASTER_ADDR/PORT).
+		if kv["torchaddr"] != "127.0.0.1" || kv["torchport"] == strconv.Itoa(port) || kv["torchport"] != env[0]["torchport"] {
+			t.Errorf("rank %d: torch's MASTER_ADDR:MASTER_PORT %s:%s, want 127.0.0.1 and one port, not the coordinator's %d", r, kv["torchaddr"], kv["torchport"], port)
 		}
 	}
 	for r := range 3 {
@@ -210,8 +226,8 @@ func TestRunPlacesLocalHostSlots(t *testing.T) {
 
 func TestRunFailingRankStopsTheOthers(t *testing.T) {
 	j := newJob(t, 3, "fail", "1", "3")
-	j.Grace = 20 * time.Second // the others exit on SIGTERM: far sooner
-	code, err, d := j.run(t, context.Background())
+	j.Grace = time.Minute // the others block forever but exit on SIGTERM
+	code, err, _ := j.run(t, context.Background())
 	var re *launch.RankError
 	if code != 3 || !errors.As(err, &re) || re.Rank != 1 || re.Status != 3 || re.Signal != 0 {
 		t.Fatalf("Run = %d, %v; want 3 and a RankError for rank 1", code, err)
@@ -219,9 +235,7 @@ func TestRunFailingRankStopsTheOthers(t *testing.T) {
 	if want := "ringtail run: rank 1 exited with status 3; stopping the other ranks\n"; !strings.Contains(j.stderr.String(), want) {
 		t.Fatalf("stderr lacks %q", want)
 	}
-	if d > 10*time.Second {
-		t.Fatalf("Run took %v: the other ranks were not stopped promptly", d)
-	}
+	j.assertStoppedByTERM(t)
 	j.assertNoLeftovers(t)
 }
 
@@ -237,8 +251,8 @@ func TestRunKillsRanksThatIgnoreSIGTERM(t *testing.T) {
 			t.Errorf("stderr lacks %q", want)
 		}
 	}
-	if d < 300*time.Millisecond || d > 10*time.Second {
-		t.Fatalf("Run took %v, want the 300ms grace and a little", d)
+	if d < 300*time.Millisecond {
+		t.Fatalf("Run took %v, less than the 300ms grace", d)
 	}
 	j.assertNoLeftovers(t)
 }
@@ -270,35 +284,33 @@ func TestRunCancelStopsEveryRank(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	j.Grace = 20 * time.Second
-	code, err, d := j.run(t, ctx)
+	j.Grace = time.Minute
+	code, err, _ := j.run(t, ctx)
 	if code != launch.ExitInterrupted || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %d, %v; want %d and context.Canceled", code, err, launch.ExitInterrupted)
 	}
 	if !strings.Contains(j.stderr.String(), "ringtail run: interrupted; stopping the ranks\n") {
 		t.Fatal("no interruption notice")
 	}
-	if d > 10*time.Second {
-		t.Fatalf("Run took %v", d)
-	}
+	j.assertStoppedByTERM(t)
 	j.assertNoLeftovers(t)
 }
 
 func TestRunKillsWhatRanksLeaveBehind(t *testing.T) {
-	// Each rank starts a grandchild that holds its stdout and exits 0:
-	// Run must kill the grandchildren (their process group) and return at
-	// once, not wait for the pipes.
+	// Each rank starts a grandchild that holds its stdout, blocks forever
+	// and exits 0: Run must kill the grandchildren (their process group),
+	// not wait for the pipes. Waiting for them would last until the
+	// context's 5-minute hang detector, an interruption (status 130).
 	j := newJob(t, 2, "spawn")
-	j.Grace = 20 * time.Second
-	code, err, d := j.run(t, context.Background())
+	j.Grace = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	code, err, _ := j.run(t, ctx)
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", code, err)
 	}
 	if strings.Count(j.stdout.String(), "spawned\n") != 2 {
 		t.Fatal("ranks did not report their grandchildren")
-	}
-	if d > 10*time.Second {
-		t.Fatalf("Run took %v", d)
 	}
 	j.assertNoLeftovers(t)
 }
@@ -457,14 +469,12 @@ func TestRunRemoteFailureStopsRemoteRanks(t *testing.T) {
 	j := newJob(t, 3, "fail", "0", "5")
 	j.Hosts = []launch.HostSlots{{Host: "node-a", Slots: 3}}
 	j.SSH, j.MasterAddr = fakeSSH(), "127.0.0.1"
-	j.Grace = 20 * time.Second // remote ranks exit on SIGTERM from their watcher
-	code, err, d := j.run(t, context.Background())
+	j.Grace = time.Minute // remote ranks exit on SIGTERM from their watcher
+	code, err, _ := j.run(t, context.Background())
 	if code != 5 || err == nil {
 		t.Fatalf("Run = %d, %v", code, err)
 	}
-	if d > 10*time.Second {
-		t.Fatalf("Run took %v", d)
-	}
+	j.assertStoppedByTERM(t)
 	j.assertNoLeftovers(t)
 }
 
@@ -488,11 +498,13 @@ func TestRunStartTimeoutFailsAJobWhoseRankNeverJoins(t *testing.T) {
 	if code == 0 || !errors.As(err, &re) || re.Rank != 0 {
 		t.Fatalf("Run = %d, %v; want rank 0 to fail", code, err)
 	}
+	// The start timeout (not its 30 s operation deadline) ended rank 0's
+	// wait: its error says so, and it did not come early.
 	if !strings.Contains(j.stderr.String(), "waiting for all 2 ranks to register") {
 		t.Errorf("rank 0's error does not say it waited for the others")
 	}
-	if d > 20*time.Second {
-		t.Fatalf("took %v with a 2s start timeout", d)
+	if d < j.StartTimeout {
+		t.Fatalf("rank 0 gave up after %v, before its %v start timeout", d, j.StartTimeout)
 	}
 	j.assertNoLeftovers(t)
 }

@@ -122,13 +122,7 @@ func remoteScript(r RemoteRank) string {
 		b.WriteString("export " + shellQuote(kv) + "\n")
 	}
 	if len(r.Interfaces) > 0 {
-		list := shellJoin(r.Interfaces)
-		b.WriteString("a=\nfor i in " + list + "; do\n")
-		b.WriteString("  a=$(ip -o -4 addr show dev \"$i\" 2>/dev/null | sed -n 's/.* inet \\([0-9.]*\\).*/\\1/p' | head -n 1)\n")
-		b.WriteString("  [ -n \"$a\" ] && break\ndone\n")
-		b.WriteString("[ -n \"$a\" ] || { echo \"ringtail run: $(hostname): no IPv4 address on network interface " +
-			strings.ReplaceAll(strings.Join(r.Interfaces, ","), "\"", "") + " (read with ip from iproute2)\" >&2; exit 126; }\n")
-		b.WriteString("export " + EnvListenIP + "=\"$a\"\n")
+		b.WriteString(interfaceScript(r.Interfaces))
 	}
 	// fd 3 keeps the launcher's pipe for the watcher: an asynchronous
 	// command's standard input is /dev/null in a non-interactive shell.

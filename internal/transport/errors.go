@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -65,13 +64,3 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// RankOf returns the rank an error blames, if it is (or wraps) an *Error
-// that blames one.
-func RankOf(err error) (int, bool) {
-	var e *Error
-	if errors.As(err, &e) && e.Rank != NoRank {
-		return e.Rank, true
-	}
-	return NoRank, false
-}

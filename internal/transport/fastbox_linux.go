@@ -117,6 +117,11 @@ type waiter struct {
 	stall    *Stall    // how to judge a stall (nil: only the deadline)
 	asked    time.Time // when the peer was last asked what it is doing
 	answers  uint64    // answers seen when it was asked
+	// ready reports whether what the wait waits for has come: an answer
+	// that the peer finished the call is read after the peer's message
+	// was published (the socket orders them), so the slot is looked at
+	// again before the answer is judged.
+	ready func() bool
 }
 
 // check runs a long wait's stall rules; non-nil when the wait must end.
@@ -131,7 +136,7 @@ func (w *waiter) check(now time.Time) error {
 	if w.link.Answers() > w.answers {
 		st, n := w.link.Answer()
 		w.answers = n
-		if f, why := JudgeState(&w.desc, &st); why != "" {
+		if f, why := JudgeState(&w.desc, &st); why != "" && (w.ready == nil || !w.ready()) {
 			e := w.link.StallError(&w.desc, &st, f, why)
 			m.fail(e)
 			return e
@@ -247,7 +252,8 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 		if in := &c.fastIn; in.got > 0 {
 			box.freed = max(box.freed, in.slots[(in.got-1)&1].taken.Load())
 		}
-		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall}
+		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall,
+			ready: func() bool { return box.sent-box.ack.Load() < 2 }}
 		for box.sent-box.freed >= 2 {
 			if box.freed = box.ack.Load(); box.sent-box.freed < 2 {
 				break
@@ -278,11 +284,12 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
-	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall}
+	sl := &box.slots[box.got&1]
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall,
+		ready: func() bool { return sl.seq.Load() == box.got+1 }}
 	if err := f.peerFailed(c, true); err != nil {
 		return err
 	}
-	sl := &box.slots[box.got&1]
 	for sl.seq.Load() != box.got+1 {
 		if err := w.pause(); err != nil {
 			return f.err(err)

@@ -35,12 +35,16 @@ const (
 	// their evicted children's eager contributions are folded first
 	// (Root: a hash of the child-to-parent edges).
 	AllReduceTree
-	maxCollective = AllReduceTree
+	// AllReduceLate is an AllReduce in which one member, named by Root,
+	// is predicted to arrive late: the others reduce-scatter among
+	// themselves first (ring.AllReduceLate).
+	AllReduceLate
+	maxCollective = AllReduceLate
 )
 
 var collectiveNames = [...]string{AllReduce: "AllReduce", Broadcast: "Broadcast", AllGather: "AllGather",
 	ReduceScatter: "ReduceScatter", Barrier: "Barrier", PointToPoint: "Send/Recv", Eager: "Eager",
-	AllToAll: "AllToAll", Probe: "Probe", AllReduceTree: "AllReduceTree"}
+	AllToAll: "AllToAll", Probe: "Probe", AllReduceTree: "AllReduceTree", AllReduceLate: "AllReduceLate"}
 
 // String returns the collective's name.
 func (c Collective) String() string {
@@ -83,7 +87,8 @@ type Desc struct {
 	RedOp uint8
 	// Root is the root rank of a rooted call (Broadcast), the variant of
 	// an AllToAll (AllToAllEven, AllToAllCounts, AllToAllUneven), a hash
-	// of the edges of an AllReduceTree, else 0.
+	// of the edges of an AllReduceTree, the late rank of AllReduceLate,
+	// else 0.
 	Root uint32
 	// Group identifies the ranks taking part: World, or a hash of a
 	// member list (a subgroup's own ring), or of a directed pair for
@@ -210,6 +215,9 @@ func (d *Desc) Format(n Names) string {
 		} else {
 			fmt.Fprintf(&b, ", variant %d", d.Root)
 		}
+	}
+	if d.Collective == AllReduceLate {
+		fmt.Fprintf(&b, ", late=%d", d.Root)
 	}
 	if d.Collective == Eager || d.Collective == PointToPoint {
 		fmt.Fprintf(&b, ", tag=%d", d.Tag)

@@ -20,8 +20,8 @@ type BenchConfig struct {
 	Ranks []int
 	// Patterns selects patterns by name (empty: all of DefaultPatterns).
 	Patterns []string
-	// Policy is the adaptive policy preset compared with BSP (default
-	// PolicyAdaptive).
+	// Policy is the straggler.Preset compared with BSP (default
+	// straggler.NameAdaptive).
 	Policy string
 	// Warmup and Steps, GlobalBatch, PerSample and GradBytes are as in
 	// SyntheticConfig.

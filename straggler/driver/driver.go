@@ -420,6 +420,12 @@ func (d *Driver) memberStep(ctx context.Context, in StepInput) (Result, error) {
 			d.pendingRejoin = append(d.pendingRejoin, e.Child)
 		}
 	}
+	if !next.IsMember(d.rank) && p.IsMember(d.rank) {
+		// Evicted: the parameters this rank holds have every step up to
+		// this one applied, so its gradients are of the next step's
+		// version until a newer state comes.
+		d.version, d.unacked = next.Step, 0
+	}
 	d.plan, res.Next = next, next
 	d.logDecision(res)
 	d.record(res, start.Add(-in.Arrival))

@@ -21,7 +21,7 @@ type SyntheticConfig struct {
 	// Ranks is the number of ranks, run in this process (one goroutine and
 	// one Comm over real sockets each).
 	Ranks int
-	// Policy is a preset name (PolicyBSP, PolicyAdaptive, …).
+	// Policy is a straggler.Preset name (straggler.NameBSP, NameAdaptive, …).
 	Policy string
 	// Injector slows ranks' compute; nil injects nothing. Its world must
 	// be Ranks.

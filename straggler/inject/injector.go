@@ -91,9 +91,6 @@ func New(spec Spec, world int) (*Injector, error) {
 	return in, nil
 }
 
-// Spec returns the spec the injector evaluates.
-func (in *Injector) Spec() Spec { return in.spec }
-
 // World returns the world size the injector was built for.
 func (in *Injector) World() int { return in.world }
 
@@ -152,15 +149,4 @@ func (in *Injector) At(rank, step int, base time.Duration) Effect {
 	eff.Compute = time.Duration(compute) + extra
 	eff.EndSlowdown = endRate
 	return eff
-}
-
-// Faults returns the spec's faults for rank, in step order.
-func (in *Injector) Faults(rank int) []Fault {
-	var out []Fault
-	for _, f := range in.spec.Faults {
-		if f.Rank == rank {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -25,10 +25,6 @@ func (p PowerLaw) validate() error {
 	return nil
 }
 
-// MeanFactor returns E[t]/t₀ = (α−1)/(α−2), the mean slowdown the pattern
-// injects.
-func (p PowerLaw) MeanFactor() float64 { return (p.Alpha - 1) / (p.Alpha - 2) }
-
 // factor returns t/t₀ for rank at step.
 func (p PowerLaw) factor(seed uint64, rank, step int) float64 {
 	st := newStream(seed, patternPowerLaw, rank, step, 0)

@@ -103,9 +103,12 @@ func TestRunnerPaddingStopsWithTheContextAndUsesNoCPU(t *testing.T) {
 	if _, err := r.Pad(context.Background(), 0, 150*time.Millisecond, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The wall bound cannot fail from load. The CPU bound is loose on
+	// purpose (the race detector, the GC and other goroutines count too):
+	// padding that spun would burn about its whole wall time.
 	wall, used := time.Since(w0), cpu()-c0
-	if wall < 300*time.Millisecond || used > 60*time.Millisecond {
-		t.Fatalf("padding to 300ms took %v wall and %v CPU; want ≥ 300ms wall and almost no CPU", wall, used)
+	if wall < 300*time.Millisecond || used > wall/2 {
+		t.Fatalf("padding to 300ms took %v wall and %v CPU; want ≥ 300ms wall and under half of it in CPU", wall, used)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -163,7 +166,7 @@ func startHelper(t *testing.T, spec string) (*exec.Cmd, *bytes.Buffer) {
 // waitStopped polls /proc until pid is in the stopped state.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {

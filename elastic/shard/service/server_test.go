@@ -325,7 +325,9 @@ func TestService_RestartGraceReleasesAbsentHolders(t *testing.T) {
 	}
 	first.shutdown(t) // the ghost's shard stays DOING on disk
 
-	second := startServer(t, dir, cfg, ServerConfig{RestartGrace: 100 * time.Millisecond})
+	const grace = 500 * time.Millisecond
+	started := time.Now() // before the server starts: a lower bound on its age
+	second := startServer(t, dir, cfg, ServerConfig{RestartGrace: grace})
 	c := newClient(t, fixed(second.addr), secret)
 	other, err := c.Pull(ctx, "live")
 	if err != nil {
@@ -334,8 +336,13 @@ func TestService_RestartGraceReleasesAbsentHolders(t *testing.T) {
 	if err := c.Done(ctx, "live", other.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Pull(ctx, "live"); !errors.Is(err, shard.ErrNoShard) {
-		t.Fatalf("before the grace period: %v, want ErrNoShard", err)
+	// Released or not, never before the grace period (on a loaded machine
+	// the period may already be over by now).
+	if sh, err := c.Pull(ctx, "live"); !errors.Is(err, shard.ErrNoShard) {
+		if err != nil || sh.ID != held.ID || time.Since(started) < grace {
+			t.Fatalf("%v after the restart: %v, %v; want ErrNoShard before the %v grace period", time.Since(started), sh, err, grace)
+		}
+		return
 	}
 	var got shard.Shard
 	for {
@@ -370,7 +377,15 @@ func TestClient_CallsHonourDeadlines(t *testing.T) {
 			defer c.Close() // never answers
 		}
 	}()
-	c := newClient(t, fixed(ln.Addr().String()), secret)
+	// The client's own limits are ten minutes: only the context's 150 ms
+	// deadline can end the call before then.
+	c, err := NewClient(ClientConfig{
+		Secret: secret, Addr: ln.Addr().String(), DialTimeout: 10 * time.Minute, CallTimeout: 10 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -378,8 +393,8 @@ func TestClient_CallsHonourDeadlines(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("call took %v past a 150 ms deadline", el)
+	if el := time.Since(start); el > 5*time.Minute {
+		t.Fatalf("call took %v: it ignored its context's 150 ms deadline", el)
 	}
 	cancel()
 	if _, err := c.Stats(ctx); err == nil {

@@ -74,6 +74,10 @@ def agree(store, rank, size, timeout, key="ringtail/coordinator"):
         "LOCAL_WORLD_SIZE": size,
         "MASTER_ADDR": info["addr"],
         "MASTER_PORT": info["port"],
+        # Read before MASTER_*: a launcher's (ringtail run's) coordinator
+        # must not win over the one agreed here.
+        "RINGTAIL_MASTER_ADDR": info["addr"],
+        "RINGTAIL_MASTER_PORT": info["port"],
         "RINGTAIL_COORDINATOR": "",
         "RINGTAIL_JOB_ID": info["job"],
     }

@@ -91,6 +91,8 @@ class RingtailRendezvousHandler(RendezvousHandler):
             "LOCAL_WORLD_SIZE": 1,
             "MASTER_ADDR": self._host,
             "MASTER_PORT": self._port,
+            "RINGTAIL_MASTER_ADDR": self._host,
+            "RINGTAIL_MASTER_PORT": self._port,
             "RINGTAIL_COORDINATOR": "",
             "RINGTAIL_JOB_ID": "torchrun-%s-%d" % (self._run_id, self._round),
             "RINGTAIL_CONNECT_TIMEOUT": "%ds" % int(self._timeout.total_seconds()),

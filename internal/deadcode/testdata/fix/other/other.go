@@ -1,0 +1,2 @@
+// Package other exists for its tests.
+package other
