@@ -29,7 +29,7 @@ func overridesFor(rank, world, port int, extra ...string) string {
 		"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(world),
 		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port),
 		"RINGTAIL_SECRET=capi-test", "RINGTAIL_COORDINATOR=", "RINGTAIL_TIMEOUT=20s",
-		"RINGTAIL_CONNECT_TIMEOUT=20s", "RINGTAIL_LOG_LEVEL=" + os.Getenv("CAPI_TEST_LOG"),
+		"RINGTAIL_CONNECT_TIMEOUT=20s",
 	}
 	return strings.Join(append(lines, extra...), "\n")
 }

@@ -66,6 +66,7 @@ import itertools
 import os
 import time
 import weakref
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -134,11 +135,11 @@ class StragglerState:
             timeout = float(env) if env else dist.distributed_c10d.default_pg_timeout.total_seconds()
         elif hasattr(timeout, "total_seconds"):
             timeout = timeout.total_seconds()
+        if not timeout > 0:
+            raise ValueError("ringtail straggler handling: timeout %r s must be positive" % timeout)
         self._timeout_ms = int(timeout * 1000)
         store = dist.distributed_c10d._get_default_store()
         key = "ringtail/straggler/%d/coordinator" % next(_IDS)
-        from datetime import timedelta
-
         self._comm = _lib.Comm(agree(store, self.rank, self.size, timedelta(seconds=timeout), key=key))
         self._grad = torch.zeros(self.payload, dtype=torch.float32)
         self._late = torch.zeros(self.payload, dtype=torch.float32)
@@ -351,7 +352,7 @@ class StragglerState:
             saved = [p.grad for p in self._params]
             for p in self._params:
                 off, n = self._offsets[id(p)]
-                p.grad = self._late[off:off + n].view_as(p).clone()
+                p.grad = self._late[off:off + n].view_as(p).to(p.device, copy=True)
             self._optimizer.step()
             for p, g in zip(self._params, saved):
                 p.grad = g
@@ -413,11 +414,13 @@ class StragglerState:
 
 
 def _skip(it, orig):
-    """Advances a DataLoader iterator by one batch without loading it when
-    it runs in this process."""
-    from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+    """Advances a DataLoader iterator by one batch: without loading it for
+    a map-style data set read in this process, else by loading and
+    dropping it (worker processes and iterable data sets produce batches in
+    order)."""
+    from torch.utils.data.dataloader import _DatasetKind, _SingleProcessDataLoaderIter
 
-    if isinstance(it, _SingleProcessDataLoaderIter):
+    if isinstance(it, _SingleProcessDataLoaderIter) and it._dataset_kind == _DatasetKind.Map:
         it._next_index()
     else:
         orig(it)

@@ -263,6 +263,40 @@ class TestStraggler(unittest.TestCase):
         self.assertLess(res["ringtail_epochs_s"], 0.75 * res["gloo_s"])
 
 
+class TestStragglerLoaderSkip(unittest.TestCase):
+    """straggler._skip: how a child passes over the batches of the steps it
+    is behind."""
+
+    def test_map_style_skips_without_loading_iterable_in_order(self):
+        import torch
+        from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+        from ringtail_torch import straggler
+
+        loads = []
+
+        class Rows(Dataset):
+            def __len__(self):
+                return 12
+
+            def __getitem__(self, i):
+                loads.append(i)
+                return torch.tensor([i])
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                return iter(torch.tensor([i]) for i in range(12))
+
+        orig = straggler._ORIG.get("next") or type(iter(DataLoader(Rows()))).__next__
+        it = iter(DataLoader(Rows(), batch_size=4))
+        straggler._skip(it, orig)
+        self.assertEqual(loads, [], "a skipped map-style batch was loaded")
+        self.assertEqual(next(it).reshape(-1).tolist(), [4, 5, 6, 7])
+        it = iter(DataLoader(Stream(), batch_size=4))
+        straggler._skip(it, orig)
+        self.assertEqual(next(it).reshape(-1).tolist(), [4, 5, 6, 7])
+
+
 class TestStragglerHook(unittest.TestCase):
     """The DDP straggler hook (ringtail_torch/straggler.py) through an
     unmodified DDP script (straggler_worker.py). Assertions are on what the
