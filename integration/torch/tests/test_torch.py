@@ -7,6 +7,7 @@ prints. Every child has a timeout; nothing can hang the suite."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -238,11 +239,14 @@ class TestWheel(unittest.TestCase):
         self.assertEqual(exe, os.path.join(venv, "bin", "ringtail-torchrun"))
         out = self.run_ok([exe, "--nproc_per_node", "2", "--master_port", str(launch.free_port()), script], 240,
                           env=env, cwd=tmp)
-        lines = [l for l in out.splitlines() if "TRAIN rank" in l]
-        self.assertEqual(len(lines), 2, out)
-        for l in lines:
-            self.assertIn(" ok ", l)
-            self.assertIn(os.path.join(venv, "lib"), l, "the venv's libringtail.so was not the one loaded")
+        # The ranks share one stdout pipe; a line's text and its newline may
+        # be two writes, so lines can interleave: find the reports in the
+        # whole output, not line by line.
+        reports = re.findall(r"TRAIN rank (\d+) world 2 (\S+) loss \S+ lib (\S+?libringtail\.so)", out)
+        self.assertEqual(sorted(r[0] for r in reports), ["0", "1"], out)
+        for _, status, lib in reports:
+            self.assertEqual(status, "ok", out)
+            self.assertTrue(lib.startswith(os.path.join(venv, "lib")), "the venv's libringtail.so was not the one loaded: " + lib)
 
         user = os.path.join(tmp, "user")
         env = self.clean_env(PYTHONUSERBASE=user)
