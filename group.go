@@ -111,17 +111,60 @@ func (p *Posting) Wait(ctx context.Context) error { return public(p.p.Wait(ctx))
 // is Done. A parent hands fresh parameters to a child on a slow link this
 // way without stalling its own step.
 func (c *Comm) ContributeAsync(ctx context.Context, peer int, buf Buffer, tag uint32) (*Posting, error) {
-	if err := checkBuffer("ContributeAsync", buf); err != nil {
+	return c.contributeAsync(ctx, "ContributeAsync", peer, buf, tag, PostOptions{})
+}
+
+// PostOptions change how a contribution travels (ContributeAsyncWith).
+type PostOptions struct {
+	// Compress sends the contribution s2-compressed
+	// (github.com/klauspost/compress/s2), frame by frame, each frame only
+	// where compression makes it smaller. The receiving link decodes it
+	// on arrival, so NextContribution, TakeContribution and an
+	// AllReduceTree's fold see the plain data, bit for bit. It pays on a
+	// slow link for data that compresses (sparse gradients), and costs
+	// CPU time on both sides otherwise: decide with measurements (the
+	// straggler driver does, with straggler.Compression).
+	Compress bool
+}
+
+// PostStats is what a compressed contribution cost (Posting.Stats).
+type PostStats struct {
+	// Bytes is the contribution's size; WireBytes the payload bytes that
+	// went on the wire (frame headers not counted).
+	Bytes, WireBytes int64
+	// Frames and Compressed count its frames and those sent compressed.
+	Frames, Compressed int
+	// Encode is the sender's time spent compressing.
+	Encode time.Duration
+}
+
+// ContributeAsyncWith is ContributeAsync with options (PostOptions).
+func (c *Comm) ContributeAsyncWith(ctx context.Context, peer int, buf Buffer, tag uint32, opts PostOptions) (*Posting, error) {
+	return c.contributeAsync(ctx, "ContributeAsyncWith", peer, buf, tag, opts)
+}
+
+func (c *Comm) contributeAsync(ctx context.Context, name string, peer int, buf Buffer, tag uint32, opts PostOptions) (*Posting, error) {
+	if err := checkBuffer(name, buf); err != nil {
 		return nil, err
 	}
 	if tag > MaxContributionTag {
-		return nil, fmt.Errorf("ringtail: ContributeAsync: tag %#x above MaxContributionTag %#x", tag, MaxContributionTag)
+		return nil, fmt.Errorf("ringtail: %s: tag %#x above MaxContributionTag %#x", name, tag, MaxContributionTag)
 	}
-	p, err := c.e.PostAsync(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag)
+	p, err := c.e.PostAsyncWith(ctx, peer, buf.Bytes, buf.DType, engine.Contributions, tag, engine.PostOptions{Compress: opts.Compress})
 	if err != nil {
 		return nil, public(err)
 	}
 	return &Posting{p}, nil
+}
+
+// Stats returns what a contribution posted with PostOptions.Compress cost
+// on the wire, once it is Done; false before, or without compression.
+func (p *Posting) Stats() (PostStats, bool) {
+	st, ok := p.p.Stats()
+	if !ok {
+		return PostStats{}, false
+	}
+	return PostStats{Bytes: st.Plain, WireBytes: st.Wire, Frames: st.Frames, Compressed: st.Compressed, Encode: st.Encode}, true
 }
 
 // NextContribution returns the earliest-arrived contribution not yet taken

@@ -48,19 +48,18 @@ type RankEvent struct {
 	Err      string `json:"err,omitempty"`
 }
 
-// RankOptions shape a bench rank; RankHook lets a caller act on every
-// committed step (tests evict from it).
+// RankOptions shape a bench rank: Elems float32s all-reduced per step,
+// Pace of simulated compute, and the step to stop at (0: never).
 type RankOptions struct {
 	Elems int
 	Pace  time.Duration
 	Steps uint64
-	Hook  func(ctx context.Context, w *Worker, g Generation)
 }
 
 // RankMain runs this process as an elastic bench rank when the
 // environment says so (RINGTAIL_ELASTIC_ROLE=bench-rank) and returns its
 // exit status with ok set; otherwise it returns ok false at once. Programs
-// that run RecoveryBench (which re-executes os.Executable()) call it first
+// that run RunRecovery (which re-executes os.Executable()) call it first
 // thing in main or init.
 func RankMain() (code int, ok bool) {
 	if os.Getenv(EnvRole) != roleBenchRank {
@@ -162,9 +161,6 @@ func RunRank(opts RankOptions, out io.Writer) int {
 			model[i] -= grad[i]
 		}
 		emit(RankEvent{Event: "step", Node: w.Name(), Gen: g.Number, Rank: g.Rank, Size: g.Size, Step: g.Step})
-		if opts.Hook != nil {
-			opts.Hook(ctx, w, g)
-		}
 		return nil
 	})
 	e := RankEvent{Event: "exit"}
@@ -215,15 +211,6 @@ type RecoveryResult struct {
 	GenAfter  uint64 `json:"gen_after"`
 	Ranks     int    `json:"ranks"`
 	Victim    int    `json:"victim"`
-}
-
-// RecoveryBench starts ranks processes (re-executing this binary, which
-// must call RankMain first), lets them train, kills rank 0 with SIGKILL and
-// returns the time until every survivor has completed a step on the
-// re-formed ring.
-func RecoveryBench(ctx context.Context, ranks int) (time.Duration, error) {
-	r, err := RunRecovery(ctx, RecoveryConfig{Ranks: ranks})
-	return r.Recovery, err
 }
 
 type rankLine struct {

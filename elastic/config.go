@@ -21,18 +21,31 @@ import (
 // which fill Config.Comm, the secret and the job id).
 const (
 	EnvID           = "RINGTAIL_ELASTIC_ID"            // this slot's id (default: rank-%05d of RANK)
-	EnvBind         = "RINGTAIL_ELASTIC_BIND"          // memberlist host:port (default 127.0.0.1:0)
+	EnvBind         = "RINGTAIL_ELASTIC_BIND"          // memberlist host:port (default: see ConfigFromEnv)
 	EnvSeeds        = "RINGTAIL_ELASTIC_SEEDS"         // comma-separated memberlist addresses
 	EnvNP           = "RINGTAIL_ELASTIC_NP"            // ranks the first generation waits for
 	EnvMinNP        = "RINGTAIL_ELASTIC_MIN_NP"        // fewest ranks a generation may have
 	EnvMaxNP        = "RINGTAIL_ELASTIC_MAX_NP"        // most ranks (0: no limit)
 	EnvStartTimeout = "RINGTAIL_ELASTIC_START_TIMEOUT" // e.g. 60s
 	EnvMinWait      = "RINGTAIL_ELASTIC_MIN_WAIT"      // how long to wait below min-np for joins
+	// EnvElastic is set to 1 for the ranks of an elastic job (ringtail run
+	// --elastic): a program that runs either way (ringtail-train) takes it
+	// as its --elastic.
+	EnvElastic = "RINGTAIL_ELASTIC"
 )
 
-// ExitEvicted is the exit status of a process evicted with Worker.Evict
-// (EX_TEMPFAIL: "try again"). A Supervisor restarts such a process.
+// ExitEvicted is the exit status with which a process asks its
+// supervisor to restart it (EX_TEMPFAIL: "try again"), e.g. a rank that
+// leaves the job as a persistent straggler to come back on a fresh
+// process (AntDT's KILL_RESTART). A Supervisor always restarts it.
 const ExitEvicted = 75
+
+// ExitJobLost is the exit status of a rank that cannot go on because the
+// job cannot: it stayed below min-np for MinWait (ErrBelowMinNP), never
+// reached min-np at start-up (ErrStartTimeout), or found the job's state
+// gone (every rank that held it died). A Supervisor never restarts it, and
+// `ringtail run --elastic` fails the job with it.
+const ExitJobLost = 79
 
 // Timers are the failure detector's and the driver's timers. The defaults
 // notice a killed or frozen process in well under a second on loopback
@@ -164,7 +177,11 @@ func DefaultConfig(id, jobID string, secret []byte) Config {
 // ConfigFromEnv reads the ringtail environment (ringtail.ConfigFromEnv:
 // secret, job id, timeouts), the RINGTAIL_ELASTIC_* variables and the log
 // settings (internal/logging: RINGTAIL_LOG_LEVEL, RINGTAIL_LOG_FORMAT;
-// the logger writes to stderr) over DefaultConfig.
+// the logger writes to stderr) over DefaultConfig. Without
+// RINGTAIL_ELASTIC_BIND, memberlist binds a free port of
+// RINGTAIL_LISTEN_IP if set, else of this host's address that routes to
+// the first seed (127.0.0.1 for a loopback seed or none): what a rank
+// started on another host by `ringtail run --elastic` needs.
 func ConfigFromEnv() (Config, error) {
 	comm, err := ringtail.ConfigFromEnv()
 	var errs []error
@@ -208,6 +225,14 @@ func ConfigFromEnv() (Config, error) {
 			}
 		}
 	}
+	if os.Getenv(EnvBind) == "" {
+		switch {
+		case comm.ListenIP != "":
+			c.BindAddr = comm.ListenIP
+		case len(c.Seeds) > 0:
+			c.BindAddr = ipToward(c.Seeds[0])
+		}
+	}
 	var env envcfg.Reader
 	env.Int(EnvNP, &c.InitialNP)
 	env.Int(EnvMinNP, &c.MinNP)
@@ -221,6 +246,25 @@ func ConfigFromEnv() (Config, error) {
 	return c, nil
 }
 
+// ipToward returns this host's IP that routes to the host of addr
+// (host:port; no packet is sent), or 127.0.0.1 when addr is a loopback
+// address or no route is known.
+func ipToward(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsLoopback() {
+		return "127.0.0.1"
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return "127.0.0.1"
+	}
+	defer c.Close()
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsUnspecified() {
+		return a.IP.String()
+	}
+	return "127.0.0.1"
+}
+
 // MinSecretLen is the shortest job secret accepted.
 const MinSecretLen = 16
 
@@ -228,8 +272,8 @@ const MinSecretLen = 16
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if err := view.ValidateName(c.ID); err != nil || len(c.ID) > view.MaxNameLen-17 {
-		bad("id %q must be 1..%d printable bytes without spaces", c.ID, view.MaxNameLen-17)
+	if err := view.ValidateName(c.ID); err != nil || len(c.ID) > view.MaxNameLen-17 || isObserver(c.ID) {
+		bad("id %q must be 1..%d printable bytes without spaces, not starting with %q", c.ID, view.MaxNameLen-17, ObserverPrefix)
 	}
 	if c.JobID == "" || len(c.JobID) > 128 {
 		bad("job id must be 1..128 bytes")
@@ -237,17 +281,8 @@ func (c *Config) Validate() error {
 	if len(c.Secret) < MinSecretLen {
 		bad("job secret of %d bytes is shorter than %d", len(c.Secret), MinSecretLen)
 	}
-	if net.ParseIP(c.BindAddr) == nil {
-		bad("bind address %q is not an IP", c.BindAddr)
-	}
-	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
-		bad("advertise address %q is not an IP", c.AdvertiseAddr)
-	}
-	if ip := net.ParseIP(c.BindAddr); c.AdvertiseAddr == "" && ip != nil && ip.IsUnspecified() {
-		bad("bind address %s needs an advertise address", c.BindAddr)
-	}
-	if c.BindPort < 0 || c.BindPort > 65535 {
-		bad("bind port %d outside 0..65535", c.BindPort)
+	if err := checkBind(c); err != nil {
+		errs = append(errs, err)
 	}
 	for _, s := range c.Seeds {
 		if _, _, err := net.SplitHostPort(s); err != nil {
@@ -267,6 +302,25 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("elastic: invalid config: %w", err)
 	}
 	return nil
+}
+
+// checkBind reports unusable memberlist bind and advertise addresses.
+func checkBind(c *Config) error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if net.ParseIP(c.BindAddr) == nil {
+		bad("bind address %q is not an IP", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		bad("advertise address %q is not an IP", c.AdvertiseAddr)
+	}
+	if ip := net.ParseIP(c.BindAddr); c.AdvertiseAddr == "" && ip != nil && ip.IsUnspecified() {
+		bad("bind address %s needs an advertise address", c.BindAddr)
+	}
+	if c.BindPort < 0 || c.BindPort > 65535 {
+		bad("bind port %d outside 0..65535", c.BindPort)
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Config) deciderConfig(self string) view.Config {

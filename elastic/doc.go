@@ -16,11 +16,14 @@
 //     digest to check agreement and adopts rank 0's step count;
 //   - Worker: Join (start-up barrier), Run (calls the step function, and
 //     after a failure re-forms and retries the step the same way on every
-//     rank), Evict (KILL_RESTART: the evicted process exits with
-//     ExitEvicted), Close;
-//   - Supervisor: keeps N process slots running for a launcher, restarting
-//     an evicted (or crashed) process so it rejoins at the next generation;
-//   - RecoveryBench: time from a kill -9 to the next completed step.
+//     rank), Close;
+//   - Observer: a launcher's seed for the job's memberlist and its view of
+//     the generations and of dead nodes, never a member;
+//   - Supervisor: keeps N process slots running for a launcher
+//     (elastic/job runs one per host), restarting a process that exits
+//     with ExitEvicted (or, if asked, crashed) so it rejoins at the next
+//     generation;
+//   - RunRecovery: time from a kill -9 to the next completed step.
 //
 // One goroutine per Worker (its loop) owns the decider, the adopted view,
 // the generation contexts and the rendezvous servers this node hosts;

@@ -11,9 +11,6 @@ import (
 var (
 	// ErrStop is returned by a step function to end Run successfully.
 	ErrStop = errors.New("elastic: stop")
-	// ErrEvicted: this process was evicted (KILL_RESTART); exit with
-	// ExitEvicted so a supervisor restarts it.
-	ErrEvicted = errors.New("elastic: evicted")
 	// ErrBelowMinNP: the job stayed below min-np for MinWait.
 	ErrBelowMinNP = view.ErrBelowMinNP
 	// ErrStartTimeout: fewer than min-np nodes joined within StartTimeout.
@@ -28,14 +25,15 @@ var (
 	errSuperseded = errors.New("elastic: generation superseded")
 )
 
-// ExitCode maps Run's result to a process exit status: 0 for nil,
-// ExitEvicted for an eviction, 1 otherwise.
+// ExitCode maps Run's (or Join's) result to a process exit status: 0 for
+// nil, ExitJobLost when the job cannot go on (ErrBelowMinNP,
+// ErrStartTimeout), 1 otherwise.
 func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, ErrEvicted):
-		return ExitEvicted
+	case errors.Is(err, ErrBelowMinNP), errors.Is(err, ErrStartTimeout):
+		return ExitJobLost
 	default:
 		return 1
 	}

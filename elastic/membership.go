@@ -16,7 +16,7 @@ type eventKind uint8
 const (
 	evAlive eventKind = iota + 1 // a node joined or was updated
 	evDead                       // a node was declared dead or left
-	evMsg                        // a user message (proposal, failure, eviction)
+	evMsg                        // a user message (proposal, failure report)
 	evState                      // a push/pull state exchange (the peer's view)
 )
 
@@ -129,8 +129,8 @@ func (d *delegate) NodeMeta(limit int) []byte { return nil }
 // sends and push/pull, not piggybacked gossip.
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
-// NotifyMsg implements memberlist.Delegate: a proposal, failure report or
-// eviction for the loop.
+// NotifyMsg implements memberlist.Delegate: a proposal or failure report
+// for the loop.
 func (d *delegate) NotifyMsg(b []byte) {
 	d.box.put(event{kind: evMsg, data: bytes.Clone(b)})
 }
@@ -190,6 +190,10 @@ type logWriter struct{ log zerolog.Logger }
 func (w logWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	switch {
+	case bytes.Contains(p, []byte("use of closed network connection")):
+		// memberlist's probe and gossip goroutines racing its own
+		// Shutdown: nothing is wrong.
+		w.log.Debug().Str("component", "memberlist").Msg(line)
 	case bytes.Contains(p, []byte("[ERR]")):
 		w.log.Error().Str("component", "memberlist").Msg(line)
 	case bytes.Contains(p, []byte("[WARN]")):

@@ -2,9 +2,7 @@ package elastic
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,35 +19,11 @@ import (
 // role below) and kill them with SIGKILL: no Close, no Leave, sockets
 // reset by the kernel.
 
-const (
-	envTestRole  = "RINGTAIL_ELASTIC_TEST_ROLE"
-	envTestEvict = "RINGTAIL_ELASTIC_TEST_EVICT" // "step:rank": rank 0 evicts rank at step of generation 1
-)
+const envTestRole = "RINGTAIL_ELASTIC_TEST_ROLE"
 
 // testRoleMain runs the test-only roles.
 func testRoleMain() (int, bool) {
 	switch os.Getenv(envTestRole) {
-	case "evict-rank":
-		opts, err := RankOptionsFromEnv()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2, true
-		}
-		var at uint64
-		victim := -1
-		if v := os.Getenv(envTestEvict); v != "" {
-			s, r, _ := strings.Cut(v, ":")
-			at, _ = strconv.ParseUint(s, 10, 64)
-			victim, _ = strconv.Atoi(r)
-		}
-		opts.Hook = func(ctx context.Context, w *Worker, g Generation) {
-			if g.Rank == 0 && g.Number == 1 && g.Step == at && victim > 0 {
-				if err := w.Evict(ctx, victim, "persistent straggler (test)"); err != nil {
-					fmt.Fprintln(os.Stderr, "evict:", err)
-				}
-			}
-		}
-		return RunRank(opts, os.Stdout), true
 	case "shard-worker":
 		return shardWorkerMain(), true
 	case "shard-service":
@@ -228,72 +202,6 @@ func TestProcessKill9AndJoin(t *testing.T) {
 			t.Fatalf("%s: %+v, want generation 3, rank %d of 3", n, e, i)
 		}
 	}
-}
-
-// KILL_RESTART with real processes under a Supervisor: rank 0 evicts rank
-// 2 at step 10; the process exits with ExitEvicted; the supervisor starts a
-// new incarnation of the slot, which rejoins: generation 2 has two ranks,
-// a later one three again, the newcomer last.
-func TestProcessEvictRestartUnderSupervisor(t *testing.T) {
-	j := newJob(t)
-	ports := freePorts(t, 3)
-	seeds := seedList(ports)
-	supEvents := make(chan SupervisorEvent, 64)
-	sup, err := NewSupervisor(SupervisorConfig{
-		Slots: 3, StopGrace: 2 * time.Second,
-		Command: func(slot, inc int) (*exec.Cmd, error) {
-			id := fmt.Sprintf("rank-%d", slot)
-			return j.command(fmt.Sprintf("%s#%d", id, inc), j.env(id, seeds[slot], seeds, 3, 2,
-				envTestRole+"=evict-rank", envTestEvict+"=10:2")), nil
-		},
-		OnEvent: func(e SupervisorEvent) { supEvents <- e },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sup.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != context.Canceled {
-				t.Errorf("supervisor: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("supervisor did not stop")
-		}
-	}()
-
-	waitSup := func(what string, ok func(SupervisorEvent) bool) SupervisorEvent {
-		t.Helper()
-		deadline := time.After(60 * time.Second)
-		for {
-			select {
-			case e := <-supEvents:
-				if ok(e) {
-					return e
-				}
-			case <-deadline:
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
-	e := waitSup("the evicted process to exit", func(e SupervisorEvent) bool { return !e.Started })
-	if e.Slot != 2 || e.ExitCode != ExitEvicted || !e.Restart {
-		t.Fatalf("first exit: %+v, want slot 2 with status %d, restarted", e, ExitEvicted)
-	}
-	waitSup("the replacement to start", func(e SupervisorEvent) bool { return e.Started && e.Slot == 2 && e.Incarnation == 1 })
-	shrunk := j.waitAll(20*time.Second, "a generation of two", []string{"rank-0#0", "rank-1#0"},
-		func(e RankEvent) bool { return e.Event == "step" && e.Gen > 1 && e.Size == 2 })
-	g := shrunk["rank-0#0"].Gen
-	grown := j.waitAll(30*time.Second, "a generation of three with the replacement", []string{"rank-0#0", "rank-1#0", "rank-2#1"},
-		func(e RankEvent) bool { return e.Event == "step" && e.Gen > g && e.Size == 3 })
-	if r := grown["rank-2#1"].Rank; r != 2 {
-		t.Fatalf("replacement has rank %d, want 2", r)
-	}
-	t.Logf("evicted in generation 1; survivors in generation %d; replacement joined in generation %d", g, grown["rank-2#1"].Gen)
 }
 
 // A frozen process (SIGSTOP) answers neither gossip nor the data plane:

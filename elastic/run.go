@@ -44,11 +44,11 @@ type StepFunc func(ctx context.Context, comm *ringtail.Comm, gen Generation) err
 
 // Run calls fn once per step until fn returns ErrStop (Run returns nil),
 // ctx ends, fn returns an error of its own, or the node must stop
-// (ErrEvicted, ErrBelowMinNP).
+// (ErrBelowMinNP).
 //
 // When a collective fails — a peer died or froze, a peer closed its
 // communicator because a newer view was adopted — or a newer view
-// (a death the failure detector saw, a join, an eviction) ends the
+// (a death the failure detector saw, a join) ends the
 // generation's context, Run reports any dead rank named by the failure as
 // evidence, closes the communicator, waits for the next generation that
 // includes this node, forms it and calls fn again with Fresh set and Step
@@ -85,7 +85,7 @@ func (w *Worker) Run(ctx context.Context, fn StepFunc) error {
 		over := w.stepCtx.Err() != nil
 		if cause := context.Cause(w.stepCtx); over && !errors.Is(cause, errSuperseded) {
 			w.dropComm()
-			return cause // evicted, below min-np, closed
+			return cause // below min-np, closed
 		}
 		if !over && !isCommFailure(err) {
 			return err
@@ -232,7 +232,7 @@ func (w *Worker) form(ctx context.Context, gctx context.Context, v view.View) er
 	w.comm, w.gctx = comm, gctx
 	w.gen = Generation{Number: v.Gen, Rank: rank, Size: v.Size(), Members: slices.Clone(v.Members), Step: w.steps, Rejoined: rejoined}
 	w.curMu.Lock()
-	w.curComm, w.curGen = comm, w.gen
+	w.curComm = comm
 	w.curMu.Unlock()
 	w.post(formedReq{gen: v.Gen})
 	w.log.Info().Uint64("gen", v.Gen).Int("rank", rank).Int("size", v.Size()).Uint64("step", w.steps).Msg("elastic: generation formed")
@@ -247,32 +247,5 @@ func mergeCtx(ctx, other context.Context) (context.Context, context.CancelFunc) 
 	return c, func() {
 		stop()
 		cancel(context.Canceled)
-	}
-}
-
-// Evict removes the node at rank of the current generation from the job
-// (AntDT's KILL_RESTART of a persistent straggler): the node leaves the
-// membership at once, its Run returns an error matching ErrEvicted (its
-// process should exit with ExitCode(err), i.e. ExitEvicted), and the
-// survivors form the next generation without it. A Supervisor then
-// restarts the process, which rejoins at a later generation. Any member
-// may call Evict, from any goroutine.
-func (w *Worker) Evict(ctx context.Context, rank int, reason string) error {
-	g := w.Generation()
-	if rank < 0 || rank >= len(g.Members) {
-		return fmt.Errorf("elastic: evict rank %d: generation %d has ranks 0..%d", rank, g.Number, len(g.Members)-1)
-	}
-	reply := make(chan error, 1)
-	if err := w.send(ctx, evictReq{target: g.Members[rank], reason: reason, reply: reply}); err != nil {
-		return err
-	}
-	select {
-	case err := <-reply:
-		if err != nil {
-			return fmt.Errorf("elastic: evict rank %d (%s): %w", rank, g.Members[rank], err)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

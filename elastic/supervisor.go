@@ -21,8 +21,8 @@ type SupervisorConfig struct {
 	// the Supervisor starts and waits for it.
 	Command func(slot, incarnation int) (*exec.Cmd, error)
 	// RestartFailed also restarts processes that crash (exit non-zero or
-	// die by a signal); evicted processes (ExitEvicted) are always
-	// restarted, clean exits never.
+	// die by a signal); processes that ask for it (ExitEvicted) are always
+	// restarted, clean exits and ExitJobLost never.
 	RestartFailed bool
 	// MaxRestarts bounds restarts over the whole job (0: 100).
 	MaxRestarts int
@@ -52,10 +52,11 @@ type SupervisorEvent struct {
 	Restart bool
 }
 
-// Supervisor keeps a job's process slots running: a process evicted with
-// Worker.Evict (exit status ExitEvicted) is replaced by a new incarnation,
-// which joins the job at its next generation (AntDT's KILL_RESTART). It is
-// what a launcher runs instead of starting the processes itself.
+// Supervisor keeps a job's process slots running: a process that exits
+// with ExitEvicted (and, with RestartFailed, one that crashed) is replaced
+// by a new incarnation, which joins the job at its next generation
+// (AntDT's KILL_RESTART). elastic/job runs one per host of an elastic
+// job.
 type Supervisor struct {
 	cfg SupervisorConfig
 }
@@ -80,11 +81,12 @@ func NewSupervisor(cfg SupervisorConfig) (*Supervisor, error) {
 	return &Supervisor{cfg: cfg}, nil
 }
 
-// shouldRestart is the restart policy: evicted processes come back, clean
-// exits and a finished job end the slot, crashes come back if asked.
+// shouldRestart is the restart policy: processes that ask (ExitEvicted)
+// come back, clean exits, ExitJobLost and a finished job end the slot,
+// crashes come back if asked.
 func shouldRestart(code int, finished bool, restarts, maxRestarts int, restartFailed bool) bool {
 	switch {
-	case finished || restarts >= maxRestarts || code == 0:
+	case finished || restarts >= maxRestarts || code == 0 || code == ExitJobLost:
 		return false
 	case code == ExitEvicted:
 		return true

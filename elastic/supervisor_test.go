@@ -27,6 +27,7 @@ func TestShouldRestart(t *testing.T) {
 		{1, false, 0, 5, false, false},
 		{1, false, 0, 5, true, true},
 		{-1, false, 0, 5, true, true}, // killed by a signal
+		{ExitJobLost, false, 0, 5, true, false},
 	} {
 		if got := shouldRestart(c.code, c.finished, c.restarts, c.max, c.restartFailed); got != c.want {
 			t.Errorf("%+v: got %v", c, got)

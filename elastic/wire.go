@@ -13,7 +13,6 @@ import (
 const (
 	msgProposal byte = 'P' // a view; also the push/pull state
 	msgFailed   byte = 'F' // a generation's communicator failed
-	msgEvict    byte = 'E' // KILL_RESTART: the target must leave
 )
 
 // maxMessage bounds a decoded message.
@@ -27,13 +26,6 @@ type failedMsg struct {
 	Blame string `json:"blame,omitempty"`
 }
 
-// evictMsg tells Target to leave the job.
-type evictMsg struct {
-	Target string `json:"target"`
-	From   string `json:"from"`
-	Reason string `json:"reason,omitempty"`
-}
-
 func encode(kind byte, v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -42,7 +34,7 @@ func encode(kind byte, v any) []byte {
 	return append([]byte{kind}, b...)
 }
 
-// decode parses a message into one of view.View, failedMsg, evictMsg.
+// decode parses a message into a view.View or a failedMsg.
 func decode(b []byte) (any, error) {
 	if len(b) < 2 || len(b) > maxMessage {
 		return nil, fmt.Errorf("elastic: message of %d bytes", len(b))
@@ -64,15 +56,6 @@ func decode(b []byte) (any, error) {
 		}
 		if m.Gen == 0 || m.From == "" {
 			return nil, errors.New("elastic: failure report without generation or sender")
-		}
-		return m, nil
-	case msgEvict:
-		var m evictMsg
-		if err := json.Unmarshal(b[1:], &m); err != nil {
-			return nil, fmt.Errorf("elastic: eviction: %w", err)
-		}
-		if m.Target == "" {
-			return nil, errors.New("elastic: eviction without target")
 		}
 		return m, nil
 	}

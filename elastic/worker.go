@@ -63,9 +63,8 @@ type Worker struct {
 	stepCtx  context.Context
 	stepStop context.CancelFunc
 
-	curMu   sync.Mutex // guards the copies below, for other goroutines
+	curMu   sync.Mutex // guards the copy below, for Close
 	curComm *ringtail.Comm
-	curGen  Generation
 }
 
 // Requests to the loop.
@@ -84,10 +83,6 @@ type (
 		blame string // node named by a peer-died failure, or ""
 	}
 	formedReq struct{ gen uint64 }
-	evictReq  struct {
-		target, reason string
-		reply          chan error // capacity 1
-	}
 	joinedReq struct{}
 )
 
@@ -154,30 +149,12 @@ func Join(ctx context.Context, cfg Config) (*Worker, error) {
 // Name returns this node's name (its ID plus an incarnation suffix).
 func (w *Worker) Name() string { return w.name }
 
-// Addr returns the memberlist address other nodes can use as a seed.
-func (w *Worker) Addr() string { return w.addr }
-
-// Comm returns the current generation's communicator (nil between
-// generations). Collectives on it belong in the step function.
-func (w *Worker) Comm() *ringtail.Comm {
-	w.curMu.Lock()
-	defer w.curMu.Unlock()
-	return w.curComm
-}
-
-// Generation returns the current (last formed) generation.
-func (w *Worker) Generation() Generation {
-	w.curMu.Lock()
-	defer w.curMu.Unlock()
-	return w.curGen
-}
-
 // Close leaves the job gracefully (peers re-form at once), stops the
 // membership loop and closes the communicator. Call it after Run returns.
 //
 // The order matters: the loop stops first (no tick, send or join starts
-// after it), then its helpers finish (sends, joins, rendezvous servers, an
-// eviction's leave), and only then does this node leave and shut
+// after it), then its helpers finish (sends, joins, rendezvous servers),
+// and only then does this node leave and shut
 // memberlist down, so no call reaches a list that has left or is shutting
 // down.
 func (w *Worker) Close() error {
@@ -297,7 +274,7 @@ func (w *Worker) act() {
 	w.waiters = keep
 }
 
-// die stops this node's participation with err (eviction, below min-np).
+// die stops this node's participation with err (below min-np).
 func (w *Worker) die(err error) {
 	if w.fatal != nil {
 		return
@@ -479,12 +456,16 @@ func (w *Worker) onEvent(e event) {
 	now := w.clock.Now()
 	switch e.kind {
 	case evAlive:
-		w.peers[e.name] = e.addr
-		w.d.Alive(e.name, now)
+		w.peers[e.name] = e.addr // observers too: they hear proposals
+		if !isObserver(e.name) {
+			w.d.Alive(e.name, now)
+		}
 	case evDead:
 		delete(w.peers, e.name)
-		w.log.Info().Str("peer", e.name).Msg("elastic: node dead or left")
-		w.d.Dead(e.name, now)
+		if !isObserver(e.name) {
+			w.log.Info().Str("peer", e.name).Msg("elastic: node dead or left")
+			w.d.Dead(e.name, now)
+		}
 	case evMsg, evState:
 		m, err := decode(e.data)
 		if err != nil {
@@ -500,21 +481,8 @@ func (w *Worker) onEvent(e event) {
 			if e.kind == evMsg {
 				w.d.Evidence(m.Gen, m.Blame, now)
 			}
-		case evictMsg:
-			if e.kind == evMsg && m.Target == w.name {
-				w.evicted(m)
-			}
 		}
 	}
-}
-
-func (w *Worker) evicted(m evictMsg) {
-	w.die(fmt.Errorf("%w by %s: %s", ErrEvicted, m.From, m.Reason))
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.leave() // peers re-form without waiting for the failure detector
-	}()
 }
 
 func (w *Worker) onRequest(r any) {
@@ -539,15 +507,6 @@ func (w *Worker) onRequest(r any) {
 				c()
 				delete(w.coords, g)
 			}
-		}
-	case evictReq:
-		if r.target == w.name {
-			w.evicted(evictMsg{Target: w.name, From: w.name, Reason: r.reason})
-			r.reply <- nil
-			return
-		}
-		if !w.sendTo(r.target, encode(msgEvict, evictMsg{Target: r.target, From: w.name, Reason: r.reason}), r.reply) {
-			r.reply <- fmt.Errorf("elastic: evict %s: not a live node", r.target)
 		}
 	case joinedReq:
 		w.joining = false

@@ -123,32 +123,6 @@ func TestInProcessBelowMinNPRescuedByJoin(t *testing.T) {
 	c.stop([]string{"a", "b", "d"})
 }
 
-// KILL_RESTART in process: rank 0 evicts rank 1; rank 1's Run returns
-// ErrEvicted (exit status ExitEvicted); the others re-form without it.
-func TestInProcessEvict(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := newCluster(t)
-	ports := freePorts(t, 3)
-	seeds := seedList(ports)
-	ids := []string{"a", "b", "c"}
-	c.startAll(ctx, ids, ports, seeds, 2, 3)
-	c.waitAll(30*time.Second, "generation 1", ids, func(e stepEvent) bool { return e.step >= 2 })
-	if err := c.worker("a").Evict(ctx, 1, "persistent straggler"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.ranks["b"].result:
-		if !errors.Is(err, ErrEvicted) || ExitCode(err) != ExitEvicted {
-			t.Fatalf("evicted rank: Run returned %v (exit %d)", err, ExitCode(err))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("evicted rank still running")
-	}
-	c.waitAll(10*time.Second, "a generation of two", []string{"a", "c"}, func(e stepEvent) bool { return e.gen > 1 && e.size == 2 })
-	c.stop([]string{"a", "c"})
-}
-
 // Join, train, stop and Close leave no goroutine behind (memberlist, the
 // loop, its helpers, rendezvous servers and communicators all end).
 func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
@@ -172,42 +146,4 @@ func TestInProcessCloseLeavesNoGoroutines(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// A node that evicted itself has left memberlist; once memberlist reaps
-// its own left entry (GossipToTheDeadTime later) its LocalNode would
-// dereference nil (issue 18's panic). Addr and Close must not reach into
-// the list's node state, before or after.
-func TestEvictedNodeOutlivesItsMemberlistEntry(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := newCluster(t)
-	ports := freePorts(t, 1)
-	c.startAll(ctx, []string{"a"}, ports, seedList(ports), 1, 1)
-	c.waitAll(30*time.Second, "generation 1", []string{"a"}, func(e stepEvent) bool { return e.step >= 1 })
-	w := c.worker("a")
-	addr := w.Addr()
-	if err := w.Evict(ctx, 0, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-c.ranks["a"].result; !errors.Is(err, ErrEvicted) {
-		t.Fatalf("Run returned %v, want ErrEvicted", err)
-	}
-	// The eviction's leave marks the node left; a later probe round reaps
-	// the entry, after which memberlist's own LocalNode panics.
-	reaped := func() (gone bool) {
-		defer func() { gone = recover() != nil }()
-		w.ml.LocalNode()
-		return false
-	}
-	for !reaped() {
-		if ctx.Err() != nil {
-			t.Fatal("memberlist never reaped the left node")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got := w.Addr(); got != addr {
-		t.Fatalf("Addr after leaving: %q, want %q", got, addr)
-	}
-	w.Close()
 }

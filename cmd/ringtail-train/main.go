@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/examples/train"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/nvml"
@@ -76,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
+	elasticMode := fs.Bool("elastic", os.Getenv(elastic.EnvElastic) == "1", "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
+	perShard := fs.Int("batches-per-shard", 10, "with --elastic: batches in each data shard")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -105,6 +108,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	if *elasticMode {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		switch {
+		case set["mode"] && *mode != "bsp":
+			fmt.Fprintln(stderr, "ringtail-train: --elastic averages gradients with a plain all-reduce (BSP); the straggler driver (--mode adaptive) is not elastic")
+			return 2
+		case set["inject"] || set["policy"] || set["probe"]:
+			fmt.Fprintln(stderr, "ringtail-train: --inject, --policy and --probe do not apply to --elastic")
+			return 2
+		}
+		opts := elasticOptions{epochs: *epochs, batch: *batch, perShard: *perShard, lr: *lr, momentum: *momentum, hidden: *hidden,
+			seed: *seed, testFrac: *testFrac, stepCompute: *stepCompute, data: *dataPath, json: *asJSON}
+		return runElastic(ctx, opts, logger, stdout, stderr)
+	}
 
 	rcfg, err := ringtail.ConfigFromEnv()
 	if err != nil {
@@ -166,11 +185,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		dev, _ := nvml.Open(nvml.Config{})
 		host, _ := nvml.NewHostReader(nvml.HostConfig{})
 		gpu := rcfg.LocalRank % max(1, rcfg.LocalWorldSize)
-		telemetry, err = nvml.StartSampler(ctx, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
+		sampling, stopSampling := context.WithCancel(ctx)
+		defer stopSampling()
+		telemetry, err = nvml.StartSampler(sampling, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
 			Host: host, Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
+		// The sampler's goroutine ends before the run returns (its last
+		// NVML call must not race the process's exit).
+		defer func() { stopSampling(); <-telemetry.Done() }()
 		// Device priors (a V100 beside P100s) seed the shares and the
 		// classification from step 0; measured step times take over.
 		if pol.Prior, err = devicePriors(ctx, comm, deviceName(dev, gpu)); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/elastic/job"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
@@ -33,6 +34,14 @@ ssh. When a rank fails, the others are stopped (SIGTERM, SIGKILL after
 Inside a Slurm allocation (salloc, sbatch) and without -H or --hostfile,
 the ranks start as one job step with srun, on the allocation's nodes; -np
 defaults to its tasks (SLURM_NTASKS). See docs/clusters.md.
+
+With --elastic (Horovod's elastic semantics) the job continues while
+ranks come and go, between --min-np and --max-np: -np is how many the
+first generation waits for, the hosts come from -H, --hostfile or
+--host-discovery-script (polled), a rank that crashes takes its host out
+of the job, new hosts get ranks, and a lost rank's data shards go back to
+TODO. The ranks must be elastic (ringtail-train is, under
+RINGTAIL_ELASTIC=1). See docs/launcher.md and docs/elastic.md.
 
 Flags:
 `
@@ -81,6 +90,16 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		timeline      = fs.String("timeline", "", "each rank writes a Chrome-trace/Perfetto timeline (RINGTAIL_TIMELINE); at exit they are merged, clocks aligned, into `FILE`")
 		dashboard     = fs.String("dashboard", "", "serve the live dashboard on `ADDR` (host:port) while the job runs")
 		envs, exports listFlag
+
+		elasticMode    = fs.Bool("elastic", false, "run an elastic job: ranks come and go between --min-np and --max-np (Horovod's semantics; see docs/launcher.md)")
+		minNP          = fs.Int("min-np", 0, "with --elastic: the fewest ranks the job continues with (default -np)")
+		maxNP          = fs.Int("max-np", 0, "with --elastic: the most ranks the job runs (default: every slot of the hosts; unbounded with a discovery script)")
+		discovery      = fs.String("host-discovery-script", "", "with --elastic: a `command` (run with sh -c every --discovery-interval) that prints the hosts available now, one \"host[:slots]\" per line")
+		slotsPerHost   = fs.Int("slots-per-host", 1, "with --elastic: the slots of a discovered host listed without a count")
+		discInterval   = fs.Duration("discovery-interval", job.DefaultDiscoveryInterval, "with --elastic: how often the host discovery script runs")
+		elasticTimeout = fs.Duration("elastic-timeout", job.DefaultElasticTimeout, "with --elastic: how long the job waits for --min-np ranks (at start-up and after losing ranks) before it fails")
+		maxRestarts    = fs.Int("max-restarts", 0, "with --elastic: restarts of a crashed rank on its own host before the host is blacklisted (0: blacklisted at once, as horovodrun does)")
+		stateDir       = fs.String("elastic-state-dir", "", "with --elastic: keep the data-shard service's write-ahead log in `DIR` (default: a temporary directory)")
 	)
 	fs.StringVar(nics, "nics", "", "the same as --network-interface")
 	fs.Var(&envs, "env", "set `K=V` for every rank (repeatable)")
@@ -101,6 +120,15 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	command := fs.Args()
 	if len(command) == 0 {
 		return usageErr("no command given: ringtail run -np N [flags] -- CMD ARGS...")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !*elasticMode {
+		for _, name := range []string{"min-np", "max-np", "host-discovery-script", "slots-per-host", "discovery-interval", "elastic-timeout", "max-restarts", "elastic-state-dir"} {
+			if set[name] {
+				return usageErr("--%s needs --elastic", name)
+			}
+		}
 	}
 
 	var hosts []launch.HostSlots
@@ -127,6 +155,23 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if len(strings.Fields(*sshCmd)) == 0 {
 		return usageErr("--ssh is empty")
+	}
+	if *elasticMode {
+		for _, name := range []string{"launcher", "srun", "dashboard", "metrics-port", "timeline", "output-filename", "network-interface", "nics", "start-timeout", "control-plane", "bind-to"} {
+			if set[name] {
+				return usageErr("--%s is not supported with --elastic", name)
+			}
+		}
+		secret, err := jobSecret(*secretFile)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		return launchElastic(ctx, job.Config{
+			NP: *np, MinNP: *minNP, MaxNP: *maxNP, Hosts: hosts, DiscoveryScript: *discovery, DiscoveryInterval: *discInterval,
+			SlotsPerHost: *slotsPerHost, Command: command, Secret: secret, Timeout: *timeout, ElasticTimeout: *elasticTimeout,
+			MaxRestarts: *maxRestarts, Grace: *grace, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
+			SSHMode: *sshMode, StateDir: *stateDir, Stdout: stdout, PrefixOutput: true, Name: "ringtail run",
+		}, envs, exports, *verbose, stderr)
 	}
 	if len(strings.Fields(*srunCmd)) == 0 {
 		return usageErr("--srun is empty")

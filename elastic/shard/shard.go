@@ -14,19 +14,6 @@ const (
 	Done
 )
 
-// String returns "TODO", "DOING" or "DONE".
-func (s State) String() string {
-	switch s {
-	case Todo:
-		return "TODO"
-	case Doing:
-		return "DOING"
-	case Done:
-		return "DONE"
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
-
 // Shard is a contiguous range of sample indices [Offset, Offset+Length)
 // in one epoch. Only two integers identify the data (AntDT: "each shard
 // only contains two integers"); the rest lets a worker recompute the

@@ -107,6 +107,13 @@ type Decider struct {
 
 	alive    map[string]bool      // the failure detector's live nodes, self included
 	evidence map[string]time.Time // data-plane failures naming a node, by when
+	// assumed holds members of a received view that the failure detector
+	// has not reported yet, by when: the proposer judged them alive, and
+	// gossip about a node can arrive after its proposal (a node that
+	// joined through one seed learns the others by gossip). They count as
+	// alive for EvidenceTTL unless declared dead first.
+	assumed map[string]time.Time
+	gone    map[string]bool // declared dead: never assumed alive again
 
 	view      View      // the adopted view (Gen 0: none yet)
 	adoptedAt time.Time // when view was adopted
@@ -137,7 +144,8 @@ func New(cfg Config, now time.Time) (*Decider, error) {
 	if cfg.MaxNP == 0 {
 		cfg.MaxNP = MaxMembers
 	}
-	d := &Decider{cfg: cfg, now: now, start: now, alive: map[string]bool{cfg.Self: true}, evidence: map[string]time.Time{}}
+	d := &Decider{cfg: cfg, now: now, start: now, alive: map[string]bool{cfg.Self: true}, evidence: map[string]time.Time{},
+		assumed: map[string]time.Time{}, gone: map[string]bool{}}
 	return d, nil
 }
 
@@ -157,6 +165,8 @@ func (d *Decider) Alive(name string, now time.Time) {
 		d.lastJoin = d.now
 	}
 	d.alive[name] = true
+	delete(d.assumed, name)
+	delete(d.gone, name)
 }
 
 // Dead records that the failure detector declared name dead (or that it
@@ -168,6 +178,8 @@ func (d *Decider) Dead(name string, now time.Time) {
 	}
 	delete(d.alive, name)
 	delete(d.evidence, name)
+	delete(d.assumed, name)
+	d.gone[name] = true
 }
 
 // Evidence records that generation gen's communicator failed naming node
@@ -217,6 +229,9 @@ func (d *Decider) Receive(v View, now time.Time) bool {
 	d.adoptedAt = d.now
 	for _, m := range v.Members {
 		delete(d.evidence, m) // the proposer judged them alive
+		if _, ok := d.assumed[m]; !ok && !d.alive[m] && !d.gone[m] {
+			d.assumed[m] = d.now
+		}
 	}
 	return true
 }
@@ -227,10 +242,10 @@ func (d *Decider) View() View { return d.view }
 // FormedGen reports the highest generation formed here.
 func (d *Decider) FormedGen() uint64 { return d.formed }
 
-// MaxGen returns the highest generation seen or proposed.
-func (d *Decider) MaxGen() uint64 { return d.maxGen }
-
 func (d *Decider) live(name string) bool {
+	if at, ok := d.assumed[name]; ok && d.now.Sub(at) < d.cfg.EvidenceTTL {
+		return true
+	}
 	if !d.alive[name] {
 		return false
 	}
@@ -247,28 +262,6 @@ func (d *Decider) Live() []string {
 		}
 	}
 	return out
-}
-
-// Proposer returns the node this node expects to propose the next view:
-// the first live member of the adopted view, or at start-up (or once every
-// member is gone) the live node with the smallest name ("" when there is
-// none).
-func (d *Decider) Proposer() string {
-	if d.view.Gen == 0 {
-		if l := d.Live(); len(l) > 0 {
-			return l[0]
-		}
-		return ""
-	}
-	for _, m := range d.view.Members {
-		if d.live(m) {
-			return m
-		}
-	}
-	if l := d.Live(); len(l) > 0 {
-		return l[0] // every member is gone
-	}
-	return ""
 }
 
 // Ready returns what the driver must do now. A returned proposal is

@@ -162,3 +162,25 @@ func errName(err error) string {
 	}
 	return err.Error()
 }
+
+// Proposer (for the scenarios' proposer command) returns the node this node expects to propose the next view:
+// the first live member of the adopted view, or at start-up (or once every
+// member is gone) the live node with the smallest name ("" when there is
+// none).
+func (d *Decider) Proposer() string {
+	if d.view.Gen == 0 {
+		if l := d.Live(); len(l) > 0 {
+			return l[0]
+		}
+		return ""
+	}
+	for _, m := range d.view.Members {
+		if d.live(m) {
+			return m
+		}
+	}
+	if l := d.Live(); len(l) > 0 {
+		return l[0] // every member is gone
+	}
+	return ""
+}

@@ -81,37 +81,6 @@ func (s Spec) Bytes() int { return s.Count * s.ElemSize }
 // Small reports whether the call takes the latency-optimal algorithm.
 func (s Spec) Small(t Tunables) bool { return s.Bytes() <= t.SmallBytes }
 
-// Name returns the algorithm Choose picks for s, for logs and benchmarks.
-func Name(s Spec, t Tunables) string {
-	switch s.Collective {
-	case wire.AllReduce:
-		if s.Small(t) {
-			return "recursive-doubling"
-		}
-		return "ring"
-	case wire.Barrier:
-		return "recursive-doubling"
-	case wire.Broadcast:
-		if s.Small(t) {
-			return "binomial-tree"
-		}
-		return "chain"
-	case wire.AllGather, wire.ReduceScatter:
-		return "ring"
-	case wire.PointToPoint:
-		return "p2p"
-	case wire.AllToAll:
-		return "pairwise"
-	case wire.AllReduceTree:
-		inner := s
-		inner.Collective = wire.AllReduce
-		return "collect+" + Name(inner, t)
-	case wire.AllReduceLate:
-		return "ring-late"
-	}
-	return s.Collective.String()
-}
-
 // The completion of AllReduceLate moves units of about 1/lateRounds of a
 // segment, so that its pipeline fills and drains in about 2/lateRounds of
 // the late rank's transfer time, but of lateMinBytes at least (per-step

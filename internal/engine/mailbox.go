@@ -111,16 +111,29 @@ func (e *Engine) Post(ctx context.Context, peer int, buf []byte, dt reduce.DType
 // Posting is an eager message handed to a link's writer: buf must not
 // change until Done reports it sent.
 type Posting struct {
-	e    *Engine
-	peer int
-	done chan transport.Result
-	sent bool
+	e     *Engine
+	peer  int
+	done  chan transport.Result
+	sent  bool
+	stats *transport.SendStats // a compressed post's cost, written by the writer before done
+}
+
+// PostOptions change how an eager message travels.
+type PostOptions struct {
+	// Compress sends the message's frames s2-compressed where that makes
+	// them smaller; the receiver decodes them on arrival.
+	Compress bool
 }
 
 // PostAsync queues buf for peer as an eager message tagged tag and returns
 // at once (unless the link's queue is full); the message is sent in order
 // with the link's other messages.
 func (e *Engine) PostAsync(ctx context.Context, peer int, buf []byte, dt reduce.DType, cl Class, tag uint32) (*Posting, error) {
+	return e.PostAsyncWith(ctx, peer, buf, dt, cl, tag, PostOptions{})
+}
+
+// PostAsyncWith is PostAsync with options.
+func (e *Engine) PostAsyncWith(ctx context.Context, peer int, buf []byte, dt reduce.DType, cl Class, tag uint32, opt PostOptions) (*Posting, error) {
 	if e.mesh == nil {
 		return nil, ErrClosed
 	}
@@ -132,8 +145,13 @@ func (e *Engine) PostAsync(ctx context.Context, peer int, buf []byte, dt reduce.
 	}
 	p := &Posting{e: e, peer: peer, done: make(chan transport.Result, 1)}
 	d := wire.Desc{Collective: wire.Eager, DType: uint8(dt), Tag: cl.wireTag(tag), Count: uint64(len(buf) / dt.Size())}
+	req := transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done}
+	if opt.Compress {
+		p.stats = &transport.SendStats{}
+		req.Compress = p.stats
+	}
 	link := e.mesh.Link(peer, 0)
-	if err := link.Send(transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done}, ctx.Done()); err != nil {
+	if err := link.Send(req, ctx.Done()); err != nil {
 		if transport.IsCanceled(err) {
 			return nil, e.timeoutOn(peer, ctx.Err())
 		}
@@ -153,6 +171,15 @@ func (p *Posting) Done() bool {
 		}
 	}
 	return p.sent
+}
+
+// Stats returns what a compressed post cost on the wire, once Done; false
+// before, or for a post made without compression.
+func (p *Posting) Stats() (transport.SendStats, bool) {
+	if p.stats == nil || !p.Done() {
+		return transport.SendStats{}, false
+	}
+	return *p.stats, true
 }
 
 // Wait waits until the message is sent, the peer dies (a tolerant mesh),

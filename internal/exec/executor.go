@@ -257,8 +257,16 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			}
 			e.check.Reset(fastboxCheck)
 		case <-e.bell():
-			// Completions queued before the bell first: a peer's answer
-			// that it finished the call follows its data on the link.
+			// The awaited peer's answer is read first, then the
+			// completions queued by then are handled, then the answer is
+			// judged: the peer's data precedes its answer on the link and
+			// the link's reader queues the data's completion before it
+			// stores the answer, so every completion that came before
+			// the answer is handled before it is judged — also when the
+			// answer lands while the completions are being drained (read
+			// after the drain, it could be judged against a receive whose
+			// completion is still queued).
+			ans := e.takeAnswer(&st)
 			for drained := false; !drained; {
 				select {
 				case r := <-e.compl:
@@ -272,7 +280,7 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 			if running == 0 {
 				break
 			}
-			if err := e.answerStall(&st, call); err != nil {
+			if err := e.answerStall(&st, ans, call); err != nil {
 				return err
 			}
 		case r := <-e.compl:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // The stall rules (transport/stall.go) on the general path: a call that
@@ -95,20 +96,31 @@ func (e *Executor) watchStall(st *stallWatch, now time.Time, p *plan.Program, ca
 	return nil
 }
 
-// answerStall runs when the mesh rings: it answers Queries and judges the
-// awaited peer's answer. The caller has handled the completions that came
-// before the bell (a peer's data precedes its answer on the link, and the
-// link's reader reports the data first), so an answer that the peer has
-// finished the call is judged only if this rank still waits for it there.
-func (e *Executor) answerStall(st *stallWatch, call *Call) error {
-	e.mesh.AnswerAsks(&call.Desc, e.stall.Done)
+// takeAnswer returns the awaited peer's newest answer to a Query, if one
+// came since the last was taken (nil otherwise).
+func (e *Executor) takeAnswer(st *stallWatch) *wire.State {
 	if st.link == nil || st.link.Answers() <= st.answers {
 		return nil
 	}
 	ans, n := st.link.Answer()
 	st.answers = n
-	if f, why := transport.JudgeState(&call.Desc, &ans); why != "" && e.expects(st.link.Peer(), st.channel) {
-		e.mesh.Fail(st.link.StallError(&call.Desc, &ans, f, why))
+	return &ans
+}
+
+// answerStall runs when the mesh rings: it answers Queries and judges ans,
+// the awaited peer's answer taken (takeAnswer) before the caller handled
+// the completions queued by then. A peer's data precedes its answer on the
+// link, and the link's reader queues the data's completion before it
+// stores the answer, so an answer that the peer has finished the call is
+// judged only if this rank still waits for it there after every
+// completion that preceded the answer.
+func (e *Executor) answerStall(st *stallWatch, ans *wire.State, call *Call) error {
+	e.mesh.AnswerAsks(&call.Desc, e.stall.Done)
+	if ans == nil {
+		return nil
+	}
+	if f, why := transport.JudgeState(&call.Desc, ans); why != "" && e.expects(st.link.Peer(), st.channel) {
+		e.mesh.Fail(st.link.StallError(&call.Desc, ans, f, why))
 		return e.mesh.Err()
 	}
 	return nil

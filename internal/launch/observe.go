@@ -40,7 +40,7 @@ func observeEnv(j jobEnv, p placement) []string {
 // Run makes (127.0.0.1 for ranks on this host).
 func MetricsAddrs(np int, hosts []HostSlots, base int) []string {
 	var out []string
-	for _, p := range place(np, hosts, isLocalHost) {
+	for _, p := range place(np, hosts, IsLocalHost) {
 		host := "127.0.0.1"
 		if p.Remote {
 			host = p.Host

@@ -84,7 +84,7 @@ func (j *job) prepare(ctx context.Context) (int, error) {
 func (j *job) run(ctx context.Context) (int, error) {
 	cfg := j.cfg
 	log := cfg.Logger
-	places := place(cfg.NP, cfg.Hosts, isLocalHost)
+	places := place(cfg.NP, cfg.Hosts, IsLocalHost)
 	var firstRemote string
 	for _, p := range places {
 		if p.Remote {
@@ -95,7 +95,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if cfg.isSrun() {
 		// Slurm places the ranks: any node of the allocation may need the
 		// coordinator.
-		places, firstRemote = nil, srunFirstRemote(cfg.Hosts, isLocalHost)
+		places, firstRemote = nil, srunFirstRemote(cfg.Hosts, IsLocalHost)
 	}
 	dir := cfg.Dir
 	if firstRemote != "" && dir == "" {
@@ -107,7 +107,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	if masterAddr == "" {
 		masterAddr = "127.0.0.1"
 		if firstRemote != "" {
-			masterAddr = addrToward(firstRemote)
+			masterAddr = AddrToward(firstRemote)
 		}
 	}
 	bind := net.JoinHostPort("", strconv.Itoa(cfg.MasterPort))
@@ -377,8 +377,10 @@ func (j *job) notice(msg string) {
 	j.out.write(j.out.stderr, []byte(j.cfg.Name+": "+msg+"\n"))
 }
 
-// isLocalHost reports whether host is the launcher host.
-func isLocalHost(host string) bool {
+// IsLocalHost reports whether host is the launcher host (a loopback name
+// or address, or this machine's host name): its ranks start as local
+// processes.
+func IsLocalHost(host string) bool {
 	if isLoopback(host) {
 		return true
 	}
@@ -390,9 +392,9 @@ func isLocalHost(host string) bool {
 	return strings.EqualFold(host, name) || strings.EqualFold(host, short)
 }
 
-// addrToward returns the launcher's address that routes to host (no
+// AddrToward returns the launcher's address that routes to host (no
 // packet is sent), or the host name when that cannot be determined.
-func addrToward(host string) string {
+func AddrToward(host string) string {
 	if c, err := net.Dial("udp", net.JoinHostPort(host, "9")); err == nil {
 		defer c.Close()
 		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsLoopback() {

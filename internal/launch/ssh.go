@@ -73,6 +73,17 @@ func ExecCommand(agent []string, r RemoteRank) []string {
 	return append(argv, r.Host, "sh", "-c", remoteScript(r))
 }
 
+// WatchedCommand is ExecCommand without an agent: the argv that runs
+// r.Command on this host under the same script, `sh -c <script>`, with
+// the same contract on standard input (the secret as its first line; end
+// of input stops the rank: SIGTERM, SIGKILL after r.Grace). A launcher
+// that starts local ranks this way leaves none behind even if it is
+// killed: its end of the pipe closes with it. r.Host is not used. It is a
+// pure function.
+func WatchedCommand(r RemoteRank) []string {
+	return []string{"sh", "-c", remoteScript(r)}
+}
+
 // SSH modes (Config.SSHMode): how the remote command is handed to the
 // ssh command.
 const (

@@ -122,7 +122,7 @@ func TestOversizedHandshakeIsRefusedAtTheLengthPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, c)
-	if s := srv.GateStats(); s.Refused != 1 || s.Pending != 0 {
+	if s := srv.gate.Stats(); s.Refused != 1 || s.Pending != 0 {
 		t.Fatalf("gate %+v, want one refusal and nothing pending", s)
 	}
 }
@@ -133,7 +133,7 @@ func TestSilentClientIsClosedAtTheHandshakeDeadline(t *testing.T) {
 	srv, addr := serveWith(t, ServerConfig{JobID: "job", Secret: []byte("s3cret"), World: 2, HandshakeTimeout: 20 * time.Millisecond, Logger: zerolog.Nop()})
 	c := dial(t, addr)
 	waitClosed(t, c)
-	if s := srv.GateStats(); s.Pending != 0 {
+	if s := srv.gate.Stats(); s.Pending != 0 {
 		t.Fatalf("gate %+v", s)
 	}
 }
@@ -174,7 +174,7 @@ func TestFloodOfIdleClientsIsBoundedAndRanksStillRegister(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil {
 		t.Fatalf("ranks during the flood: %v", errs)
 	}
-	s := srv.GateStats()
+	s := srv.gate.Stats()
 	if s.Pending > max || s.Evicted < 300-max {
 		t.Fatalf("gate %+v: want at most %d pending and the rest of the 300 evicted", s, max)
 	}

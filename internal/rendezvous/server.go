@@ -123,10 +123,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// GateStats returns the counters of the gate that bounds unauthenticated
-// clients.
-func (s *Server) GateStats() admit.Stats { return s.gate.Stats() }
-
 // authNotifier is implemented by connections whose transport also bounds
 // unauthenticated peers below the rendezvous (internal/p2p's coordinator
 // streams): the server tells it when the client has proved the secret.

@@ -295,3 +295,76 @@ func TestApplyLinksFromTheInjectionLanguage(t *testing.T) {
 		t.Error("loss table left after SetLink(Link{})")
 	}
 }
+
+// A proxy set up while connections are open leaves them alone: they keep
+// flowing, unproxied, both those the host accepted and those it opened;
+// connections opened afterwards go through it.
+func TestProxyLeavesConnectionsOpenedBeforeItAlone(t *testing.T) {
+	b := ForTest(t, true, Config{Hosts: 2})
+	ctx := context.Background()
+	in := dialFrom(t, b, 0, echoServer(t, b, 1))  // accepted by host 1
+	out := dialFrom(t, b, 1, echoServer(t, b, 0)) // opened by host 1
+	roundTrip(t, in, 10)
+	roundTrip(t, out, 10)
+	if err := b.SetLink(ctx, 1, Link{Delay: 40 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]net.Conn{"accepted": in, "opened": out} {
+		msg := []byte("still there")
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(msg); err != nil {
+			t.Fatalf("connection %s before the proxy: %v", name, err)
+		}
+		got := make([]byte, len(msg))
+		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+			t.Errorf("connection %s before the proxy: read %q, %v", name, got, err)
+		}
+	}
+	if d := roundTrip(t, dialFrom(t, b, 0, echoServer(t, b, 1)), 10); d < 80*time.Millisecond {
+		t.Errorf("a connection opened after the proxy took %v for a round trip through a 40 ms link", d)
+	}
+}
+
+func TestShaperReplacesTheLinksSpecBySpec(t *testing.T) {
+	b := ForTest(t, true, Config{Hosts: 3})
+	ctx := context.Background()
+	s := NewShaper(b, 3, func(r int) int { return r })
+	defer s.Stop()
+	if err := s.SetLinks(ctx, "link=0,1:rate=1gbit;link=2:rate=100mbit:stall=1s@step4"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Link(2); got != (Link{Rate: 100e6, Proxy: true}) {
+		t.Fatalf("host 2 link %+v", got)
+	}
+	if err := s.Stall(2, 50*time.Millisecond); err != nil {
+		t.Fatalf("stall on a proxied host: %v", err)
+	}
+	// The next spec replaces the whole set: hosts it does not name are
+	// unshaped again.
+	if err := s.SetLinks(ctx, "link=1:loss=1%"); err != nil {
+		t.Fatal(err)
+	}
+	for h, want := range []Link{{}, {Loss: 0.01}, {}} {
+		if got := b.Link(h); got != want {
+			t.Errorf("host %d link %+v, want %+v", h, got, want)
+		}
+	}
+	out, _ := exec.Command("tc", "-n", b.Host(0).Name, "qdisc", "show", "dev", "eth0").CombinedOutput()
+	if strings.Contains(string(out), "tbf") {
+		t.Errorf("host 0 keeps its tbf after a spec that does not name it: %s", out)
+	}
+	for _, bad := range []string{"slow=2:3x", "link=3:rate=1g", "link=1:rate=fast"} {
+		if err := s.SetLinks(ctx, bad); err == nil {
+			t.Errorf("SetLinks(%q) succeeded", bad)
+		}
+	}
+	if got := b.Link(1); got != (Link{Loss: 0.01}) {
+		t.Errorf("a refused spec changed host 1's link to %+v", got)
+	}
+	if err := s.Stall(3, time.Second); err == nil {
+		t.Error("stall of rank 3 on a 3-rank bed succeeded")
+	}
+	if err := s.Stall(0, time.Second); !errors.Is(err, ErrNoProxy) {
+		t.Errorf("stall on a host without proxy: %v, want ErrNoProxy", err)
+	}
+}

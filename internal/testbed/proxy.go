@@ -61,10 +61,14 @@ func startProxy(ctx context.Context, b *Bed, ns string) (*proxy, error) {
 	mark := strconv.Itoa(proxyMark)
 	// Connections arriving on eth0 (except to the proxy itself) and
 	// connections leaving by eth0 (except the proxy's own, marked) go to
-	// the proxy.
+	// the proxy. Only a connection's opening SYN is redirected: the nat
+	// table turns connection tracking on in the namespace, which then
+	// picks up connections already open mid-stream, and redirecting their
+	// next segment to the proxy would reset them. They stay unproxied.
+	syn := " tcp flags & (syn | ack) == syn"
 	script := "table ip " + proxyTable + " {\n" +
-		" chain pre { type nat hook prerouting priority dstnat; iifname \"eth0\" tcp dport != " + port + " redirect to :" + port + "; }\n" +
-		" chain out { type nat hook output priority -100; oifname \"eth0\" meta mark != " + mark + " meta l4proto tcp redirect to :" + port + "; }\n}\n"
+		" chain pre { type nat hook prerouting priority dstnat; iifname \"eth0\" tcp dport != " + port + syn + " redirect to :" + port + "; }\n" +
+		" chain out { type nat hook output priority -100; oifname \"eth0\" meta mark != " + mark + " meta l4proto tcp" + syn + " redirect to :" + port + "; }\n}\n"
 	if err := b.runInput(ctx, script, "ip", "netns", "exec", ns, "nft", "-f", "-"); err != nil {
 		p.ln.Close()
 		return nil, err

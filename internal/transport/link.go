@@ -40,6 +40,23 @@ type SendReq struct {
 	Chunk int
 	Tag   int
 	Done  chan<- Result
+	// Compress, when not nil, sends an Eager message's frames
+	// s2-compressed (each frame that compression makes smaller; the rest
+	// plain) and records there what that cost before Done is signalled.
+	// Nil on every collective's frames.
+	Compress *SendStats
+}
+
+// SendStats is what a compressed send cost (SendReq.Compress).
+type SendStats struct {
+	// Plain is the message's size; Wire the payload bytes that went on
+	// the wire (headers not counted).
+	Plain, Wire int64
+	// Frames and Compressed count the message's frames and those sent
+	// compressed.
+	Frames, Compressed int
+	// Encode is the time spent compressing.
+	Encode time.Duration
 }
 
 // RecvReq asks a link to receive one message of exactly len(Buf) bytes:
@@ -132,6 +149,8 @@ type Link struct {
 	heldTimer *time.Timer
 
 	hdrW      [wire.HeaderSize]byte
+	zout      []byte // compressed frame (writer-owned; grown by the first compressed send)
+	zin       []byte // compressed payload read (reader-owned; grown by the first compressed frame)
 	bufs      net.Buffers
 	bufArr    [2][]byte
 	lastWrite time.Time
@@ -428,23 +447,33 @@ func (l *Link) Held() (Desc, bool) {
 }
 
 // readEager assembles an eager message that starts with header h and
-// hands it to the mesh inbox. It returns false when the link failed.
+// hands it to the mesh inbox: plain frames are read into the message's
+// buffer, compressed ones (wire.FlagS2) decoded into it, so the inbox
+// always holds the plain data. It returns false when the link failed.
 func (l *Link) readEager(h *wire.Header) bool {
 	me := l.mesh.id.Rank
 	dt := reduce.DType(h.Desc.DType)
 	size := uint64(dt.Size()) * h.Desc.Count
-	if h.Seq != l.recvSeq || !dt.Valid() || size > MaxEager || uint64(h.Len) > size {
+	if h.Seq != l.recvSeq || !dt.Valid() || size > MaxEager || !h.FitsMessage(int(size)) {
 		l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me,
-			Detail: fmt.Sprintf("bad eager message header from rank %d (seq %d, want %d; %d × %v)", l.peer, h.Seq, l.recvSeq, h.Desc.Count, dt)})
+			Detail: fmt.Sprintf("bad eager message header from rank %d (seq %d, want %d; %d × %v; %d-byte frame)", l.peer, h.Seq, l.recvSeq, h.Desc.Count, dt, h.Len)})
 		return false
 	}
 	buf := l.mesh.takeBuffer(int(size))
-	for got, n := 0, int(h.Len); ; {
-		if err := l.readFull(buf[got : got+n]); err != nil {
-			l.readFailed(err)
-			return false
+	for got, fh := 0, *h; ; {
+		if fh.Flags&wire.FlagS2 != 0 {
+			n, ok := l.readS2(&fh, buf[got:])
+			if !ok {
+				return false
+			}
+			got += n
+		} else {
+			if err := l.readFull(buf[got : got+int(fh.Len)]); err != nil {
+				l.readFailed(err)
+				return false
+			}
+			got += int(fh.Len)
 		}
-		got += n
 		if got == len(buf) {
 			break
 		}
@@ -458,11 +487,16 @@ func (l *Link) readEager(h *wire.Header) bool {
 			l.readFailed(err)
 			return false
 		}
-		if next.Type != wire.TypeData || next.Desc != h.Desc || next.Seq != h.Seq || uint64(next.Len) > uint64(len(buf)-got) {
+		if next.Type != wire.TypeData || next.Desc != h.Desc || next.Seq != h.Seq {
 			l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me, Detail: "eager message interrupted by another frame"})
 			return false
 		}
-		n = int(next.Len)
+		if !next.FitsMessage(len(buf) - got) {
+			l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me,
+				Detail: fmt.Sprintf("eager frame of %d bytes (flags %#x) from rank %d where %d bytes remain of the message", next.Len, uint8(next.Flags), l.peer, len(buf)-got)})
+			return false
+		}
+		fh = next
 	}
 	l.recvSeq++
 	c := Eager{From: l.peer, Tag: h.Desc.Tag, DType: dt, Data: buf, Arrived: time.Now()}
@@ -472,6 +506,30 @@ func (l *Link) readEager(h *wire.Header) bool {
 	case <-l.mesh.failed:
 		return false
 	}
+}
+
+// readS2 reads a compressed eager frame (its header h fits the message:
+// FitsMessage) and decodes it into the front of rest, the part of the
+// message still to come. It returns the bytes decoded; false when the link
+// failed (a corrupt block fails it with a protocol error naming the peer).
+func (l *Link) readS2(h *wire.Header, rest []byte) (int, bool) {
+	n := int(h.Len)
+	if len(l.zin) < n {
+		l.zin = make([]byte, n) // bounded by wire.MaxS2Len of the message's rest
+	}
+	src := l.zin[:n]
+	if err := l.readFull(src); err != nil {
+		l.readFailed(err)
+		return 0, false
+	}
+	got, err := wire.DecodeS2(rest, src)
+	if err != nil {
+		me := l.mesh.id.Rank
+		l.mesh.fail(&Error{Kind: KindProtocol, Rank: l.peer, Reporter: me, Local: me, Err: err,
+			Detail: fmt.Sprintf("corrupt compressed eager message from rank %d (tag %d)", l.peer, h.Desc.Tag)})
+		return 0, false
+	}
+	return got, true
 }
 
 // check compares a data frame with the posted receive: the same call (every
@@ -626,6 +684,9 @@ func (l *Link) Answer() (wire.State, uint64) {
 func (l *Link) Answers() uint64 { return l.states.Load() }
 
 func (l *Link) writeData(req *SendReq) error {
+	if req.Compress != nil && len(req.Buf) > 0 && req.Desc.Collective == wire.Eager {
+		return l.writeCompressed(req)
+	}
 	buf := req.Buf
 	for off := 0; ; {
 		n := min(req.Chunk, len(buf)-off)
@@ -645,6 +706,49 @@ func (l *Link) writeData(req *SendReq) error {
 			break
 		}
 		if l.mesh.failingNow() {
+			return errors.New("communicator failed")
+		}
+	}
+	l.lastWrite = time.Now()
+	l.sendSeq++
+	return nil
+}
+
+// writeCompressed is writeData for an eager message sent compressed: each
+// chunk goes as one s2 block (FlagS2) when that is smaller, else plain,
+// and the cost is recorded in req.Compress.
+func (l *Link) writeCompressed(req *SendReq) error {
+	buf, st := req.Buf, req.Compress
+	*st = SendStats{Plain: int64(len(buf))}
+	if need := wire.MaxS2Len(min(req.Chunk, len(buf))); len(l.zout) < need {
+		l.zout = make([]byte, need)
+	}
+	for off := 0; off < len(buf); {
+		n := min(req.Chunk, len(buf)-off)
+		plain := buf[off : off+n]
+		t0 := time.Now()
+		z := wire.EncodeS2(l.zout, plain)
+		st.Encode += time.Since(t0)
+		h := wire.Header{Type: wire.TypeData, Channel: uint16(l.channel), Len: uint32(n), Seq: l.sendSeq, Desc: req.Desc}
+		payload := plain
+		if len(z) < n {
+			h.Flags, h.Len, payload = wire.FlagS2, uint32(len(z)), z
+			st.Compressed++
+		}
+		st.Frames++
+		st.Wire += int64(len(payload))
+		l.lock()
+		h.Put(l.hdrW[:])
+		l.bufArr = [2][]byte{l.hdrW[:], payload}
+		l.bufs = l.bufArr[:]
+		_, err := l.bufs.WriteTo(l.conn)
+		l.bufArr = [2][]byte{}
+		l.unlock()
+		if err != nil {
+			return err
+		}
+		off += n
+		if off < len(buf) && l.mesh.failingNow() {
 			return errors.New("communicator failed")
 		}
 	}

@@ -9,7 +9,7 @@
 // Frame layout (48 bytes, then Len payload bytes):
 //
 //	0  Type       u8   Data, Heartbeat, Abort, Hello, Challenge, Response, Verdict, Query, State
-//	1  Flags      u8   reserved, zero
+//	1  Flags      u8   FlagS2 on an Eager Data frame whose payload is s2; else zero
 //	2  Channel    u16  channel (parallel ring) of a Data frame
 //	4  Len        u32  payload length in bytes
 //	8  Seq        u32  message number on this link and direction (Data)
@@ -28,6 +28,12 @@
 // name exactly which field of a peer's call differs from its own (Desc.Diff),
 // including a skipped or extra call (the call number), at no extra cost on
 // the data path.
+//
+// An eager message (a child's gradient on a slow link) may travel
+// compressed: each frame whose header has FlagS2 carries one s2 block that
+// declares its decoded length, bounded by what remains of the message
+// before anything is decoded (DecodeS2, MaxS2Len). Every other frame, and
+// every frame of the collectives' hot path, is plain.
 //
 // This package does no I/O beyond io.Reader/io.Writer and must never import
 // net or any other ringtail package.

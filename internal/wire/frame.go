@@ -69,10 +69,23 @@ func (t Type) String() string {
 // protocol violation from an I/O failure with errors.Is.
 var ErrMalformed = errors.New("malformed frame")
 
+// Flags are the bits of a frame header's second byte.
+type Flags uint8
+
+// FlagS2 marks a Data frame of an Eager message whose payload is one s2
+// block (github.com/klauspost/compress/s2) instead of the plain bytes: the
+// block starts with its decoded length, which must fit in what remains of
+// the message (DecodeS2). The frames of one message may mix plain and
+// compressed payloads. No other frame may carry it.
+const FlagS2 Flags = 1 << 0
+
 // Header is a decoded frame header. Data frames carry their call's Desc;
 // other frames carry a zero Desc.
 type Header struct {
-	Type    Type
+	Type Type
+	// Flags is zero but on the compressed frames of an eager message
+	// (FlagS2).
+	Flags   Flags
 	Channel uint16
 	Len     uint32
 	// Seq numbers the messages of one direction of one link (a message
@@ -86,7 +99,7 @@ type Header struct {
 func (h *Header) Put(b []byte) {
 	_ = b[HeaderSize-1]
 	b[0] = byte(h.Type)
-	b[1] = 0
+	b[1] = byte(h.Flags)
 	le.PutUint16(b[2:], h.Channel)
 	le.PutUint32(b[4:], h.Len)
 	le.PutUint32(b[8:], h.Seq)
@@ -95,14 +108,16 @@ func (h *Header) Put(b []byte) {
 }
 
 // ParseHeader decodes and validates a header: a known type, zero reserved
-// fields, a known collective on Data frames (a zero Desc on the others) and
-// a payload length within that type's limit.
+// fields, flags only where they belong (FlagS2 on an eager Data frame), a
+// known collective on Data frames (a zero Desc on the others) and a
+// payload length within that type's limit.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrMalformed, len(b), HeaderSize)
 	}
 	h := Header{
 		Type:    Type(b[0]),
+		Flags:   Flags(b[1]),
 		Channel: le.Uint16(b[2:]),
 		Len:     le.Uint32(b[4:]),
 		Seq:     le.Uint32(b[8:]),
@@ -111,8 +126,11 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Type < TypeData || h.Type > maxType {
 		return Header{}, fmt.Errorf("%w: unknown type %d", ErrMalformed, b[0])
 	}
-	if b[1] != 0 || le.Uint32(b[12:]) != 0 || b[16+3] != 0 {
+	if le.Uint32(b[12:]) != 0 || b[16+3] != 0 {
 		return Header{}, fmt.Errorf("%w: reserved bits set in %v header", ErrMalformed, h.Type)
+	}
+	if h.Flags != 0 && (h.Flags != FlagS2 || h.Type != TypeData || h.Desc.Collective != Eager) {
+		return Header{}, fmt.Errorf("%w: flags %#x on a %v header (only eager data frames may be compressed)", ErrMalformed, b[1], h.Type)
 	}
 	limit := uint32(MaxControlPayload)
 	if h.Type == TypeData {

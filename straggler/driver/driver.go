@@ -138,6 +138,9 @@ type Result struct {
 	Plan, Next straggler.Plan
 	// Report is the decoded report the next plan was decided from.
 	Report straggler.Report
+	// Wire says, for a child, whether its gradient went compressed and
+	// what compression has saved so far (compression.go).
+	Wire WireStats
 }
 
 // Tags of the driver's eager messages: the kind in the low two bits, a
@@ -207,6 +210,7 @@ type Driver struct {
 	lastPost time.Time
 	parent   int
 	done     bool
+	gradWire gradientWire // plain or compressed gradients (compression.go)
 }
 
 // outgoing is a buffer and the posting that may still be reading it.
@@ -650,7 +654,7 @@ func (d *Driver) childStep(ctx context.Context, in StepInput) (Result, error) {
 		o.buf = make([]float32, len(d.buf))
 	}
 	copy(o.buf, d.buf)
-	post, err := d.comm.ContributeAsync(ctx, parent, ringtail.Float32s(o.buf), tag(kindGradient, d.version))
+	post, err := d.gradWire.post(ctx, d.comm, parent, bandwidth(d.cfg.Policy, d.rank, parent), o.buf, tag(kindGradient, d.version), d.log)
 	if err != nil {
 		return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
 	}
@@ -664,6 +668,8 @@ func (d *Driver) childStep(ctx context.Context, in StepInput) (Result, error) {
 	}
 	res.Wait = time.Since(start)
 	res.Next = d.plan
+	d.gradWire.reap(d.log)
+	res.Wire = d.gradWire.stats
 	if res.Done || d.Role() != RoleChild {
 		// The last gradient before rejoining (or the end) is followed by
 		// a marker, so the old parent folds exactly what was sent.

@@ -19,7 +19,7 @@ import (
 // `ringtail bench straggler`.
 type SyntheticConfig struct {
 	// Ranks is the number of ranks, run in this process (one goroutine and
-	// one Comm over real sockets each).
+	// one Comm over real sockets each), or the world that Join joins.
 	Ranks int
 	// Policy is a straggler.Preset name (straggler.NameBSP, NameAdaptive, …).
 	Policy string
@@ -39,6 +39,19 @@ type SyntheticConfig struct {
 	OpTimeout time.Duration
 	// Logger receives the drivers' decisions.
 	Logger zerolog.Logger
+	// Join, when set, makes this process one rank of the run, the other
+	// ranks running RunSynthetic with the same configuration in processes
+	// of their own (a launcher's, a test bed's hosts): it returns a new
+	// communicator of a world of Ranks for this run. Nil: every rank runs
+	// in this process.
+	Join func(ctx context.Context) (*ringtail.Comm, error)
+	// Links stalls a rank's link at the step the Injector says
+	// (Effect.LinkStall); nil: such a step fails the run, since nothing
+	// could apply the stall.
+	Links LinkShaper
+	// Probe makes every rank's Driver measure the links when it starts
+	// (Config.Probe), so that the policy sees a rank behind a slow link.
+	Probe bool
 }
 
 func (c SyntheticConfig) validate() error {
@@ -131,6 +144,9 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = 2 * time.Minute
 	}
+	if cfg.Join != nil {
+		return runSyntheticRank(ctx, cfg)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	comms, err := ringtail.NewLocal(ctx, cfg.Ranks, func(c *ringtail.Config) {
@@ -165,6 +181,30 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 	return summarize(cfg, recs)
 }
 
+// runSyntheticRank runs this process's rank of the job on a communicator
+// from cfg.Join, then shares every rank's record with every rank, so that
+// each summarises the run alike.
+func runSyntheticRank(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, error) {
+	fail := SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks}
+	comm, err := cfg.Join(ctx)
+	if err != nil {
+		return fail, fmt.Errorf("driver: joining the run: %w", err)
+	}
+	defer comm.Close()
+	if comm.Size() != cfg.Ranks {
+		return fail, fmt.Errorf("driver: the run's communicator has %d ranks, the job %d: %w", comm.Size(), cfg.Ranks, ErrInvalidConfig)
+	}
+	var rec rankRecord
+	if err := syntheticRank(ctx, cfg, comm, &rec); err != nil {
+		return fail, err
+	}
+	recs, err := gatherRecords(ctx, comm, &rec, cfg.Warmup+cfg.Steps)
+	if err != nil {
+		return fail, err
+	}
+	return summarize(cfg, recs)
+}
+
 // summarize turns the ranks' records into the run's result: each step as
 // any member saw it (members see identical reports).
 func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) {
@@ -173,11 +213,15 @@ func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) 
 	var t0 time.Time
 	staleSum, staleN := 0.0, 0
 	for s := 0; s < total; s++ {
-		member := -1
+		member, full := -1, -1
 		for r := range recs {
 			if recs[r].applied[s] >= 0 {
-				member = r
-				break
+				if member < 0 {
+					member = r
+				}
+				if full < 0 && recs[r].reports != nil {
+					full = r
+				}
 			}
 		}
 		if member < 0 {
@@ -185,8 +229,15 @@ func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) 
 		}
 		rec := &recs[member]
 		out.TotalApplied += int64(rec.applied[s])
-		out.Reports, out.Plans = append(out.Reports, rec.reports[s]), append(out.Plans, rec.plans[s])
-		out.PolicyConfig = rec.policy
+		// Members see identical reports and plans; only this process's
+		// records hold them when every rank is a process of its own.
+		var report straggler.Report
+		var plan straggler.Plan
+		if full >= 0 {
+			report, plan = recs[full].reports[s], recs[full].plans[s]
+			out.PolicyConfig = recs[full].policy
+		}
+		out.Reports, out.Plans = append(out.Reports, report), append(out.Plans, plan)
 		if s < cfg.Warmup {
 			continue
 		}
@@ -251,7 +302,7 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 	if err != nil {
 		return err
 	}
-	d, err := New(ctx, Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
+	d, err := New(ctx, Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, Probe: cfg.Probe, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -265,12 +316,22 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 		rec.applied[s] = -1
 	}
 	stepStart := time.Now()
+	stalled := false
 	for {
 		member := d.Role() != RoleChild
 		if member && d.Plan().Step >= total {
 			break
 		}
 		s := min(d.Next(), total-1)
+		if st := linkStall(cfg.Injector, r, s); st > 0 && !stalled {
+			stalled = true // once: a child may iterate at one step index twice
+			if cfg.Links == nil {
+				return fmt.Errorf("driver: synthetic rank %d step %d: the pattern stalls this rank's link, and nothing shapes links here (run the ranks on a test bed): %w", r, s, ErrInvalidConfig)
+			}
+			if err := cfg.Links.Stall(ctx, r, st); err != nil {
+				return fmt.Errorf("driver: synthetic rank %d step %d: stalling its link: %w", r, s, err)
+			}
+		}
 		p := d.Plan()
 		n, cut := p.Shares[r], false
 		compute := workload.Compute(cfg.Injector, r, s, n, cfg.PerSample)
@@ -334,6 +395,14 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 	}
 	rec.flushApplied, rec.end = f.Applied, time.Now()
 	return nil
+}
+
+// linkStall is the link stall the injector puts on rank at step (0: none).
+func linkStall(in *inject.Injector, rank, step int) time.Duration {
+	if in == nil {
+		return 0
+	}
+	return in.At(rank, step, 0).LinkStall
 }
 
 func firstError(errs []error) error {

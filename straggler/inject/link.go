@@ -77,7 +77,7 @@ func (l Link) validate() error {
 func (l Link) clause() string {
 	parts := []string{"link=" + joinRanks(l.Ranks)}
 	if l.Rate > 0 {
-		parts = append(parts, "rate="+formatRate(l.Rate))
+		parts = append(parts, "rate="+FormatRate(l.Rate))
 	}
 	if l.Delay > 0 {
 		parts = append(parts, "delay="+l.Delay.String())
@@ -98,8 +98,9 @@ func (l Link) clause() string {
 	return strings.Join(parts, ":")
 }
 
-// formatRate renders bits per second with the largest exact suffix.
-func formatRate(r int64) string {
+// FormatRate renders a link rate in bits per second with the largest exact
+// suffix, as ParseRate reads it: "1gbit", "100mbit", "1500bit".
+func FormatRate(r int64) string {
 	for _, u := range []struct {
 		s string
 		v int64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/straggler/inject"
@@ -111,4 +112,68 @@ func IdealCompute(in *inject.Injector, ranks, step, globalBatch int, perSample t
 		}
 	}
 	return time.Duration(t)
+}
+
+// NetworkStraggler is the rank whose link the network patterns shape: rank
+// 2 (the compute slow-3x's straggler), or the last rank of a smaller world.
+func NetworkStraggler(ranks int) int { return min(2, ranks-1) }
+
+// NetworkStall is the stall of the stall pattern: well under a peer
+// timeout (ringtail's default is 10 s), so it costs a slow step, no error.
+const NetworkStall = time.Second
+
+// NetworkPatterns returns the benchmark's network straggler patterns for a
+// world of ranks whose links all run at rate bits/s (0: unshaped): the
+// link of one rank (NetworkStraggler) at 1/10 of the others' rate
+// (slow-link-10x; only with a rate), with 10 ms added each way
+// (delay-10ms), dropping 1% of its packets each way (lossy-1%), or held
+// for NetworkStall at stallStep (stall-1s). Each spec holds only link
+// clauses and names every rank's link that has an option, so that it is
+// the whole bed's setting: a test bed applies it (internal/testbed), and
+// one process, where ranks share memory instead of links, cannot. A world
+// of one rank has no links: no patterns.
+func NetworkPatterns(ranks int, rate int64, stallStep int) []Pattern {
+	if ranks < 2 {
+		return nil
+	}
+	s := NetworkStraggler(ranks)
+	var others []string
+	for r := range ranks {
+		if r != s {
+			others = append(others, strconv.Itoa(r))
+		}
+	}
+	base := ""
+	if rate > 0 {
+		base = ":rate=" + inject.FormatRate(rate)
+	}
+	spec := func(straggler string) string {
+		out := "link=" + strconv.Itoa(s) + base + straggler
+		if base != "" {
+			out = "link=" + strings.Join(others, ",") + base + ";" + out
+		}
+		return out
+	}
+	var ps []Pattern
+	if rate > 0 {
+		ps = append(ps, Pattern{"slow-link-10x", "link=" + strings.Join(others, ",") + base + ";link=" + strconv.Itoa(s) + ":rate=" + inject.FormatRate(max(rate/10, 8000))})
+	}
+	return append(ps,
+		Pattern{"delay-10ms", spec(":delay=10ms")},
+		Pattern{"lossy-1%", spec(":loss=1%")},
+		Pattern{"stall-1s", spec(":stall=" + NetworkStall.String() + "@step" + strconv.Itoa(stallStep))})
+}
+
+// BaseLinks is the link spec of a pattern without link clauses on a test
+// bed whose links all run at rate bits/s: every rank's link at the rate,
+// or "" (unshaped) when rate is 0.
+func BaseLinks(ranks int, rate int64) string {
+	if rate <= 0 || ranks < 1 {
+		return ""
+	}
+	all := make([]string, ranks)
+	for r := range all {
+		all[r] = strconv.Itoa(r)
+	}
+	return "link=" + strings.Join(all, ",") + ":rate=" + inject.FormatRate(rate)
 }

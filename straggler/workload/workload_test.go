@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -44,5 +45,77 @@ func TestSamplesWithinIsTheLargestCountThatFits(t *testing.T) {
 	}
 	if got := IdealCompute(mustInjector(t, "persistent=1:+100ms", 4), 4, 0, 64, time.Millisecond); got.Round(time.Microsecond) != 21333*time.Microsecond {
 		t.Errorf("Ideal compute with a 100ms stall %v, want 21.333ms", got)
+	}
+}
+
+// The network patterns are whole-bed link settings: every rank's link is
+// named once, at the base rate, and only rank NetworkStraggler's differs,
+// in the one option the pattern is about.
+func TestNetworkPatternsShapeOneRanksLinkAndNameEveryLink(t *testing.T) {
+	const n, rate, stallStep = 4, 1_000_000_000, 13
+	pats := NetworkPatterns(n, rate, stallStep)
+	want := map[string]inject.Link{
+		"slow-link-10x": {Rate: rate / 10},
+		"delay-10ms":    {Rate: rate, Delay: 10 * time.Millisecond},
+		"lossy-1%":      {Rate: rate, Loss: 0.01},
+		"stall-1s":      {Rate: rate, Stall: NetworkStall, StallStep: stallStep},
+	}
+	if len(pats) != len(want) {
+		t.Fatalf("%d patterns, want %d: %+v", len(pats), len(want), pats)
+	}
+	s := NetworkStraggler(n)
+	for _, p := range pats {
+		w, ok := want[p.Name]
+		if !ok {
+			t.Errorf("unexpected pattern %q", p.Name)
+			continue
+		}
+		spec, err := inject.Parse(p.Spec)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", p.Name, p.Spec, err)
+		}
+		if _, err := inject.New(spec, n); err != nil {
+			t.Fatalf("%s: %q for %d ranks: %v", p.Name, p.Spec, n, err)
+		}
+		named := map[int]bool{}
+		for _, l := range spec.Links {
+			for _, r := range l.Ranks {
+				if named[r] {
+					t.Errorf("%s: rank %d's link named twice in %q", p.Name, r, p.Spec)
+				}
+				named[r] = true
+				got := l
+				got.Ranks = nil
+				if r != s {
+					if !reflect.DeepEqual(got, inject.Link{Rate: rate, StallStep: -1}) && !reflect.DeepEqual(got, inject.Link{Rate: rate}) {
+						t.Errorf("%s: rank %d's link %+v, want only the base rate", p.Name, r, got)
+					}
+					continue
+				}
+				if w.Stall == 0 {
+					w.StallStep = got.StallStep // no stall: the step is not read
+				}
+				if !reflect.DeepEqual(got, w) {
+					t.Errorf("%s: rank %d's link %+v, want %+v", p.Name, r, got, w)
+				}
+			}
+		}
+		if len(named) != n {
+			t.Errorf("%s: %q names %d of %d links", p.Name, p.Spec, len(named), n)
+		}
+	}
+	if got := NetworkPatterns(1, rate, stallStep); got != nil {
+		t.Errorf("one rank: %+v, want no patterns (no links)", got)
+	}
+	for _, p := range NetworkPatterns(n, 0, stallStep) {
+		if p.Name == "slow-link-10x" {
+			t.Errorf("unshaped links: %q has no base rate to divide", p.Spec)
+		}
+	}
+	if got, want := BaseLinks(n, rate), "link=0,1,2,3:rate=1gbit"; got != want {
+		t.Errorf("BaseLinks = %q, want %q", got, want)
+	}
+	if got := BaseLinks(n, 0); got != "" {
+		t.Errorf("BaseLinks unshaped = %q, want \"\"", got)
 	}
 }

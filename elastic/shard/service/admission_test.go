@@ -15,7 +15,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
+	"github.com/ringtail-ml/ringtail/internal/admit"
 )
+
+// GateStats returns the counters of the gate that bounds unauthenticated
+// connections (what these tests check).
+func (s *Server) GateStats() admit.Stats { return s.gate.Stats() }
 
 type lockedBuffer struct {
 	mu sync.Mutex

@@ -10,6 +10,10 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 )
 
+// EnvAddr names the shard service's host:port in a rank's environment
+// (`ringtail run --elastic` sets it).
+const EnvAddr = "RINGTAIL_SHARD_SERVICE"
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Addr is the coordinator's host:port.
@@ -23,6 +27,11 @@ type ClientConfig struct {
 	CallTimeout time.Duration
 	// Dial replaces net.Dialer.DialContext (tests, custom transports).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Job, if set, is the job's data, declared on every new connection: a
+	// service started without a store (a launcher's) opens its store for
+	// it, one restarted from its directory checks it, and a service
+	// holding another job's data refuses it (wal.ErrConfigMismatch).
+	Job *shard.Config
 }
 
 // Validate reports unusable configuration.
@@ -35,6 +44,9 @@ func (c ClientConfig) Validate() error {
 	}
 	if c.DialTimeout < 0 || c.CallTimeout < 0 {
 		return errors.New("service: negative timeout")
+	}
+	if c.Job != nil {
+		return c.Job.Validate()
 	}
 	return nil
 }
@@ -136,6 +148,12 @@ func (c *Client) call(ctx context.Context, req request) (response, error) {
 			return response{}, err
 		}
 	}
+	return c.exchange(ctx, req)
+}
+
+// exchange sends req on the connection and reads its response; it holds
+// c.sem. A broken exchange drops the connection.
+func (c *Client) exchange(ctx context.Context, req request) (response, error) {
 	c.nextID++
 	req.ID = c.nextID
 	deadline := time.Now().Add(c.cfg.CallTimeout)
@@ -194,5 +212,10 @@ func (c *Client) connect(ctx context.Context) error {
 	}
 	conn.SetDeadline(time.Time{})
 	c.conn = conn
+	if c.cfg.Job != nil {
+		if _, err := c.exchange(ctx, request{Op: opOpen, Config: c.cfg.Job}); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
+	"github.com/ringtail-ml/ringtail/elastic/shard/wal"
 )
 
 // ProtocolVersion is the control-plane protocol version, checked in the
@@ -40,6 +41,9 @@ var (
 	ErrUnavailable = errors.New("service: coordinator unavailable")
 	// ErrClosed means the client was closed.
 	ErrClosed = errors.New("service: client closed")
+	// ErrNotOpen means no worker has declared the job's data yet
+	// (ClientConfig.Job) to a service started without a store.
+	ErrNotOpen = errors.New("service: the job's data is not declared yet")
 )
 
 // Frame: 4-byte big-endian payload length, then that many bytes of JSON.
@@ -142,6 +146,7 @@ const (
 	opDone  = "done"
 	opFail  = "fail"
 	opStats = "stats"
+	opOpen  = "open"
 )
 
 type request struct {
@@ -149,6 +154,8 @@ type request struct {
 	Op     string `json:"op"`
 	Worker string `json:"worker,omitempty"`
 	Shard  int64  `json:"shard,omitempty"`
+	// Config is the job's data, for opOpen.
+	Config *shard.Config `json:"config,omitempty"`
 }
 
 type response struct {
@@ -177,6 +184,8 @@ var wireCodes = []struct {
 	{"auth", ErrAuth},
 	{"protocol", ErrProtocol},
 	{"unavailable", ErrUnavailable},
+	{"not_open", ErrNotOpen},
+	{"config_mismatch", wal.ErrConfigMismatch},
 }
 
 func toWire(err error) *wireError {

@@ -44,6 +44,12 @@ type ServerConfig struct {
 	// cannot lock workers out; each holds at most a 512-byte handshake
 	// frame, and is closed after HandshakeTimeout.
 	MaxPending, MaxPendingPerSource int
+	// Open, used when NewServer is given no store, opens the store for the
+	// shard config the first worker declares (ClientConfig.Job): a
+	// launcher that does not know the job's data serves it this way. Later
+	// declarations must equal it (else wal.ErrConfigMismatch). The server
+	// closes a store it opened when Serve returns.
+	Open func(shard.Config) (*wal.Store, error)
 	// Logger receives connection and liveness events.
 	Logger zerolog.Logger
 }
@@ -63,7 +69,7 @@ func (c ServerConfig) Validate() error {
 // event-loop goroutine; connection goroutines send it calls.
 type Server struct {
 	cfg   ServerConfig
-	store *wal.Store
+	store *wal.Store // owned by the loop once Serve runs; nil until opened (ServerConfig.Open)
 	log   zerolog.Logger
 	gate  *admit.Gate // connections that have not authenticated
 	slots chan struct{}
@@ -76,9 +82,10 @@ type Server struct {
 
 // call is one request for the loop; reply is buffered (capacity 1).
 type call struct {
-	conn  int
+	conn  int // 0: from the server's own methods (Release, Stats)
 	cmd   shard.Command
 	stats bool
+	open  *shard.Config // declare the job's data (opens the store)
 	reply chan reply
 }
 
@@ -89,13 +96,14 @@ type reply struct {
 }
 
 // NewServer returns a server for the job whose state is in store. The
-// server becomes the store's only user.
+// server becomes the store's only user. With a nil store, cfg.Open opens
+// one when the first worker declares the job's data.
 func NewServer(cfg ServerConfig, store *wal.Store) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if store == nil {
-		return nil, errors.New("service: nil store")
+	if store == nil && cfg.Open == nil {
+		return nil, errors.New("service: no store and no way to open one")
 	}
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 5 * time.Second
@@ -182,14 +190,26 @@ func (s *Server) loop(ctx context.Context, fail context.CancelCauseFunc, quit <-
 	connWorkers := map[int]map[string]bool{} // workers seen on each live connection
 	liveConns := map[string]int{}            // live connections per worker
 	seen := map[string]bool{}                // workers heard from since start
-	holders := s.store.Holders()             // DOING holders restored from disk
+	var holders []string                     // DOING holders restored from disk
 
 	var grace <-chan time.Time
-	if s.cfg.RestartGrace > 0 && len(holders) > 0 {
-		t := time.NewTimer(s.cfg.RestartGrace)
-		defer t.Stop()
-		grace = t.C
+	opened := func() {
+		holders = s.store.Holders()
+		if s.cfg.RestartGrace > 0 && len(holders) > 0 {
+			t := time.NewTimer(s.cfg.RestartGrace)
+			grace = t.C
+		}
 	}
+	if s.store != nil {
+		opened()
+	}
+	defer func() {
+		if s.cfg.Open != nil && s.store != nil {
+			if err := s.store.Close(); err != nil {
+				s.log.Warn().Err(err).Msg("closing the shard store")
+			}
+		}
+	}()
 	died := func(w, why string) {
 		res, err := s.store.Apply(shard.Command{Op: shard.OpDied, Worker: w})
 		if err != nil {
@@ -204,19 +224,33 @@ func (s *Server) loop(ctx context.Context, fail context.CancelCauseFunc, quit <-
 	for {
 		select {
 		case c := <-s.calls:
-			if c.stats {
+			switch {
+			case c.open != nil:
+				was := s.store != nil
+				err := s.open(*c.open)
+				if !was && s.store != nil {
+					opened()
+				}
+				c.reply <- reply{err: err}
+				continue
+			case s.store == nil:
+				c.reply <- reply{err: ErrNotOpen}
+				continue
+			case c.stats:
 				c.reply <- reply{stats: s.store.Stats()}
 				continue
 			}
 			w := c.cmd.Worker
-			if ws := connWorkers[c.conn]; ws == nil {
-				connWorkers[c.conn] = map[string]bool{}
+			if c.conn != 0 {
+				if ws := connWorkers[c.conn]; ws == nil {
+					connWorkers[c.conn] = map[string]bool{}
+				}
+				if !connWorkers[c.conn][w] {
+					connWorkers[c.conn][w] = true
+					liveConns[w]++
+				}
+				seen[w] = true
 			}
-			if !connWorkers[c.conn][w] {
-				connWorkers[c.conn][w] = true
-				liveConns[w]++
-			}
-			seen[w] = true
 			res, err := s.store.Apply(c.cmd)
 			if errors.Is(err, wal.ErrFailed) {
 				fail(err)
@@ -247,9 +281,68 @@ func (s *Server) loop(ctx context.Context, fail context.CancelCauseFunc, quit <-
 	}
 }
 
-// GateStats returns the counters of the gate that bounds unauthenticated
-// connections.
-func (s *Server) GateStats() admit.Stats { return s.gate.Stats() }
+// open declares the job's data: it opens the store (ServerConfig.Open)
+// the first time, and checks later declarations against its config.
+// Called by the loop.
+func (s *Server) open(cfg shard.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if s.store != nil {
+		if got := s.store.Config(); got != cfg {
+			return fmt.Errorf("%w: the service holds %+v, the worker declared %+v", wal.ErrConfigMismatch, got, cfg)
+		}
+		return nil
+	}
+	if s.cfg.Open == nil {
+		return fmt.Errorf("%w: no store to open", ErrNotOpen)
+	}
+	store, err := s.cfg.Open(cfg)
+	if err != nil {
+		return fmt.Errorf("service: opening the shard store: %w", err)
+	}
+	s.store = store
+	s.log.Info().Int64("samples", cfg.Samples).Int64("shards_per_epoch", cfg.NumShards()).Int("epochs", cfg.Epochs).Msg("shard store opened")
+	return nil
+}
+
+// Release reports worker gone (its DOING shard goes back to TODO) on
+// behalf of whoever knows it died: a launcher that watches the job's
+// membership calls it when the failure detector declares a node dead, a
+// case the connection-based liveness misses when the node's host is cut
+// off (its connection stays open). It needs Serve to be running.
+func (s *Server) Release(ctx context.Context, worker string) ([]int64, error) {
+	r, err := s.internal(ctx, call{cmd: shard.Command{Op: shard.OpDied, Worker: worker}})
+	return r.res.Requeued, err
+}
+
+// Stats returns the queue's summary (ErrNotOpen before a worker declared
+// the job's data). It needs Serve to be running.
+func (s *Server) Stats(ctx context.Context) (shard.Stats, error) {
+	r, err := s.internal(ctx, call{stats: true})
+	return r.stats, err
+}
+
+// internal hands a call of the server's own to the loop.
+func (s *Server) internal(ctx context.Context, c call) (reply, error) {
+	if !c.stats {
+		if err := c.cmd.Validate(); err != nil {
+			return reply{}, err
+		}
+	}
+	c.reply = make(chan reply, 1)
+	select {
+	case s.calls <- c:
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r, r.err
+	case <-ctx.Done():
+		return reply{}, ctx.Err()
+	}
+}
 
 // errFull is what a client that authenticates while MaxConns connections
 // are open is told.
@@ -328,11 +421,17 @@ func (s *Server) dispatch(ctx context.Context, conn int, req request, loopDone <
 		cl.cmd = shard.Command{Op: shard.OpFail, Worker: req.Worker, Shard: req.Shard}
 	case opStats:
 		cl.stats = true
+	case opOpen:
+		if req.Config == nil {
+			resp.Error = toWire(fmt.Errorf("%w: open without a config", ErrProtocol))
+			return resp
+		}
+		cl.open = req.Config
 	default:
 		resp.Error = toWire(fmt.Errorf("%w: unknown op %q", ErrProtocol, req.Op))
 		return resp
 	}
-	if !cl.stats {
+	if !cl.stats && cl.open == nil {
 		if err := cl.cmd.Validate(); err != nil {
 			resp.Error = toWire(err)
 			return resp
@@ -354,6 +453,9 @@ func (s *Server) dispatch(ctx context.Context, conn int, req request, loopDone <
 	}
 	if cl.stats {
 		resp.Stats = &r.stats
+		return resp
+	}
+	if cl.open != nil {
 		return resp
 	}
 	sh := r.res.Shard

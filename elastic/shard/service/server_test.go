@@ -461,3 +461,74 @@ func BenchmarkService_PullDone(b *testing.B) {
 		}
 	}
 }
+
+// A service started without a store (a launcher's, which does not know
+// the job's data) opens it when the first worker declares the data, checks
+// every later declaration, and refuses another job's; Release (the
+// launcher's membership says a node died, its connection still open)
+// requeues the holder's shard.
+func TestService_WorkersDeclareTheDataAndTheLauncherReleasesTheDead(t *testing.T) {
+	cfg := shard.Config{Samples: 300, ShardSize: 100, Epochs: 1}
+	dir := t.TempDir()
+	srv, err := NewServer(ServerConfig{Secret: secret, Open: func(c shard.Config) (*wal.Store, error) {
+		return wal.Open(dir, c, wal.Options{Logger: zerolog.Nop()})
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	serveCtx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln) }()
+	defer func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	if _, err := srv.Stats(ctx); !errors.Is(err, ErrNotOpen) {
+		t.Fatalf("stats before any declaration: %v, want ErrNotOpen", err)
+	}
+	plain := newClient(t, fixed(ln.Addr().String()), secret)
+	if _, err := plain.Pull(ctx, "w0"); !errors.Is(err, ErrNotOpen) {
+		t.Fatalf("pull before any declaration: %v, want ErrNotOpen", err)
+	}
+	declaring := func(c shard.Config) *Client {
+		cl, err := NewClient(ClientConfig{Addr: ln.Addr().String(), Secret: secret, Job: &c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	w1, w2 := declaring(cfg), declaring(cfg)
+	a, err := w1.Pull(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w2.Pull(ctx, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.Epochs = 2
+	if _, err := declaring(other).Pull(ctx, "w3"); !errors.Is(err, wal.ErrConfigMismatch) {
+		t.Fatalf("another job's data: %v, want ErrConfigMismatch", err)
+	}
+	requeued, err := srv.Release(ctx, "w1")
+	if err != nil || len(requeued) != 1 || requeued[0] != a.ID {
+		t.Fatalf("Release(w1) = %v, %v; want shard %d requeued", requeued, err, a.ID)
+	}
+	st, err := srv.Stats(ctx)
+	if err != nil || st.Doing != 1 || st.Todo != 2 || st.Requeued != 1 {
+		t.Fatalf("stats after the release %+v, %v; want 1 DOING, 2 TODO, 1 requeued", st, err)
+	}
+	// w1 was only slow: its late report is accepted (at-least-once).
+	if err := w1.Done(ctx, "w1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,11 +37,6 @@ func TaskNames() []string {
 	}
 }
 
-// AllocationNames lists every variable AllocationFromLookup asks for.
-func AllocationNames() []string {
-	return []string{EnvJobID, EnvJobIDOld, EnvJobNodeList, EnvNodeList, EnvTasksPerNode, EnvNTasksPerNode, EnvNTasks, EnvNProcs, EnvStepID, EnvStepIDOld}
-}
-
 // Allocation is a Slurm job's allocation as its batch script or an
 // salloc shell sees it: what a launcher running inside it may use.
 type Allocation struct {

@@ -132,8 +132,8 @@ func TestEveryNameIsAskedWhateverIsSet(t *testing.T) {
 		}
 		asked = map[string]bool{}
 		AllocationFromLookup(mapLookup(env, asked))
-		if got, want := slices.Sorted(maps.Keys(asked)), slices.Sorted(slices.Values(AllocationNames())); !slices.Equal(got, want) {
-			t.Errorf("allocation: asked %q, AllocationNames() %q", got, want)
+		if got, want := slices.Sorted(maps.Keys(asked)), slices.Sorted(slices.Values(allocationNames)); !slices.Equal(got, want) {
+			t.Errorf("allocation: asked %q, allocationNames %q", got, want)
 		}
 	}
 }
@@ -214,3 +214,6 @@ func TestAllocationFromLookup(t *testing.T) {
 		}
 	}
 }
+
+// allocationNames is every variable AllocationFromLookup asks for.
+var allocationNames = []string{EnvJobID, EnvJobIDOld, EnvJobNodeList, EnvNodeList, EnvTasksPerNode, EnvNTasksPerNode, EnvNTasks, EnvNProcs, EnvStepID, EnvStepIDOld}

@@ -12,6 +12,9 @@
 //	TB_HOSTS     the host namespaces, space-separated, by index
 //	TB_ADDRS     their addresses, space-separated
 //	TB_HOSTLIST  "ns0:1,ns1:1,..." for ringtail run -H
+//	TB_CONTROL   the bed's control socket (internal/testbed/control): a job
+//	             reshapes the links between runs and stalls them through
+//	             it; pass it to ranks with ringtail run -x TB_CONTROL
 //
 // Its exit status is CMD's. SIGINT and SIGTERM are passed to CMD; the bed
 // is removed when CMD ends.
@@ -22,16 +25,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
 
 	"github.com/ringtail-ml/ringtail/internal/testbed"
-	"github.com/ringtail-ml/ringtail/straggler/inject"
+	"github.com/ringtail-ml/ringtail/internal/testbed/control"
 )
 
 func main() { os.Exit(run()) }
@@ -66,10 +71,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "testbed: --subnet: %v\n", err)
 		return 2
 	}
-	spec, err := inject.Parse(*links)
-	if err == nil && !spec.Empty() && (len(spec.Links) == 0 || len(spec.Faults)+len(spec.Slow)+len(spec.Persistent) > 0 || spec.SlowWorker != nil || spec.PowerLaw != nil || spec.Transient != nil) {
-		err = errors.New("only link clauses apply to the bed")
-	}
+	spec, err := testbed.ParseLinks(*links, *hosts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testbed: --links: %v\n", err)
 		return 2
@@ -93,12 +95,35 @@ func run() int {
 			fmt.Fprintf(os.Stderr, "testbed: removing the bed: %v\n", err)
 		}
 	}()
-	applied, err := testbed.ApplyLinks(ctx, bed, spec, *hosts, func(r int) int { return r })
-	if err != nil {
+	shaper := testbed.NewShaper(bed, *hosts, func(r int) int { return r })
+	defer shaper.Stop()
+	if err := shaper.SetLinks(ctx, *links); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer applied.Stop()
+	// The control socket: the command (its ranks, through ringtail run -x
+	// TB_CONTROL) reshapes the links and stalls them while the bed stands.
+	ctlDir, err := os.MkdirTemp("", "testbed-control")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(ctlDir)
+	ctlPath := filepath.Join(ctlDir, "control.sock")
+	ctlLn, err := net.Listen("unix", ctlPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testbed: control socket: %v\n", err)
+		return 1
+	}
+	ctlCtx, stopCtl := context.WithCancel(ctx)
+	ctlDone := make(chan error, 1)
+	go func() { ctlDone <- control.Serve(ctlCtx, ctlLn, shaper) }()
+	defer func() {
+		stopCtl()
+		if err := <-ctlDone; err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
 
 	var names, addrs []string
 	for _, h := range bed.Hosts() {
@@ -111,7 +136,7 @@ func run() int {
 	runtime.LockOSThread()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	cmd.Env = append(os.Environ(), "TB_HUB="+bed.HubName(), "TB_HUB_ADDR="+bed.HubAddr().String(),
-		"TB_HOSTS="+strings.Join(names, " "), "TB_ADDRS="+strings.Join(addrs, " "), "TB_HOSTLIST="+bed.HostList(1))
+		"TB_HOSTS="+strings.Join(names, " "), "TB_ADDRS="+strings.Join(addrs, " "), "TB_HOSTLIST="+bed.HostList(1), control.EnvSocket+"="+ctlPath)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "testbed: %v\n", err)
 		return 127
