@@ -20,6 +20,10 @@
 //     reads the process environment once, when the library loads, so a
 //     caller that learns a value later (a port agreed through a PyTorch
 //     store, say) passes it as NAME=VALUE lines instead;
+//   - the straggler driver on flat float32 buffers (straggler.go:
+//     rt_straggler_open/set_state/step/flush/close), so that a training
+//     loop outside Go (ringtail_torch's DDP hook) runs eviction and the
+//     exact mode with every decision made in Go;
 //   - the mapping of *ringtail.Error kinds to RT_ERR_* codes and messages.
 //     A panic inside an exported function (an invalid handle, say) becomes
 //     RT_ERR_INVALID and a message, never a crash.
@@ -31,7 +35,8 @@
 // The package holds no package-level mutable state: each handle owns its
 // communicator and its cancel function.
 //
-// This package must never import the policy packages (straggler, balance,
-// gradcode, topology, elastic) nor internal/launch: it exposes the
-// communicator, nothing else.
+// This package must never import internal/launch nor the policy packages
+// (balance, gradcode, topology, elastic), except straggler and
+// straggler/driver for the rt_straggler_* calls: it exposes the
+// communicator and the straggler driver, and decides nothing itself.
 package main

@@ -7,6 +7,8 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/rs/zerolog"
+
 	"github.com/ringtail-ml/ringtail"
 )
 
@@ -90,6 +92,7 @@ type session struct {
 	mail   *ringtail.Mailbox // tagged point-to-point messages (p2p.go)
 	ctx    context.Context
 	cancel context.CancelFunc
+	log    zerolog.Logger // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
 }
 
 // open joins the job described by the environment and overrides.
@@ -112,7 +115,7 @@ func open(overrides string) (*session, error) {
 		cancel()
 		return nil, &initError{err}
 	}
-	return &session{comm: comm, mail: mail, ctx: ctx, cancel: cancel}, nil
+	return &session{comm: comm, mail: mail, ctx: ctx, cancel: cancel, log: cfg.Logger}, nil
 }
 
 // buffer views count elements of dtype code dt at p, checking every

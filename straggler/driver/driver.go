@@ -455,7 +455,8 @@ func (d *Driver) reapReports() {
 // the ranks rejoining; with final, to every child, whole, marked final.
 // None of it waits for a slow link: a child whose previous state is still
 // on its way stays owed, and gets the newest state once the link is free;
-// a rejoin or final state waits for the previous one to be sent.
+// a rejoin or final state, or one for a child the step must hear from
+// (Edge.Must), waits for the previous one to be sent.
 func (d *Driver) postStates(ctx context.Context, version int, final bool) error {
 	send := func(to []int, flags int) ([]int, error) {
 		var busy []int
@@ -466,7 +467,11 @@ func (d *Driver) postStates(ctx context.Context, version int, final bool) error 
 				d.stateOut[c] = o
 			}
 			if !o.free() {
-				if flags == 0 {
+				// A child this step must hear from may be waiting for
+				// this very state (it stops after two gradients without
+				// one): wait for the link rather than for a gradient that
+				// cannot come.
+				if flags == 0 && !d.mustHear(c) {
 					busy = append(busy, c)
 					continue
 				}
@@ -509,6 +514,17 @@ func (d *Driver) postStates(ctx context.Context, version int, final bool) error 
 	busy, err := send(still, 0)
 	d.owed = append(d.owed[:0], busy...)
 	return err
+}
+
+// mustHear reports whether the current plan makes this rank wait for a
+// gradient from child c (its staleness bound is reached).
+func (d *Driver) mustHear(c int) bool {
+	for _, e := range d.plan.Parents {
+		if e.Child == c && e.Parent == d.rank && e.Must {
+			return true
+		}
+	}
+	return false
 }
 
 // settle waits until every message this rank posted is sent.

@@ -164,6 +164,95 @@ int rt_cancel(rt_request req);
  * arrived. The communicator stays usable. */
 int rt_monitored_barrier(rt_comm comm, int64_t timeout_ms, int wait_all, char* errbuf, size_t errlen);
 
+/*
+ * The straggler driver (straggler/driver) on flat float32 buffers, for
+ * training loops outside Go (the PyTorch DDP hook of ringtail_torch). One
+ * rt_straggler per training run on a communicator that runs nothing else
+ * meanwhile: each iteration the caller hands in its gradient sum with
+ * rt_straggler_step; the driver reduces it under the step's plan (the
+ * ring, the exact overlap mode, or eviction: slow ranks become children
+ * computing at their own pace, their gradients folded by a parent within
+ * a staleness bound) and decides the next plan. Every decision is made in
+ * Go by straggler.Policy; the caller only passes buffers and reads what
+ * happened in an rt_straggler_result. A handle is used by one thread at a
+ * time (calls on it are serialised).
+ */
+
+/* A straggler driver handle; 0 is never valid. */
+typedef uint64_t rt_straggler;
+
+/* Flags of rt_straggler_open. */
+#define RT_STRAGGLER_EQUAL_SHARES 1 /* no shares, no budget: the caller's batches are fixed */
+#define RT_STRAGGLER_PROBE 2        /* measure the links first (a collective: every rank) */
+
+/* Roles of a rank in a step. */
+#define RT_ROLE_MEMBER 0 /* in the ring, no children */
+#define RT_ROLE_PARENT 1 /* in the ring, folds children's gradients */
+#define RT_ROLE_CHILD 2  /* evicted: computes at its own pace */
+
+/* Modes of a step's reduction. */
+#define RT_MODE_RING 0    /* the plain ring over every rank */
+#define RT_MODE_OVERLAP 1 /* the exact mode: the late rank joins a reduce-scatter in progress */
+#define RT_MODE_EVICT 2   /* evicted ranks are children of members */
+
+/* What a step (or flush) did. */
+typedef struct {
+	int64_t step;        /* the member step executed (a child: the version of its parameters) */
+	int64_t applied;     /* samples whose gradients the buffer now sums (0: apply nothing) */
+	int64_t next_step;   /* the step whose batch this rank computes next */
+	uint64_t evicted;    /* bit r set: rank r is a child in the next plan (ranks < 64) */
+	double staleness;    /* mean staleness, in steps, of the child gradients folded */
+	double wait_s;       /* seconds spent in the call */
+	int32_t role;        /* RT_ROLE_* of this rank in the step executed */
+	int32_t mode;        /* RT_MODE_* of the step executed */
+	int32_t folded;      /* child gradients folded into the step */
+	int32_t replaced;    /* 1: the parent's state replaced the caller's (a child) */
+	int32_t done;        /* 1: a child received the final state; call rt_straggler_flush */
+	int32_t next_role;   /* RT_ROLE_* in the next step */
+	int32_t next_mode;   /* RT_MODE_* of the next member step */
+	int32_t staleness_bound; /* K of the next plan (evict mode), else 0 */
+	int32_t late;        /* the rank the next plan overlaps last (RT_MODE_OVERLAP), else -1 */
+	int32_t reserved;
+} rt_straggler_result;
+
+/* rt_straggler_open starts a driver on comm for a payload of `payload`
+ * float32s, with the policy named `policy` ("bsp", "star", "exact",
+ * "shares", "adaptive": straggler.Preset) over a global batch of
+ * global_batch samples (the sum of every rank's samples per step).
+ * timeout_ms bounds the driver's waits for a child's gradient or a
+ * parent's state (0: 5 minutes). No communication unless
+ * RT_STRAGGLER_PROBE. */
+int rt_straggler_open(rt_comm comm, int64_t payload, char* policy, int64_t global_batch, int flags,
+                      int64_t timeout_ms, rt_straggler* out, char* errbuf, size_t errlen);
+
+/* rt_straggler_set_state registers the training state: `total` float32s at
+ * state, the parameters first (`params` of them), then the rest (optimizer
+ * state). A parent sends the parameters to its children, and the whole
+ * state when a child rejoins or training ends; a child's state is
+ * overwritten in place (result.replaced). The memory must stay valid until
+ * rt_straggler_close or the next rt_straggler_set_state; call it before
+ * the first step. */
+int rt_straggler_set_state(rt_straggler h, float* state, int64_t params, int64_t total, char* errbuf, size_t errlen);
+
+/* rt_straggler_step hands in one iteration: grad holds the payload (the sum
+ * of the gradients of `samples` samples; NULL: zeros), compute_us and
+ * arrival_us the time spent computing it and since the previous step
+ * returned. A member reduces it under the step's plan; a child sends it to
+ * its parent and returns at once. When result.applied > 0, grad then holds
+ * the sum over result.applied samples. */
+int rt_straggler_step(rt_straggler h, float* grad, int64_t samples, int64_t compute_us, int64_t arrival_us,
+                      rt_straggler_result* result, char* errbuf, size_t errlen);
+
+/* rt_straggler_flush ends training (every rank calls it after its last
+ * step; a child after a step returned done): members send children the
+ * final state and fold what they still send; then one reduction over every
+ * rank. When result.applied > 0, grad (payload float32s, not NULL) holds
+ * the sum of those late gradients: apply them as one more update. */
+int rt_straggler_flush(rt_straggler h, float* grad, rt_straggler_result* result, char* errbuf, size_t errlen);
+
+/* rt_straggler_close frees the handle (no communication). */
+int rt_straggler_close(rt_straggler h, char* errbuf, size_t errlen);
+
 /* rt_abort makes the operation in flight (and every later one) fail with
  * RT_ERR_CANCELED at once, and every point-to-point request finish with
  * RT_ERR_CLOSED; call rt_finalize afterwards. */

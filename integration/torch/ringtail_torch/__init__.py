@@ -11,7 +11,10 @@ HeteroBatchSampler / HeteroSampler give slow ranks less data,
 set_local_batch / local_batch weight the gradients by data amount (Eq. 7),
 arrivals / gather_arrivals expose when each rank reached each collective.
 HookState + allreduce_hook run DDP's gradient allreduce on ringtail for jobs
-keeping another backend. ``ringtail-torchrun`` (torchrun.py) is torchrun
+keeping another backend. enable_straggler_handling (or the environment
+variable RINGTAIL_DDP_STRAGGLER=star|exact|adaptive, read at import) puts
+ringtail's straggler driver — eviction with bounded staleness, or the exact
+overlap mode — under an unmodified DDP script (straggler.py). ``ringtail-torchrun`` (torchrun.py) is torchrun
 with a ringtail rendezvous.
 """
 
@@ -22,6 +25,8 @@ from .backend import BACKEND_NAME, Arrival, ProcessGroupRingtail, create_process
 from .calls import arrivals, gather_arrivals, local_batch, mark_step, monitored_barrier, set_local_batch
 from .hooks import HookState, allreduce_hook
 from .rendezvous import bootstrap_store, install_env_rendezvous
+from .straggler import StragglerState, enable_straggler_handling, straggler_hook, straggler_state
+from .straggler import install_from_env as _install_straggler_from_env
 from .sampler import HeteroBatchSampler, HeteroSampler, measure_weights, split_counts, throughput_weights
 
 __version__ = "0.1.0"
@@ -34,9 +39,11 @@ __all__ = [
     "HookState",
     "ProcessGroupRingtail",
     "RingtailError",
+    "StragglerState",
     "allreduce_hook",
     "arrivals",
     "bootstrap_store",
+    "enable_straggler_handling",
     "gather_arrivals",
     "library_path",
     "local_batch",
@@ -45,6 +52,8 @@ __all__ = [
     "monitored_barrier",
     "set_local_batch",
     "split_counts",
+    "straggler_hook",
+    "straggler_state",
     "throughput_weights",
 ]
 
@@ -53,6 +62,7 @@ def _register():
     if BACKEND_NAME.upper() not in dist.Backend._plugins:
         dist.Backend.register_backend(BACKEND_NAME, create_process_group)
     install_env_rendezvous()
+    _install_straggler_from_env()
 
 
 _register()

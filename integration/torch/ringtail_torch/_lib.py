@@ -231,3 +231,97 @@ class Request:
                 self.finished = True
                 if self.error is None:
                     self.error = RingtailError(7, "request canceled")
+
+
+# Straggler driver (rt_straggler_*, ringtail.h): flags, roles and modes.
+RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_PROBE = 1, 2
+RT_ROLE_MEMBER, RT_ROLE_PARENT, RT_ROLE_CHILD = 0, 1, 2
+RT_MODE_RING, RT_MODE_OVERLAP, RT_MODE_EVICT = 0, 1, 2
+ROLE_NAMES = {RT_ROLE_MEMBER: "member", RT_ROLE_PARENT: "parent", RT_ROLE_CHILD: "child"}
+MODE_NAMES = {RT_MODE_RING: "ring", RT_MODE_OVERLAP: "overlap", RT_MODE_EVICT: "evict"}
+
+
+class StragglerResult(ctypes.Structure):
+    """rt_straggler_result: what a straggler step or flush did."""
+
+    _fields_ = [
+        ("step", ctypes.c_int64),
+        ("applied", ctypes.c_int64),
+        ("next_step", ctypes.c_int64),
+        ("evicted", ctypes.c_uint64),
+        ("staleness", ctypes.c_double),
+        ("wait_s", ctypes.c_double),
+        ("role", ctypes.c_int32),
+        ("mode", ctypes.c_int32),
+        ("folded", ctypes.c_int32),
+        ("replaced", ctypes.c_int32),
+        ("done", ctypes.c_int32),
+        ("next_role", ctypes.c_int32),
+        ("next_mode", ctypes.c_int32),
+        ("staleness_bound", ctypes.c_int32),
+        ("late", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+def _straggler_lib():
+    """The library with rt_straggler_* typed; a clear error when it
+    predates them."""
+    lib = load()
+    with _load_lock:
+        if "straggler" in _loaded:
+            return lib
+        u64, i64, i, p, sz = ctypes.c_uint64, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+        res = ctypes.POINTER(StragglerResult)
+        sigs = {
+            "rt_straggler_open": [u64, i64, ctypes.c_char_p, i64, i, i64, ctypes.POINTER(u64), p, sz],
+            "rt_straggler_set_state": [u64, p, i64, i64, p, sz],
+            "rt_straggler_step": [u64, p, i64, i64, i64, res, p, sz],
+            "rt_straggler_flush": [u64, p, res, p, sz],
+            "rt_straggler_close": [u64, p, sz],
+        }
+        for name, args in sigs.items():
+            fn = getattr(lib, name, None)
+            if fn is None:
+                raise RingtailError(2, "%s has no %s: rebuild it (integration/torch/build_lib.sh)" % (library_path(), name))
+            fn.argtypes = args
+            fn.restype = i
+        _loaded["straggler"] = True
+    return lib
+
+
+class Straggler:
+    """One straggler driver (rt_straggler_*) on a Comm: flat float32
+    buffers in, an rt_straggler_result out. Used by one thread at a time
+    (the library serialises calls on a handle anyway)."""
+
+    def __init__(self, comm, payload, policy, global_batch, flags=RT_STRAGGLER_EQUAL_SHARES, timeout_ms=0):
+        self._lib = _straggler_lib()
+        h = ctypes.c_uint64(0)
+        _call(self._lib.rt_straggler_open, comm._h, int(payload), policy.encode(), int(global_batch), int(flags),
+              int(timeout_ms), ctypes.byref(h))
+        self._h = h.value
+        self.payload = int(payload)
+        self._res = StragglerResult()
+
+    def set_state(self, ptr, params, total):
+        """Registers total float32s at ptr (parameters first, params of
+        them) as the training state; the memory must outlive the driver."""
+        _call(self._lib.rt_straggler_set_state, self._h, ptr, int(params), int(total))
+
+    def step(self, grad_ptr, samples, compute_us, arrival_us):
+        """One iteration (grad_ptr None: a zero gradient); returns the
+        result, reused by the next call."""
+        _call(self._lib.rt_straggler_step, self._h, grad_ptr, int(samples), int(compute_us), int(arrival_us),
+              ctypes.byref(self._res))
+        return self._res
+
+    def flush(self, grad_ptr):
+        _call(self._lib.rt_straggler_flush, self._h, grad_ptr, ctypes.byref(self._res))
+        return self._res
+
+    def close(self):
+        """Frees the handle; safe to call twice."""
+        h, self._h = self._h, 0
+        if h:
+            _call(self._lib.rt_straggler_close, h)

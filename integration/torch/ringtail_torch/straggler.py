@@ -1,0 +1,532 @@
+"""Straggler handling for DDP scripts that change nothing but the backend
+name: a DDP comm hook that runs ringtail's straggler driver
+(straggler/driver, through the C ABI's rt_straggler_* calls).
+
+    RINGTAIL_DDP_STRAGGLER=star python train.py     # or exact, adaptive
+
+makes ``import ringtail_torch`` register the hook on every
+DistributedDataParallel the script builds; or, in code, one call:
+
+    model = DDP(net)
+    opt = torch.optim.SGD(model.parameters(), ...)
+    ringtail_torch.enable_straggler_handling(model, opt, policy="star")
+
+Every decision is made in Go by straggler.Policy from the ranks' reported
+step times. Policies: ``star`` (eviction: a slow rank becomes a *child*
+that computes at its own pace; its parent folds each of its gradients into
+a later step, within a staleness bound, and sends it fresh parameters),
+``exact`` (StragglAR's overlap mode: the late rank joins a reduce-scatter
+the others have begun; every step is the exact sum), ``adaptive`` (the
+policy picks ring, overlap or eviction by predicted time to progress),
+``bsp`` (the plain ring). A DistributedSampler's batches are fixed, so the
+policy takes no shares and no compute budget.
+
+What the hook does each iteration (DDP calls it per gradient bucket; the
+last bucket runs the step and completes every bucket's future):
+
+* a member hands the flat gradient to the driver, which reduces it with
+  the members (folding children's gradients into its sum) and returns the
+  sum over the gradients applied; DDP writes the mean into ``.grad`` and
+  the script's ``optimizer.step()`` applies it, identically on every
+  member. The unit is one rank's gradient, as in DDP's own average.
+* a child sends its gradient to its parent and returns at once. After the
+  backward pass (an autograd callback queued after DDP's own) its
+  ``.grad`` are set to None, so the script's ``optimizer.step()`` leaves
+  parameters and optimizer state alone, and the parameters its parent
+  posted (when newer ones came) are copied into the model.
+* the state a parent posts is the model's parameters, and — when a child
+  rejoins and at the end of an epoch — the optimizer's state tensors too
+  (SGD's momentum, Adam's moments and step), so every rank's parameters
+  and optimizer state are identical after the epoch's flush.
+
+Data: with the loader a script iterates (the first DataLoader whose batch
+preceded a DDP backward, or ``loader=``), a child skips the batches of the
+steps it is behind (it computes the batch of the step whose parameters it
+holds, as STAR's evicted workers do: those samples are not trained on that
+epoch), so it ends its epoch with the others instead of taking three times
+as long. When the loader is exhausted (a child: when its parent sent the
+final state) every rank flushes the driver: children's last gradients are
+folded and applied as one more optimizer step on every rank, parameters
+and optimizer state are identical everywhere, and the next epoch starts a
+new driver. No gradient that was computed is dropped.
+
+Limits (checked where possible): DDP over the default group, float32
+parameters, ``find_unused_parameters=False``, no module buffers broadcast
+(``broadcast_buffers=False`` or a model without buffers), one optimizer
+over the model's parameters whose state is tensors, no ``no_sync``
+gradient accumulation, and no per-step collective of the script's own
+(a child runs fewer iterations than the members). The first iteration of
+the job is a plain average (the optimizer's state does not exist before
+its first step).
+"""
+
+import collections
+import gc
+import itertools
+import os
+import time
+import weakref
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from . import _lib
+from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_SUM
+from .groups import agree
+
+ENV = "RINGTAIL_DDP_STRAGGLER"
+ENV_TIMEOUT = "RINGTAIL_DDP_STRAGGLER_TIMEOUT"
+
+# Names accepted for a policy, and the straggler.Preset each means.
+POLICIES = {"star": "star", "evict": "star", "exact": "exact", "overlap": "exact", "adaptive": "adaptive", "bsp": "bsp"}
+
+_IDS = itertools.count()
+# The live hook states, for the DataLoader patch (module state is what a
+# patch of torch's classes can reach).
+_ACTIVE = weakref.WeakSet()
+# The DataLoader iterator that yielded last while some state had no loader.
+_LAST_YIELD = [None]
+_ORIG = {}
+
+
+def policy_name(name):
+    """The straggler.Preset name for a policy name (see POLICIES)."""
+    key = (name or "").strip().lower()
+    if key not in POLICIES:
+        raise ValueError("ringtail straggler policy %r: want one of %s" % (name, ", ".join(sorted(POLICIES))))
+    return POLICIES[key]
+
+
+class StragglerState:
+    """State of straggler_hook for one DDP model: its own ringtail
+    communicator (agreed through the default store: create it on every
+    rank at the same point, as DDP itself), the flat gradient and state
+    buffers, the driver of the current epoch, and statistics (``stats``).
+    Use enable_straggler_handling rather than building it."""
+
+    def __init__(self, model, optimizer=None, policy="star", loader=None, timeout=None):
+        if not isinstance(model, DistributedDataParallel):
+            raise TypeError("ringtail straggler handling needs a DistributedDataParallel model, got %s" % type(model).__name__)
+        if getattr(model, "find_unused_parameters", False):
+            raise ValueError("ringtail straggler handling: find_unused_parameters=True runs a collective every "
+                             "step that an evicted rank would miss; build DDP without it")
+        if model.process_group.size() != dist.get_world_size():
+            raise ValueError("ringtail straggler handling: DDP over a subgroup is not supported (the default group only)")
+        syncs = getattr(model, "will_sync_module_buffers", None)
+        if syncs is not None and syncs():
+            raise ValueError("ringtail straggler handling: DDP broadcasts module buffers every forward, which an "
+                             "evicted rank would miss; pass broadcast_buffers=False")
+        self.policy = policy_name(policy)
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        self._params = [p for p in model.module.parameters() if p.requires_grad]
+        for p in self._params:
+            if p.dtype != torch.float32:
+                raise TypeError("ringtail straggler handling: parameters must be float32, got %s" % p.dtype)
+        self._offsets, off = {}, 0
+        for p in self._params:
+            self._offsets[id(p)] = (off, p.numel())
+            off += p.numel()
+        self.payload = off
+        self._optimizer = optimizer
+        if timeout is None:
+            env = os.environ.get(ENV_TIMEOUT)
+            timeout = float(env) if env else dist.distributed_c10d.default_pg_timeout.total_seconds()
+        elif hasattr(timeout, "total_seconds"):
+            timeout = timeout.total_seconds()
+        if not timeout > 0:
+            raise ValueError("ringtail straggler handling: timeout %r s must be positive" % timeout)
+        self._timeout_ms = int(timeout * 1000)
+        store = dist.distributed_c10d._get_default_store()
+        key = "ringtail/straggler/%d/coordinator" % next(_IDS)
+        self._comm = _lib.Comm(agree(store, self.rank, self.size, timedelta(seconds=timeout), key=key))
+        self._grad = torch.zeros(self.payload, dtype=torch.float32)
+        self._late = torch.zeros(self.payload, dtype=torch.float32)
+        self._state = None  # parameters, then the optimizer's tensors (flat)
+        self._opt_tensors = []
+        self._drv = None
+        self._pending = []
+        self._warm = False
+        self._role = _lib.RT_ROLE_MEMBER
+        self._next = 0
+        self._done = False
+        self._base = 0
+        self._epoch = 0
+        self._last_return = None
+        self._iter_start = None
+        # The loader: the batch sampler of its iterators identifies it.
+        self._loader_key = weakref.ref(loader._index_sampler) if loader is not None else None
+        self._it = None
+        self._pos = 0
+        self._yielded = 0
+        self._cache = None
+        self.stats = {
+            "computed": 0, "applied": {}, "flushed": [], "roles": collections.Counter(), "modes": collections.Counter(),
+            "folded": 0, "max_staleness": 0.0, "replaced": 0, "skipped": 0, "repeated": 0, "waits": 0, "epochs": 0, "rejoined": 0,
+        }
+        self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
+        _ACTIVE.add(self)
+        _install_loader_patch()
+
+    # --- the hook ---------------------------------------------------------
+
+    def _reduce(self, pending):
+        """Runs one iteration's step on every bucket's gradient and
+        completes their futures."""
+        now = time.perf_counter()
+        start = self._last_return or self._iter_start or now
+        arrival_us = max(0, int((now - start) * 1e6))
+        if self._loader_key is None:
+            self._bind_loader()
+        g = self._grad
+        for bucket, _ in pending:
+            for p, grad in zip(bucket.parameters(), bucket.gradients()):
+                off, n = self._offsets[id(p)]
+                g[off:off + n].copy_(grad.reshape(-1))
+        self.stats["computed"] += 1
+        if not self._warm:
+            # The optimizer has no state before its first step: the job's
+            # first iteration is a plain average.
+            self._comm.allreduce(g.data_ptr(), self.payload, RT_FLOAT32, RT_SUM)
+            applied, replaced, full = self.size, False, False
+            self.stats["applied"][(self._epoch, -1)] = applied
+            self.stats["roles"]["member"] += 1
+            self.stats["modes"]["ring"] += 1
+            self._warm = True
+        else:
+            if self._drv is None:
+                self._open()
+            if self._role != RT_ROLE_CHILD:
+                self._save_state()
+            res = self._drv.step(g.data_ptr(), 1, arrival_us, arrival_us)
+            applied, replaced, full = self._record(res)
+        if applied > 0:
+            g.div_(applied)
+            for bucket, _ in pending:
+                for p, grad in zip(bucket.parameters(), bucket.gradients()):
+                    off, n = self._offsets[id(p)]
+                    grad.copy_(g[off:off + n].view_as(grad))
+        for bucket, fut in pending:
+            fut.set_result(bucket.buffer())
+        if applied == 0 or replaced:
+            self._after_backward(applied == 0, replaced, full)
+        self._last_return = time.perf_counter()
+
+    def _record(self, res):
+        """Takes a step's result: role, next step, statistics; returns
+        (applied, replaced, whether the replacing state was whole)."""
+        was_child = res.role == RT_ROLE_CHILD
+        self._role, self._next = res.next_role, res.next_step
+        st = self.stats
+        st["roles"][_lib.ROLE_NAMES.get(res.role, str(res.role))] += 1
+        if not was_child:
+            st["modes"][_lib.MODE_NAMES.get(res.mode, str(res.mode))] += 1
+            st["applied"][(self._epoch, int(res.step))] = int(res.applied)
+            st["folded"] += int(res.folded)
+            st["max_staleness"] = max(st["max_staleness"], float(res.staleness))
+        replaced = bool(res.replaced)
+        if replaced:
+            st["replaced"] += 1
+        if was_child and res.next_role != RT_ROLE_CHILD and not res.done:
+            st["rejoined"] += 1
+        if res.done:
+            self._done = True
+        # A child gets the whole state (optimizer included) when it rejoins
+        # and at the end; otherwise the parameters alone.
+        full = replaced and (bool(res.done) or res.next_role != RT_ROLE_CHILD)
+        return int(res.applied), replaced, full
+
+    def _after_backward(self, no_update, replaced, full):
+        """Queues, behind DDP's own end-of-backward callback (which writes
+        .grad), one that drops this rank's .grad (no update) and loads the
+        state its parent sent."""
+        engine = torch.autograd.Variable._execution_engine
+
+        def then():
+            engine.queue_callback(apply)
+
+        def apply():
+            with torch.no_grad():
+                if replaced:
+                    self._load_state(full)
+                if no_update:
+                    for p in self._params:
+                        p.grad = None
+
+        engine.queue_callback(then)
+
+    # --- the driver -------------------------------------------------------
+
+    def _open(self):
+        """Starts the epoch's driver over the current parameters and
+        optimizer state."""
+        if self._optimizer is None:
+            self._optimizer = find_optimizer(self._params)
+        self._opt_tensors = self._optimizer_tensors()
+        total = self.payload + sum(t.numel() for t in self._opt_tensors)
+        if self._state is None or self._state.numel() != total:
+            self._state = torch.zeros(total, dtype=torch.float32)
+        self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
+                                   self._timeout_ms)
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _shutdown, self._comm, [self._drv])
+        self._drv.set_state(self._state.data_ptr(), self.payload, total)
+        self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
+        self._base = self._pos - 1  # the batch being computed is step 0's
+        self.stats["epochs"] += 1
+
+    def _optimizer_tensors(self):
+        """The optimizer's state tensors, by parameter then key: what a
+        rejoining child needs besides the parameters."""
+        out = []
+        for p in self._params:
+            for k in sorted(self._optimizer.state.get(p, {})):
+                v = self._optimizer.state[p][k]
+                if v is None:
+                    continue
+                if not torch.is_tensor(v) or not v.is_floating_point():
+                    raise TypeError("ringtail straggler handling: optimizer state %r of type %s cannot be shared; "
+                                    "use an optimizer whose state is float tensors" % (k, type(v).__name__))
+                out.append(v)
+        return out
+
+    def _save_state(self):
+        """Copies the parameters and optimizer state into the flat state (a
+        member: what it posts to its children)."""
+        s = self._state
+        with torch.no_grad():
+            for p in self._params:
+                off, n = self._offsets[id(p)]
+                s[off:off + n].copy_(p.detach().reshape(-1))
+            now = self._optimizer_tensors()
+            if len(now) != len(self._opt_tensors) or any(a.shape != b.shape for a, b in zip(now, self._opt_tensors)):
+                raise RuntimeError("ringtail straggler handling: the optimizer's state changed shape during an epoch")
+            self._opt_tensors = now
+            off = self.payload
+            for t in now:
+                s[off:off + t.numel()].copy_(t.detach().reshape(-1))
+                off += t.numel()
+
+    def _load_state(self, full):
+        """Copies the flat state (from the parent) into the parameters and,
+        when full, the optimizer state."""
+        s = self._state
+        with torch.no_grad():
+            for p in self._params:
+                off, n = self._offsets[id(p)]
+                p.copy_(s[off:off + n].view_as(p))
+            if full:
+                off = self.payload
+                for t in self._opt_tensors:
+                    t.copy_(s[off:off + t.numel()].view_as(t))
+                    off += t.numel()
+
+    def _await_final(self):
+        """A child out of batches: hands in empty gradients (they carry no
+        sample) until its parent sends the final state."""
+        while not self._done:
+            res = self._drv.step(None, 0, 0, 0)
+            self.stats["waits"] += 1
+            _, replaced, full = self._record(res)
+            if replaced:
+                self._load_state(full)
+
+    def flush(self):
+        """Ends the epoch's driver: children's last gradients are folded
+        and applied as one more optimizer step on every rank, and every
+        rank holds the same parameters and optimizer state. Called when the
+        bound loader is exhausted; call it yourself (every rank, at the same
+        point) when training without one."""
+        if self._drv is None:
+            return
+        if self._role == RT_ROLE_CHILD and not self._done:
+            self._await_final()
+        if self._role != RT_ROLE_CHILD and not self._done:
+            self._save_state()
+        res = self._drv.flush(self._late.data_ptr())
+        applied = int(res.applied)
+        self.stats["flushed"].append(applied)
+        if applied > 0:
+            self._late.div_(applied)
+            saved = [p.grad for p in self._params]
+            for p in self._params:
+                off, n = self._offsets[id(p)]
+                p.grad = self._late[off:off + n].view_as(p).to(p.device, copy=True)
+            self._optimizer.step()
+            for p, g in zip(self._params, saved):
+                p.grad = g
+        self._drv.close()
+        self._drv = None
+        self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
+        self._epoch += 1
+        self._last_return = None
+
+    def shutdown(self):
+        """Closes the hook's driver and communicator (also done when the
+        state is garbage-collected)."""
+        self._finalizer()
+
+    # --- the loader -------------------------------------------------------
+
+    def _bind_loader(self):
+        ref = _LAST_YIELD[0]
+        it = ref() if ref is not None else None
+        if it is None or getattr(it, "_index_sampler", None) is None:
+            return
+        self._loader_key = weakref.ref(it._index_sampler)
+        self._it, self._pos, self._yielded = weakref.ref(it), it._num_yielded, it._num_yielded
+
+    def _target(self):
+        """The batch of this epoch the next iteration computes."""
+        if self._drv is None:
+            return self._pos
+        return self._base + self._next
+
+    def _next_batch(self, it, orig):
+        if self._it is None or self._it() is not it or (it._num_yielded == 0 and self._yielded > 0):
+            # A new epoch (a new iterator, or a persistent one reset).
+            if self._drv is not None:
+                self.flush()  # the script left the previous epoch early
+            self._it, self._pos, self._yielded, self._cache = weakref.ref(it), 0, 0, None
+        self._iter_start = time.perf_counter()
+        if self._done:
+            self.flush()
+            raise StopIteration
+        target = self._target()
+        if target < self._pos and self._role != RT_ROLE_CHILD and self._cache is not None:
+            # A rank that rejoined ahead of its step: the batch again.
+            self.stats["repeated"] += 1
+            return self._cache
+        try:
+            while self._pos < target:
+                _skip(it, orig)
+                self._pos += 1
+                self.stats["skipped"] += 1
+            data = orig(it)
+        except StopIteration:
+            self.flush()
+            raise
+        self._pos += 1
+        self._yielded += 1
+        self._cache = data
+        return data
+
+
+def _skip(it, orig):
+    """Advances a DataLoader iterator by one batch: without loading it for
+    a map-style data set read in this process, else by loading and
+    dropping it (worker processes and iterable data sets produce batches in
+    order)."""
+    from torch.utils.data.dataloader import _DatasetKind, _SingleProcessDataLoaderIter
+
+    if isinstance(it, _SingleProcessDataLoaderIter) and it._dataset_kind == _DatasetKind.Map:
+        it._next_index()
+    else:
+        orig(it)
+
+
+def _shutdown(comm, drivers):
+    for d in drivers:
+        if d is not None:
+            try:
+                d.close()
+            except _lib.RingtailError:
+                pass
+    try:
+        comm.close()
+    except _lib.RingtailError:
+        pass
+
+
+def find_optimizer(params):
+    """The one torch.optim optimizer holding params (searched among live
+    objects)."""
+    ids = {id(p) for p in params}
+    found = []
+    for o in gc.get_objects():
+        try:
+            if not isinstance(o, torch.optim.Optimizer):
+                continue
+        except ReferenceError:
+            continue
+        held = {id(p) for group in o.param_groups for p in group["params"]}
+        if held & ids:
+            found.append((o, held))
+    if len(found) != 1 or not ids <= found[0][1]:
+        raise RuntimeError("ringtail straggler handling: found %d optimizers over the model's parameters; pass the "
+                           "one optimizer holding all of them: enable_straggler_handling(model, optimizer)" % len(found))
+    return found[0][0]
+
+
+def straggler_hook(state, bucket):
+    """DDP comm hook: collects the buckets of an iteration; the last runs
+    the straggler driver's step (see the module doc) and completes them."""
+    fut = torch.futures.Future()
+    state._pending.append((bucket, fut))
+    if bucket.is_last():
+        pending, state._pending = state._pending, []
+        state._reduce(pending)
+    return fut
+
+
+def enable_straggler_handling(model, optimizer=None, policy=None, loader=None, timeout=None):
+    """Registers straggler_hook on a DDP model with the named policy
+    (default: $RINGTAIL_DDP_STRAGGLER, else "star") and returns its state.
+    A collective (it opens a communicator): every rank calls it at the same
+    point. optimizer defaults to the one optimizer over the model's
+    parameters, found at the first step; loader to the DataLoader whose
+    batch preceded the first backward."""
+    existing = getattr(model, "_ringtail_straggler", None)
+    if existing is not None:
+        raise RuntimeError("ringtail straggler handling is already enabled on this model")
+    state = StragglerState(model, optimizer, policy or os.environ.get(ENV) or "star", loader, timeout)
+    model.register_comm_hook(state, straggler_hook)
+    model._ringtail_straggler = state
+    return state
+
+
+def straggler_state(model):
+    """The StragglerState of a DDP model, or None."""
+    return getattr(model, "_ringtail_straggler", None)
+
+
+def _install_loader_patch():
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    if "next" in _ORIG:
+        return
+    orig = _BaseDataLoaderIter.__next__
+    _ORIG["next"] = orig
+
+    def __next__(it):
+        key = getattr(it, "_index_sampler", None)
+        for st in list(_ACTIVE):
+            k = st._loader_key
+            if k is not None and k() is key and key is not None:
+                return st._next_batch(it, orig)
+        data = orig(it)
+        _LAST_YIELD[0] = weakref.ref(it)
+        return data
+
+    _BaseDataLoaderIter.__next__ = __next__
+
+
+def install_from_env():
+    """With RINGTAIL_DDP_STRAGGLER set (star, exact, adaptive, bsp; off or
+    empty: nothing), makes every DistributedDataParallel built afterwards
+    register straggler_hook. Called by ``import ringtail_torch``."""
+    name = os.environ.get(ENV, "").strip().lower()
+    if name in ("", "off", "0", "none", "false"):
+        return
+    policy_name(name)  # a typo fails at import, not at the first step
+    if "ddp_init" in _ORIG:
+        return
+    orig = DistributedDataParallel.__init__
+    _ORIG["ddp_init"] = orig
+
+    def __init__(self, *args, **kwargs):
+        orig(self, *args, **kwargs)
+        enable_straggler_handling(self, policy=name)
+
+    DistributedDataParallel.__init__ = __init__
