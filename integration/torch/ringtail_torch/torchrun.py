@@ -12,7 +12,11 @@ changes, all in this process):
    the agent of --node_rank 0), authenticated with RINGTAIL_SECRET; node 0
    then opens the agents' TCPStore on a free port and tells the others its
    address over ringtail. Membership is static, like torchrun's static
-   rendezvous: --nnodes N (not MIN:MAX) and --node_rank are required.
+   rendezvous: --nnodes N and --node_rank are required. With --nnodes
+   MIN:MAX (an elastic job) the agents use torchelastic's own c10d
+   rendezvous on --master_addr:--master_port (or --rdzv_endpoint): nodes
+   come and go between MIN and MAX and --max-restarts restarts the workers
+   after a failure, each round forming a new ringtail process group.
    --rdzv_backend c10d/etcd/static are passed to torchrun untouched.
 2. On Python 3.11 torchrun 1.13 crashes in Std.from_str (IntFlag iteration
    changed); the wrapper fixes that method.
@@ -170,7 +174,17 @@ def main(argv=None):
     if args.rdzv_backend == "static" and not args.standalone:
         min_nodes, max_nodes = trun.parse_min_max_nnodes(args.nnodes)
         if min_nodes != max_nodes:
-            raise SystemExit("ringtail-torchrun: the ringtail rendezvous needs --nnodes N, not MIN:MAX")
+            # An elastic job: torchelastic's own c10d rendezvous (nodes may
+            # come and go between MIN and MAX, --max-restarts restarts every
+            # worker on a failure), on --master_addr:--master_port unless
+            # --rdzv_endpoint says otherwise; the workers' process groups
+            # are ringtail's, formed again in every round.
+            args.rdzv_backend = "c10d"
+            if not args.rdzv_endpoint:
+                args.rdzv_endpoint = "%s:%d" % (args.master_addr, args.master_port)
+            _secret(max_nodes)
+            trun.run(args)
+            return
         args.rdzv_backend = BACKEND
         if not args.rdzv_endpoint:
             args.rdzv_endpoint = "%s:%d" % (args.master_addr, args.master_port)

@@ -160,11 +160,14 @@ def smoke(args, rank, world):
     ref = flat.clone()
     dist.broadcast(ref, 0)
     diff = float((flat - ref).abs().max().item())
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if rank == args.fail_first_round and restart == "0":
+        os._exit(3)  # the elastic agent restarts every worker (--max-restarts)
     # One write(2) of a short line: ranks sharing a stdout pipe cannot
     # interleave inside it (print may split text and newline).
     sys.stdout.flush()
-    os.write(1, ("SMOKE rank=%d world=%d local_rank=%s backend=%s diff=%g\n" % (
-        rank, world, os.environ.get("LOCAL_RANK"), dist.get_backend(), diff)).encode())
+    os.write(1, ("SMOKE rank=%d world=%d local_rank=%s backend=%s diff=%g restart=%s\n" % (
+        rank, world, os.environ.get("LOCAL_RANK"), dist.get_backend(), diff, restart)).encode())
     if diff != 0:
         sys.exit("replicas differ")
 
@@ -181,6 +184,8 @@ def main():
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--calib", type=int, default=2)
     p.add_argument("--backend", default="ringtail", help="default group backend (smoke mode)")
+    p.add_argument("--fail-first-round", type=int, default=-1,
+                   help="smoke mode: this rank exits 3 in the elastic agent's first round (TORCHELASTIC_RESTART_COUNT 0)")
     p.add_argument("--init-method", default=None, help="init_method (smoke mode); 'tcp-master' is tcp://MASTER_ADDR:MASTER_PORT")
     args = p.parse_args()
     backend = args.backend if args.mode == "smoke" else "ringtail"

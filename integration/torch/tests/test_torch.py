@@ -154,6 +154,20 @@ class TestLaunchers(unittest.TestCase):
         lines = self.smoke_lines(launch.wait_all([p], 180))
         self.assertEqual(len(lines), 2, lines)
 
+    def test_torchrun_elastic_restarts_after_a_failure(self):
+        # --nnodes MIN:MAX: torchelastic's c10d rendezvous on --master_port;
+        # rank 1 fails in the first round, --max-restarts 1 runs a second
+        # round of both workers on a new ringtail process group.
+        port = str(launch.free_port())
+        p = self.torchrun("--nnodes", "1:2", "--nproc_per_node", "2", "--master_port", port, "--max_restarts", "1",
+                          "--monitor_interval", "1", WORKER, "smoke", "--fail-first-round", "1",
+                          env={"RINGTAIL_SECRET": "elastic-test"})
+        out = launch.wait_all([p], 180)
+        self.assertEqual(p.returncode, 0, out)
+        lines = self.smoke_lines(out)
+        self.assertEqual(len([l for l in lines if "restart=1" in l]), 2, lines)
+        self.assertFalse(any("rank=1 " in l and "restart=0" in l for l in lines), lines)
+
     def test_torchrun_two_nodes_needs_secret(self):
         env = launch.child_env()
         for k in ("RINGTAIL_SECRET", "RINGTAIL_SECRET_FILE", "RINGTAIL_INSECURE"):
