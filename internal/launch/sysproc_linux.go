@@ -47,3 +47,25 @@ func withCPU(cpu int, start func() error) error {
 	defer unix.SchedSetaffinity(0, &old)
 	return start()
 }
+
+// endedUnreaped reports whether the child pid has ended but not been
+// reaped yet (a zombie), without reaping it: waitid with WNOWAIT. A pid
+// that is no child of this process any more (ECHILD: reaped meanwhile by
+// its wait goroutine) has ended too.
+func endedUnreaped(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ECHILD:
+			return true
+		case err != nil:
+			return false
+		}
+		// With WNOHANG and nothing to report, the kernel writes a zero
+		// signal number (SIGCHLD when the child has ended).
+		return info.Signo != 0
+	}
+}
