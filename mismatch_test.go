@@ -65,6 +65,18 @@ func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 			}
 			return c.AllReduce(context.Background(), Float32s(make([]float32, 3000)), Sum)
 		}},
+		// Both are the group's first call: only the step labels differ.
+		{"a skipped call of the same shape, labelled with steps", 3, "step", func(r int, c *Comm) error {
+			for step := range uint64(2) {
+				if r == 2 && step == 0 {
+					continue
+				}
+				if err := c.AllReduce(WithStep(context.Background(), step), Float32s(make([]float32, 1000)), Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"a skipped subgroup call", 3, "", func(r int, c *Comm) error {
 			if r != 1 {
 				if err := c.AllReduceAmong(context.Background(), Float32s(make([]float32, 8)), Sum, []int{0, 1, 2}); err != nil {
