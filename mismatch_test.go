@@ -113,3 +113,35 @@ func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+// A rank that alone believes it is a broadcast's root only sends; it must
+// not return its own data as the result: its Broadcast call itself fails
+// with the others' mismatch (they fail then or at their next call), for
+// every position of the self-declared root relative to the true one, on
+// the tree (small) and the chain (large).
+func TestSelfDeclaredBroadcastRootFailsItsCall(t *testing.T) {
+	for _, elems := range []int{2, 1 << 20} {
+		for target := 1; target < 4; target++ {
+			comms := startComms(t, 4, nil)
+			errs := each(comms, func(r int, c *Comm) error {
+				root := 0
+				if r == target {
+					root = target
+				}
+				err := c.Broadcast(context.Background(), Float32s(make([]float32, elems)), root)
+				if err != nil || r == target {
+					return err
+				}
+				return c.Barrier(context.Background())
+			})
+			for r, err := range errs {
+				if mismatchOf(err) == nil {
+					t.Fatalf("%d elements, rank %d names itself root: rank %d got %v, want a mismatch error", elems, target, r, err)
+				}
+			}
+			if !strings.Contains(errs[target].Error(), "root") {
+				t.Errorf("%d elements: the self-declared root's error does not name the root: %v", elems, errs[target])
+			}
+		}
+	}
+}

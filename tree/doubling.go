@@ -115,16 +115,34 @@ func Broadcast(order []int, world, rank, root, count int) (*plan.Program, error)
 	prog := &plan.Program{Algorithm: "binomial", Rank: rank, World: world, DataLen: count}
 	q := ((pos-rootPos)%n + n) % n
 	var steps []plan.Step
+	var acks []plan.Op // the root's: the acknowledgements of its children
 	for m := 1; m < n; m *= 2 {
 		var st plan.Step
 		if q < m && q+m < n {
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[(rootPos+q+m)%n], Buf: plan.Data, Len: count})
+			if q == 0 {
+				acks = append(acks, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+m)%n], Buf: plan.Data})
+			}
 		} else if q >= m && q < 2*m {
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+q-m)%n], Buf: plan.Data, Len: count})
+			if q == m {
+				// A child of the root acknowledges with an empty message
+				// carrying its descriptor (see below).
+				st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[rootPos], Buf: plan.Data})
+			}
 		}
 		if len(st.Ops) > 0 {
 			steps = append(steps, st)
 		}
+	}
+	// The root only sends: it would return before any rank could tell it
+	// that they disagree on who the root is. It takes its children's
+	// acknowledgements in its last step, so a rank that alone believes it
+	// is the root fails with the others' mismatch instead of returning its
+	// own data as the broadcast's result.
+	if len(acks) > 0 {
+		last := &steps[len(steps)-1]
+		last.Ops = append(last.Ops, acks...)
 	}
 	prog.Channels = []plan.Channel{{Steps: steps}}
 	return prog, nil
