@@ -115,19 +115,15 @@ func Broadcast(order []int, world, rank, root, count int) (*plan.Program, error)
 	prog := &plan.Program{Algorithm: "binomial", Rank: rank, World: world, DataLen: count}
 	q := ((pos-rootPos)%n + n) % n
 	var steps []plan.Step
-	var acks []plan.Op // the root's: the acknowledgements of its children
 	for m := 1; m < n; m *= 2 {
 		var st plan.Step
 		if q < m && q+m < n {
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[(rootPos+q+m)%n], Buf: plan.Data, Len: count})
-			if q == 0 {
-				acks = append(acks, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+m)%n], Buf: plan.Data})
-			}
 		} else if q >= m && q < 2*m {
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+q-m)%n], Buf: plan.Data, Len: count})
-			if q == m {
-				// A child of the root acknowledges with an empty message
-				// carrying its descriptor (see below).
+			if q == 1 {
+				// The root's first child acknowledges with an empty
+				// message carrying its descriptor (see below).
 				st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[rootPos], Buf: plan.Data})
 			}
 		}
@@ -136,13 +132,16 @@ func Broadcast(order []int, world, rank, root, count int) (*plan.Program, error)
 		}
 	}
 	// The root only sends: it would return before any rank could tell it
-	// that they disagree on who the root is. It takes its children's
-	// acknowledgements in its last step, so a rank that alone believes it
-	// is the root fails with the others' mismatch instead of returning its
-	// own data as the broadcast's result.
-	if len(acks) > 0 {
+	// that they disagree on who the root is. It takes its first child's
+	// acknowledgement in its last step, so a rank that alone believes it
+	// is the root fails instead of returning its own data as the
+	// broadcast's result. One child is enough: every rank it sends to
+	// disagrees with it then, and the first child either fails the
+	// communicator (its abort reaches the root) or acknowledges with a
+	// descriptor naming another root, which the root's receive rejects.
+	if q == 0 && n > 1 {
 		last := &steps[len(steps)-1]
-		last.Ops = append(last.Ops, acks...)
+		last.Ops = append(last.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+1)%n], Buf: plan.Data})
 	}
 	prog.Channels = []plan.Channel{{Steps: steps}}
 	return prog, nil
