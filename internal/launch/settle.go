@@ -1,12 +1,13 @@
 package launch
 
-// ended reports whether the rank's process has ended: reaped already (its
-// exit is on its way to the wait loop, after its output is drained), or a
-// zombie its wait goroutine has yet to reap.
-func (p *proc) ended() bool {
+// ending reports whether the rank's process has ended or is ending:
+// reaped already (its exit is on its way to the wait loop, after its
+// output is drained), or begun to exit (see the function ending), so that
+// its wait goroutine will reap it at once.
+func (p *proc) ending() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.exited || endedUnreaped(p.cmd.Process.Pid)
+	return p.exited || ending(p.cmd.Process.Pid)
 }
 
 // received marks the rank of e as heard from by the wait loop.
@@ -31,11 +32,12 @@ func (j *job) received(e rankExit) {
 // harness).
 //
 // So a plain status does not decide alone: every other rank whose process
-// has already ended at this point (reaped, or a zombie, which wait4 would
-// return at once) is collected first, and a death by signal among them
-// decides instead. The ranks whose process still runs are not waited
-// for, so the outcome depends only on which processes the kernel had
-// ended, never on a timer. Each exit collected counts against running;
+// has ended or begun to exit at this point is collected first (the kernel
+// marks every thread of a killed process exiting before it closes the
+// process's sockets, so a rank whose death a peer saw is among them), and
+// a death by signal among them decides instead. The ranks whose process
+// still runs are not waited for, so the outcome depends only on what the
+// kernel had done to the processes, never on a timer. Each exit collected counts against running;
 // waiting for them is bounded by the grace of proc.wait's output drain.
 // A srun step reports its ranks otherwise: e decides as it is.
 func (j *job) firstFailure(e rankExit, exits <-chan rankExit, running *int) rankExit {
@@ -44,7 +46,7 @@ func (j *job) firstFailure(e rankExit, exits <-chan rankExit, running *int) rank
 	}
 	pending := map[int]bool{}
 	for _, p := range j.procs {
-		if p.place.Rank >= 0 && !p.received && p.ended() {
+		if p.place.Rank >= 0 && !p.received && p.ending() {
 			pending[p.place.Rank] = true
 		}
 	}

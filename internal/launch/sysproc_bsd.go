@@ -17,6 +17,6 @@ func allowedCPUs() []int { return nil }
 // withCPU cannot bind on this platform; it just starts.
 func withCPU(cpu int, start func() error) error { return start() }
 
-// endedUnreaped cannot look at a child without reaping it on this
-// platform: only ranks already reaped count as ended (see proc.ended).
-func endedUnreaped(pid int) bool { return false }
+// ending is not known on this platform without reaping the child: only
+// ranks already reaped count as ended (see proc.ended).
+func ending(pid int) bool { return false }
