@@ -16,11 +16,12 @@ import (
 // in process, waits for them and returns the job's exit status:
 //   - 0 and a nil error when every rank exits 0;
 //   - the status of the first rank to fail (128+signo if a signal killed
-//     it) and a *RankError, once the other ranks are stopped. A rank that
-//     exits with a plain status is not taken as the first while another
-//     rank's process has already ended by a signal: a rank killed with
-//     -9 is named with 137 even when a peer that saw it die exits first
-//     (see job.firstFailure);
+//     it) and a *RankError, once the other ranks are stopped. A failed
+//     exit with a plain status decides only after the exits of the ranks
+//     whose processes have ended or begun to exit by then are collected,
+//     and a death by signal among them wins: a rank killed with -9 is
+//     named with 137 even when a peer that saw it die exits first (see
+//     job.firstFailure);
 //   - ExitInterrupted when ctx ends first, once every rank is stopped;
 //   - ExitUsage for an invalid cfg, ExitNotFound or ExitCannotExecute when
 //     a rank's command cannot start, ExitFailure when the launcher fails.
