@@ -18,9 +18,9 @@ func mismatchOf(err error) *Error {
 
 // Every rank of a call that some ranks make with other arguments fails
 // with a mismatch naming the field, and none waits for its timeout. A rank
-// that needs nothing more from the ranks that found the disagreement (it
-// believes it is the root, and only sends) may return before their abort
-// reaches it; then one of its next calls fails.
+// that needs nothing more from the ranks that found the disagreement (the
+// true root of a broadcast, once its receiver has acknowledged) may return
+// before their abort reaches it; then one of its next calls fails.
 func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 	cases := []struct {
 		name  string
