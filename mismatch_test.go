@@ -18,9 +18,9 @@ func mismatchOf(err error) *Error {
 
 // Every rank of a call that some ranks make with other arguments fails
 // with a mismatch naming the field, and none waits for its timeout. A rank
-// that needs nothing more from the ranks that found the disagreement (it
-// believes it is the root, and only sends) may return before their abort
-// reaches it; then one of its next calls fails.
+// that needs nothing more from the ranks that found the disagreement (the
+// true root of a broadcast, once its receiver has acknowledged) may return
+// before their abort reaches it; then one of its next calls fails.
 func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -65,6 +65,18 @@ func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 			}
 			return c.AllReduce(context.Background(), Float32s(make([]float32, 3000)), Sum)
 		}},
+		// Both are the group's first call: only the step labels differ.
+		{"a skipped call of the same shape, labelled with steps", 3, "step", func(r int, c *Comm) error {
+			for step := range uint64(2) {
+				if r == 2 && step == 0 {
+					continue
+				}
+				if err := c.AllReduce(WithStep(context.Background(), step), Float32s(make([]float32, 1000)), Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
 		{"a skipped subgroup call", 3, "", func(r int, c *Comm) error {
 			if r != 1 {
 				if err := c.AllReduceAmong(context.Background(), Float32s(make([]float32, 8)), Sum, []int{0, 1, 2}); err != nil {
@@ -99,5 +111,37 @@ func TestDisagreementsFailEveryRankNamingTheField(t *testing.T) {
 			}
 			t.Logf("rank 0 says: %v", errs[0])
 		})
+	}
+}
+
+// A rank that alone believes it is a broadcast's root only sends; it must
+// not return its own data as the result: its Broadcast call itself fails
+// with the others' mismatch (they fail then or at their next call), for
+// every position of the self-declared root relative to the true one, on
+// the tree (small) and the chain (large).
+func TestSelfDeclaredBroadcastRootFailsItsCall(t *testing.T) {
+	for _, elems := range []int{2, 1 << 20} {
+		for target := 1; target < 4; target++ {
+			comms := startComms(t, 4, nil)
+			errs := each(comms, func(r int, c *Comm) error {
+				root := 0
+				if r == target {
+					root = target
+				}
+				err := c.Broadcast(context.Background(), Float32s(make([]float32, elems)), root)
+				if err != nil || r == target {
+					return err
+				}
+				return c.Barrier(context.Background())
+			})
+			for r, err := range errs {
+				if mismatchOf(err) == nil {
+					t.Fatalf("%d elements, rank %d names itself root: rank %d got %v, want a mismatch error", elems, target, r, err)
+				}
+			}
+			if !strings.Contains(errs[target].Error(), "root") {
+				t.Errorf("%d elements: the self-declared root's error does not name the root: %v", elems, errs[target])
+			}
+		}
 	}
 }

@@ -235,6 +235,21 @@ func Broadcast(s Spec, root, count, chunk int) (*plan.Program, error) {
 			ch.Steps = append(ch.Steps, st)
 		}
 	}
+	// The root only sends: it would return before any rank could tell it
+	// that they disagree on who the root is. Its receiver sends it an
+	// empty acknowledgement (carrying its descriptor, root included) in
+	// the step that receives the last chunk, and the root takes it in the
+	// step that sends that chunk, so a rank that alone believes it is the
+	// root fails with the others' mismatch instead of returning its own
+	// data as the broadcast's result.
+	switch q {
+	case 0:
+		last := &ch.Steps[k-1]
+		last.Ops = append(last.Ops, plan.Op{Kind: plan.Recv, Peer: next, Buf: plan.Data})
+	case 1:
+		last := &ch.Steps[k-1]
+		last.Ops = append(last.Ops, plan.Op{Kind: plan.Send, Peer: prev, Buf: plan.Data})
+	}
 	p.Channels = []plan.Channel{ch}
 	return p, nil
 }

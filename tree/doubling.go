@@ -121,10 +121,27 @@ func Broadcast(order []int, world, rank, root, count int) (*plan.Program, error)
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[(rootPos+q+m)%n], Buf: plan.Data, Len: count})
 		} else if q >= m && q < 2*m {
 			st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+q-m)%n], Buf: plan.Data, Len: count})
+			if q == 1 {
+				// The root's first child acknowledges with an empty
+				// message carrying its descriptor (see below).
+				st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: order[rootPos], Buf: plan.Data})
+			}
 		}
 		if len(st.Ops) > 0 {
 			steps = append(steps, st)
 		}
+	}
+	// The root only sends: it would return before any rank could tell it
+	// that they disagree on who the root is. It takes its first child's
+	// acknowledgement in its last step, so a rank that alone believes it
+	// is the root fails instead of returning its own data as the
+	// broadcast's result. One child is enough: every rank it sends to
+	// disagrees with it then, and the first child either fails the
+	// communicator (its abort reaches the root) or acknowledges with a
+	// descriptor naming another root, which the root's receive rejects.
+	if q == 0 && n > 1 {
+		last := &steps[len(steps)-1]
+		last.Ops = append(last.Ops, plan.Op{Kind: plan.Recv, Peer: order[(rootPos+1)%n], Buf: plan.Data})
 	}
 	prog.Channels = []plan.Channel{{Steps: steps}}
 	return prog, nil

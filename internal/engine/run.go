@@ -223,6 +223,24 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	return p, nil
 }
 
+// stepKey is the context key of a call's step label (WithStep).
+type stepKey struct{}
+
+// WithStep returns ctx carrying the application's step label step: each
+// collective called with it sends the label's low 32 bits in its
+// descriptor (wire.Desc.Tag) and fails, on every rank, if a peer's call
+// carries another. Point-to-point calls and eager messages use the field
+// for their tags and ignore it.
+func WithStep(ctx context.Context, step uint64) context.Context {
+	return context.WithValue(ctx, stepKey{}, step)
+}
+
+// StepOf returns the step label WithStep put in ctx.
+func StepOf(ctx context.Context) (uint64, bool) {
+	step, ok := ctx.Value(stepKey{}).(uint64)
+	return step, ok
+}
+
 // desc is the call's descriptor as the group's next call.
 func desc(c *Call, g *group) wire.Desc {
 	return wire.Desc{Collective: c.Spec.Collective, DType: uint8(c.DType), RedOp: uint8(c.Op), Root: uint32(c.Spec.Root),
@@ -252,6 +270,9 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 	k, gk, err := e.keyOf(c)
 	g := e.groupOf(gk)
 	d := desc(c, g)
+	if step, ok := StepOf(ctx); ok && !d.Collective.Tagged() {
+		d.Tag = uint32(step)
+	}
 	if err != nil {
 		return e.invalidLocked(d, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringtail-ml/ringtail"
 )
 
@@ -38,6 +40,7 @@ func TestMain(m *testing.M) {
 //	fail R CODE        rank R exits CODE once the others are ready; they block
 //	ignoreterm R CODE  as fail, but the others ignore SIGTERM
 //	killself R         rank R kills itself with SIGKILL once the others are ready
+//	diefirst R         rank R kills itself with SIGKILL; the others exit 1 once it has ended
 //	block              every rank blocks (after saying it is ready)
 //	spawn              start a blocking grandchild that shares stdout, then exit 0
 //	lines N            write N long lines to stdout and stderr in small pieces
@@ -77,6 +80,35 @@ func helper(mode string, args []string) int {
 		}
 		markReady(rank)
 		select {}
+	case "diefirst":
+		// A kill -9 seen by its peers: rank R kills itself once the
+		// others watch it; each of them exits 1 as soon as R has ended
+		// (a pidfd is readable once the process is a zombie), like a
+		// rank whose collective failed because R died.
+		dir := os.Getenv("LAUNCH_READY_DIR")
+		pidFile := filepath.Join(dir, "pid-"+args[0])
+		if rank == argInt(0) {
+			os.WriteFile(pidFile+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o644)
+			os.Rename(pidFile+".tmp", pidFile)
+			waitReady(world - 1)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		waitReadyName("pid-" + args[0])
+		b, _ := os.ReadFile(pidFile)
+		pid, _ := strconv.Atoi(string(b))
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pidfd_open:", err)
+			return 2
+		}
+		markReady(rank)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		return 1
 	case "block":
 		markReady(rank)
 		select {}

@@ -41,6 +41,9 @@ type proc struct {
 	exited bool     // reaped: its pid may be reused, signal nothing
 	stdin  *os.File // remote: ssh's standard input; closing it stops the rank
 	pipes  []*os.File
+
+	// received: the wait loop has its exit (owned by the loop's goroutine).
+	received bool
 }
 
 // spec is everything needed to start one rank.

@@ -16,7 +16,12 @@ import (
 // in process, waits for them and returns the job's exit status:
 //   - 0 and a nil error when every rank exits 0;
 //   - the status of the first rank to fail (128+signo if a signal killed
-//     it) and a *RankError, once the other ranks are stopped;
+//     it) and a *RankError, once the other ranks are stopped. A failed
+//     exit with a plain status decides only after the exits of the ranks
+//     whose processes have ended or begun to exit by then are collected,
+//     and a death by signal among them wins: a rank killed with -9 is
+//     named with 137 even when a peer that saw it die exits first (see
+//     job.firstFailure);
 //   - ExitInterrupted when ctx ends first, once every rank is stopped;
 //   - ExitUsage for an invalid cfg, ExitNotFound or ExitCannotExecute when
 //     a rank's command cannot start, ExitFailure when the launcher fails.
@@ -197,12 +202,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 			j.rankFailed(e, running)
 		case e := <-exits:
 			running--
+			j.received(e)
 			log.Debug().Int("rank", e.place.Rank).Int("status", e.status).Int("signal", int(e.signal)).Err(e.err).Msg("launch: rank exited")
 			if e.place.Rank < 0 {
 				j.srunExited(e, failed)
 				continue
 			}
 			if e.failed() && !j.decided {
+				e = j.firstFailure(e, exits, &running)
 				var err error = &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status, Signal: e.signal}
 				if e.err != nil {
 					err = fmt.Errorf("launch: %s: %w", describeExit(e), e.err)

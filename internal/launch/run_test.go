@@ -271,6 +271,21 @@ func TestRunRankKilledBySignal(t *testing.T) {
 	j.assertNoLeftovers(t)
 }
 
+// TestRunNamesTheKilledRankBeforeItsPeers: peers that exit 1 because
+// rank 1 died (each the moment it is a zombie) must not be named: the
+// killed rank and 137 decide, whichever exit reaches the wait loop first.
+func TestRunNamesTheKilledRankBeforeItsPeers(t *testing.T) {
+	for i := range 5 {
+		j := newJob(t, 5, "diefirst", "1")
+		code, err, _ := j.run(t, context.Background())
+		var re *launch.RankError
+		if code != 128+9 || !errors.As(err, &re) || re.Rank != 1 || re.Signal != syscall.SIGKILL {
+			t.Fatalf("job %d: Run = %d, %v; want 137 and rank 1 killed by SIGKILL", i, code, err)
+		}
+		j.assertNoLeftovers(t)
+	}
+}
+
 func TestRunCancelStopsEveryRank(t *testing.T) {
 	j := newJob(t, 3, "block")
 	ctx, cancel := context.WithCancel(context.Background())

@@ -54,6 +54,10 @@ func (c Collective) String() string {
 	return fmt.Sprintf("collective(%d)", uint8(c))
 }
 
+// Tagged reports whether Desc.Tag of c is a message tag (Eager and
+// point-to-point), not a step label.
+func (c Collective) Tagged() bool { return c == Eager || c == PointToPoint }
+
 // Valid reports whether c is a known collective.
 func (c Collective) Valid() bool { return c >= AllReduce && c <= maxCollective }
 
@@ -96,7 +100,11 @@ type Desc struct {
 	Group uint32
 	// Tag is the application's tag of an Eager or point-to-point message.
 	// Eager tags are partitioned by the engine (internal/engine.Class):
-	// the top bit says which user of the mailbox a message is for.
+	// the top bit says which user of the mailbox a message is for. For
+	// the other collectives it is the low 32 bits of the application's
+	// step label of the call (ringtail.WithStep; 0 when unset), compared
+	// like every other field so that a rank one step ahead or behind is
+	// caught even when its call numbers agree.
 	Tag uint32
 	// Call numbers the calls of Group on the sending rank, from 1; every
 	// member makes the same calls of a group in the same order, so a
@@ -143,9 +151,10 @@ const (
 	FieldDType
 	FieldRedOp
 	FieldTag
+	FieldStep // Tag of a collective: the application's step label
 )
 
-var fieldNames = [...]string{"none", "group", "call number", "collective", "root", "count", "element type", "reduction op", "tag"}
+var fieldNames = [...]string{"none", "group", "call number", "collective", "root", "count", "element type", "reduction op", "tag", "step"}
 
 // String names the field.
 func (f Field) String() string {
@@ -174,7 +183,10 @@ func (d *Desc) Diff(o *Desc) Field {
 	case d.RedOp != o.RedOp:
 		return FieldRedOp
 	case d.Tag != o.Tag:
-		return FieldTag
+		if d.Collective.Tagged() {
+			return FieldTag
+		}
+		return FieldStep
 	}
 	return FieldNone
 }
@@ -219,8 +231,10 @@ func (d *Desc) Format(n Names) string {
 	if d.Collective == AllReduceLate {
 		fmt.Fprintf(&b, ", late=%d", d.Root)
 	}
-	if d.Collective == Eager || d.Collective == PointToPoint {
+	if d.Collective.Tagged() {
 		fmt.Fprintf(&b, ", tag=%d", d.Tag)
+	} else if d.Tag != 0 {
+		fmt.Fprintf(&b, ", step=%d", d.Tag)
 	}
 	b.WriteByte(')')
 	return b.String()

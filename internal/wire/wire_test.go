@@ -72,7 +72,7 @@ func TestDescDiffNamesTheFirstDifferingField(t *testing.T) {
 		{func(d *Desc) { d.RedOp = 2 }, FieldRedOp},
 		{func(d *Desc) { d.Collective = AllReduce }, FieldCollective},
 		{func(d *Desc) { d.Group = 3 }, FieldGroup},
-		{func(d *Desc) { d.Tag = 3 }, FieldTag},
+		{func(d *Desc) { d.Tag = 3 }, FieldStep},
 	}
 	for _, c := range cases {
 		b := a
@@ -80,6 +80,13 @@ func TestDescDiffNamesTheFirstDifferingField(t *testing.T) {
 		if got := a.Diff(&b); got != c.want {
 			t.Errorf("%+v vs %+v: Diff = %v, want %v", a, b, got, c.want)
 		}
+	}
+	e := Desc{Collective: Eager, Count: 8}
+	if got := e.Diff(&Desc{Collective: Eager, Count: 8, Tag: 3}); got != FieldTag {
+		t.Errorf("eager messages with other tags: Diff = %v, want %v", got, FieldTag)
+	}
+	if got := (&Desc{Collective: AllReduce, Call: 2, Count: 4, Tag: 7}).Format(Names{}); got != "AllReduce #2 (count=4, dtype 0, step=7)" {
+		t.Errorf("Format of a labelled call = %q", got)
 	}
 	if got := a.Format(Names{}); got != "Broadcast #5 (count=8, dtype 1, root=0)" {
 		t.Errorf("Format = %q", got)

@@ -44,6 +44,9 @@ func (r *rank) step(ctx context.Context, s int) (wrong string, err error) {
 	if fault == "skip" {
 		return "", nil // this rank's result for s is not checked: it did not take part
 	}
+	// The step label catches a skipped call whose next call has the same
+	// shape (both are the group's call k).
+	ctx = ringtail.WithStep(ctx, uint64(s))
 	if len(r.buf) < n*r.np {
 		r.buf, r.out = make([]float32, n*r.np), make([]float32, n*r.np)
 	}
