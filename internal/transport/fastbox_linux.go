@@ -117,11 +117,14 @@ type waiter struct {
 	stall    *Stall    // how to judge a stall (nil: only the deadline)
 	asked    time.Time // when the peer was last asked what it is doing
 	answers  uint64    // answers seen when it was asked
-	// ready reports whether what the wait waits for has come: an answer
-	// that the peer finished the call is read after the peer's message
-	// was published (the socket orders them), so the slot is looked at
-	// again before the answer is judged.
-	ready func() bool
+	// ready and readyAt say whether what the wait waits for has come
+	// (ready.Load() ≥ readyAt; a nil ready: never): an answer that the
+	// peer finished the call is read after the peer's message was
+	// published (the socket orders them), so the slot is looked at again
+	// before the answer is judged. Counters rather than a closure, so
+	// that a wait allocates nothing.
+	ready   *atomic.Uint64
+	readyAt uint64
 }
 
 // check runs a long wait's stall rules; non-nil when the wait must end.
@@ -136,7 +139,7 @@ func (w *waiter) check(now time.Time) error {
 	if w.link.Answers() > w.answers {
 		st, n := w.link.Answer()
 		w.answers = n
-		if f, why := JudgeState(&w.desc, &st); why != "" && (w.ready == nil || !w.ready()) {
+		if f, why := JudgeState(&w.desc, &st); why != "" && (w.ready == nil || w.ready.Load() < w.readyAt) {
 			e := w.link.StallError(&w.desc, &st, f, why)
 			m.fail(e)
 			return e
@@ -252,14 +255,12 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 		if in := &c.fastIn; in.got > 0 {
 			box.freed = max(box.freed, in.slots[(in.got-1)&1].taken.Load())
 		}
-		w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall,
-			ready: func() bool { return box.sent-box.ack.Load() < 2 }}
-		for box.sent-box.freed >= 2 {
-			if box.freed = box.ack.Load(); box.sent-box.freed < 2 {
-				break
-			}
-			if err := w.pause(); err != nil {
-				return f.err(err)
+		if box.sent-box.freed >= 2 {
+			box.freed = box.ack.Load()
+		}
+		if box.sent-box.freed >= 2 {
+			if err := f.waitFree(c, d, timeout, cancel, stall); err != nil {
+				return err
 			}
 		}
 	}
@@ -279,17 +280,29 @@ func (f FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan s
 	return nil
 }
 
-// Recv waits for the peer's next message, checks it against d, and copies
-// or folds it into dst. A long wait applies the stall rules (see Stall).
-func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
-	c := f.l.conn.(*shmConn)
+// waitFree waits until the peer has taken one of the two messages in
+// flight (Send's slow path, kept out of Send so that the waiter and its
+// closure are allocated only when a wait happens).
+func (f FastLink) waitFree(c *shmConn, d *Desc, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
+	box := &c.fastOut
+	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall,
+		ready: box.ack, readyAt: box.sent - 1} // sent−ack < 2
+	for box.sent-box.freed >= 2 {
+		if err := w.pause(); err != nil {
+			return f.err(err)
+		}
+		box.freed = box.ack.Load()
+	}
+	return nil
+}
+
+// waitMessage waits for the peer's next fastbox message (Recv's slow
+// path, kept out of Recv for the same reason as waitFree).
+func (f FastLink) waitMessage(c *shmConn, d *Desc, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	box := &c.fastIn
 	sl := &box.slots[box.got&1]
 	w := waiter{timeout: timeout, failed: f.l.mesh.failed, cancel: cancel, link: f.l, local: c.local, desc: *d, stall: stall,
-		ready: func() bool { return sl.seq.Load() == box.got+1 }}
-	if err := f.peerFailed(c, true); err != nil {
-		return err
-	}
+		ready: sl.seq, readyAt: box.got + 1} // the slot's next message (never more: two in flight)
 	for sl.seq.Load() != box.got+1 {
 		if err := w.pause(); err != nil {
 			return f.err(err)
@@ -309,6 +322,23 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 			if theirs, ok := f.l.Held(); ok && sl.seq.Load() != box.got+1 {
 				return f.mismatch(theirs, d)
 			}
+		}
+	}
+	return nil
+}
+
+// Recv waits for the peer's next message, checks it against d, and copies
+// or folds it into dst. A long wait applies the stall rules (see Stall).
+func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
+	c := f.l.conn.(*shmConn)
+	box := &c.fastIn
+	sl := &box.slots[box.got&1]
+	if err := f.peerFailed(c, true); err != nil {
+		return err
+	}
+	if sl.seq.Load() != box.got+1 {
+		if err := f.waitMessage(c, d, timeout, cancel, stall); err != nil {
+			return err
 		}
 	}
 	if len(dst) > FastboxPayload {
