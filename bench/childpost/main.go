@@ -103,29 +103,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var comms []*ringtail.Comm
-	if _, launched := os.LookupEnv(ringtail.EnvRank); launched {
-		cfg, err := ringtail.ConfigFromEnv()
-		if err != nil {
-			fmt.Fprintln(stderr, err)
+	comms, err := bench.Comms(ctx, o.np, func(c *ringtail.Config) { c.Insecure = true })
+	if err != nil {
+		fmt.Fprintf(stderr, "childpost: %v\n", err)
+		if errors.Is(err, bench.ErrUsage) {
 			return 2
 		}
-		c, err := ringtail.New(ctx, cfg)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		comms = []*ringtail.Comm{c}
-	} else {
-		if o.np < 2 {
-			fmt.Fprintln(stderr, "childpost: -np must be at least 2")
-			return 2
-		}
-		var err error
-		if comms, err = ringtail.NewLocal(ctx, o.np, func(c *ringtail.Config) { c.Insecure = true }); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
+		return 1
 	}
 	defer func() {
 		for _, c := range comms {
