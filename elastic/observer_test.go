@@ -61,9 +61,19 @@ func TestObserverSeedsTheJobAndWatchesIt(t *testing.T) {
 
 	victim := c.worker("b").Name()
 	c.worker("b").crashForTest()
-	next("the crashed worker to leave", func(e ObserverEvent) bool { return e.Left == victim })
-	shrunk := next("a generation without it", func(e ObserverEvent) bool {
-		return e.View != nil && !e.View.Contains(victim)
+	// The survivors' new view may reach the observer before its own
+	// failure detector declares the victim dead: wait for both, in either
+	// order.
+	var shrunk *ObserverEvent
+	left := false
+	next("the crashed worker to leave and a generation without it", func(e ObserverEvent) bool {
+		if e.Left == victim {
+			left = true
+		}
+		if shrunk == nil && e.View != nil && !e.View.Contains(victim) {
+			shrunk = &e
+		}
+		return left && shrunk != nil
 	})
 	c.waitAll(20*time.Second, "the survivors' generation", []string{"a", "c"}, func(e stepEvent) bool { return e.gen >= shrunk.View.Gen })
 
