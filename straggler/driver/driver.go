@@ -789,12 +789,31 @@ func (d *Driver) adopt(c *ringtail.Contribution, res *Result) (bool, error) {
 // has applied every update) and fold every gradient the children still
 // send; then one reduction over every rank sums what was folded. Every
 // rank must call it after its last Step (a child: after a Step returned
-// Done); the payload then holds the sum over the Result's Applied samples
-// (often 0: apply an update only when Applied > 0).
+// Done, or once Next reaches the end — a rank evicted by the last member
+// step's decision takes the final state and sends its marker here); the
+// payload then holds the sum over the Result's Applied samples (often 0:
+// apply an update only when Applied > 0).
 func (d *Driver) Flush(ctx context.Context) (Result, error) {
 	start := time.Now()
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
+	if d.Role() == RoleChild && !d.done {
+		// Evicted by the last member step's decision: there was no step
+		// left to compute as a child, but its parent's Flush sends it the
+		// final state and folds what it sent up to a marker. Take the one
+		// and send the other, as a child's last Step would have.
+		parent, _ := d.plan.ParentOf(d.rank)
+		d.parent = parent
+		var got Result
+		for !d.done {
+			if err := d.receive(opCtx, &got, true); err != nil {
+				return Result{Step: d.plan.Step}, err
+			}
+		}
+		if err := d.post(opCtx, parent, d.buf[:0], tag(kindMarker, d.version)); err != nil {
+			return Result{Step: d.plan.Step}, err
+		}
+	}
 	p := straggler.Ring(d.plan.Step, d.world, d.pol.Config().GlobalBatch)
 	res := Result{Step: p.Step, Plan: p, Next: d.plan}
 	clear(d.buf)

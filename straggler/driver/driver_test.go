@@ -21,6 +21,9 @@ type rankRun struct {
 	flush    Result
 	computed int // samples this rank computed
 	params   []float32
+	// lastChild: it flushed as a child without a Step's Done (evicted by
+	// the last member step's decision).
+	lastChild bool
 }
 
 // runJob runs a toy job until the members have run steps steps: rank r
@@ -51,8 +54,14 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			velocity[0] += float32(applied)
 		}
 		stepStart := time.Now()
+		done := false
 		for i := 0; ; i++ {
-			if d.Role() != RoleChild && d.Plan().Step >= steps {
+			// Like a training loop (driver.Sync's users): stop when the
+			// step to compute is past the end. A member's is the plan's
+			// step; a child's the version of its parameters, which reaches
+			// the end with the final state (Done) — or at once for a rank
+			// the last member step evicted, which then flushes as a child.
+			if d.Next() >= steps {
 				break
 			}
 			p := d.Plan()
@@ -79,6 +88,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 					run.replaced++
 				}
 				if res.Done {
+					done = true
 					break
 				}
 				continue
@@ -87,6 +97,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			run.payloads[res.Step] = slices.Clone(d.Buffer())
 			apply(res.Applied)
 		}
+		run.lastChild = d.Role() == RoleChild && !done
 		f, err := d.Flush(ctx)
 		if err != nil {
 			return err
@@ -214,6 +225,34 @@ func TestAnEvictedChildComputesAtItsOwnPace(t *testing.T) {
 	if maxStale > float64(pol.WithDefaults().MaxStaleness)+1 {
 		t.Fatalf("a gradient was folded %.1f steps stale, bound %d", maxStale, pol.WithDefaults().MaxStaleness)
 	}
+}
+
+// A rank evicted by the last member step's decision has no step left to
+// compute as a child: its Flush takes the final state and sends the marker
+// its new parent's Flush folds up to (it hung until the operation timeout
+// before). The run ends at several steps around the first eviction so that
+// one of them ends right after it.
+func TestARankEvictedAtTheLastStepFlushesAsAChild(t *testing.T) {
+	const n = 4
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameSTAR, n, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hit := 0
+	for steps := 2; steps <= 7; steps++ {
+		runs := runJob(t, comms, pol, steps, 2*time.Millisecond, func(r, _ int) float64 {
+			if r == 2 {
+				return 3
+			}
+			return 1
+		})
+		checkRun(t, runs, steps)
+		if runs[2].lastChild {
+			hit++
+		}
+	}
+	t.Logf("runs ending right after an eviction: %d of 6", hit)
 }
 
 // A rank slow only for a while (4 iterations) is evicted, then rejoins the ring with the
