@@ -212,7 +212,11 @@ func TestDashboardInABrowser(t *testing.T) {
 		if ev.Result.Value != "" {
 			json.Unmarshal([]byte(ev.Result.Value), &v)
 		}
-		if v.Steps >= 8 && slices.Equal(v.Heat, []int{2}) && slices.Equal(v.Table, []int{2}) && v.Hosts == 4 {
+		// Rank 2 (3× slow) marked in the heatmap and the table, which
+		// agree. On a loaded machine the controller may also see another
+		// rank as slow for a while (and mark it, rightly: it arrived late),
+		// so other marks are allowed.
+		if v.Steps >= 8 && slices.Contains(v.Heat, 2) && slices.Equal(v.Heat, v.Table) && v.Hosts == 4 {
 			break
 		}
 		time.Sleep(300 * time.Millisecond)
