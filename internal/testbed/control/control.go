@@ -146,6 +146,9 @@ func (c Client) call(ctx context.Context, req request) error {
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err() // the context ended the write (its deadline was set to now)
+		}
 		return fmt.Errorf("testbed control %s: sending %s: %w", c.Path, req.Op, err)
 	}
 	var rep reply
