@@ -693,16 +693,26 @@ func (l *Link) Answer() (wire.State, uint64) {
 func (l *Link) Answers() uint64 { return l.states.Load() }
 
 func (l *Link) writeData(req *SendReq) error {
-	if req.Compress != nil && len(req.Buf) > 0 && req.Desc.Collective == wire.Eager {
-		return l.writeCompressed(req)
+	buf, st := req.Buf, req.Compress
+	if st != nil && (len(buf) == 0 || req.Desc.Collective != wire.Eager) {
+		st = nil // only an eager message's frames go compressed
 	}
-	buf := req.Buf
+	if st != nil {
+		*st = SendStats{Plain: int64(len(buf))}
+		if need := wire.MaxS2Len(min(req.Chunk, len(buf))); len(l.zout) < need {
+			l.zout = make([]byte, need)
+		}
+	}
 	for off := 0; ; {
 		n := min(req.Chunk, len(buf)-off)
 		h := wire.Header{Type: wire.TypeData, Channel: uint16(l.channel), Len: uint32(n), Seq: l.sendSeq, Desc: req.Desc}
+		payload := buf[off : off+n]
+		if st != nil {
+			payload = l.compressFrame(&h, payload, st)
+		}
 		l.lock()
 		h.Put(l.hdrW[:])
-		l.bufArr = [2][]byte{l.hdrW[:], buf[off : off+n]}
+		l.bufArr = [2][]byte{l.hdrW[:], payload}
 		l.bufs = l.bufArr[:]
 		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
 		l.bufArr = [2][]byte{}
@@ -723,47 +733,21 @@ func (l *Link) writeData(req *SendReq) error {
 	return nil
 }
 
-// writeCompressed is writeData for an eager message sent compressed: each
-// chunk goes as one s2 block (FlagS2) when that is smaller, else plain,
-// and the cost is recorded in req.Compress.
-func (l *Link) writeCompressed(req *SendReq) error {
-	buf, st := req.Buf, req.Compress
-	*st = SendStats{Plain: int64(len(buf))}
-	if need := wire.MaxS2Len(min(req.Chunk, len(buf))); len(l.zout) < need {
-		l.zout = make([]byte, need)
+// compressFrame encodes one frame's plain payload as an s2 block into
+// l.zout: when that is smaller it marks h (FlagS2, the block's length) and
+// returns the block, else the plain payload; st records the cost.
+func (l *Link) compressFrame(h *wire.Header, plain []byte, st *SendStats) []byte {
+	t0 := time.Now()
+	z := wire.EncodeS2(l.zout, plain)
+	st.Encode += time.Since(t0)
+	st.Frames++
+	payload := plain
+	if len(z) < len(plain) {
+		h.Flags, h.Len, payload = wire.FlagS2, uint32(len(z)), z
+		st.Compressed++
 	}
-	for off := 0; off < len(buf); {
-		n := min(req.Chunk, len(buf)-off)
-		plain := buf[off : off+n]
-		t0 := time.Now()
-		z := wire.EncodeS2(l.zout, plain)
-		st.Encode += time.Since(t0)
-		h := wire.Header{Type: wire.TypeData, Channel: uint16(l.channel), Len: uint32(n), Seq: l.sendSeq, Desc: req.Desc}
-		payload := plain
-		if len(z) < n {
-			h.Flags, h.Len, payload = wire.FlagS2, uint32(len(z)), z
-			st.Compressed++
-		}
-		st.Frames++
-		st.Wire += int64(len(payload))
-		l.lock()
-		h.Put(l.hdrW[:])
-		l.bufArr = [2][]byte{l.hdrW[:], payload}
-		l.bufs = l.bufArr[:]
-		_, err := l.bufs.WriteTo(l.conn)
-		l.bufArr = [2][]byte{}
-		l.unlock()
-		if err != nil {
-			return err
-		}
-		off += n
-		if off < len(buf) && l.mesh.failingNow() {
-			return errors.New("communicator failed")
-		}
-	}
-	l.lastWrite = time.Now()
-	l.sendSeq++
-	return nil
+	st.Wire += int64(len(payload))
+	return payload
 }
 
 // abort sends an Abort frame (waiting at most grace for the writer to reach
