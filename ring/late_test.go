@@ -311,42 +311,9 @@ func TestAllReduceLateStepShape(t *testing.T) {
 	}
 }
 
-// A ring among some ranks of a larger world, with the late rank among them.
+// A ring among some ranks of a larger world, with the late rank (3) among them.
 func TestAllReduceLateAmongASubset(t *testing.T) {
-	const world, count = 7, 29
-	members := []int{5, 1, 3, 6}
-	rng := rand.New(rand.NewSource(4))
-	data := inputs(world, count, rng)
-	orig := make([][]float64, world)
-	for r := range data {
-		orig[r] = append([]float64(nil), data[r]...)
-	}
-	progs := make([]*plan.Program, world)
-	for r := range progs {
-		progs[r] = &plan.Program{Rank: r, World: world, DataLen: count}
-	}
-	for _, r := range members {
-		p, err := AllReduceLate(Spec{Order: members, World: world, Rank: r, Channels: 2}, 3, count, 2, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		progs[r] = p
-	}
-	if err := plan.Simulate(progs, data, nil, plan.SimSum); err != nil {
-		t.Fatal(err)
-	}
-	for r := 0; r < world; r++ {
-		isMember := r == 5 || r == 1 || r == 3 || r == 6
-		for i := 0; i < count; i++ {
-			want := orig[r][i]
-			if isMember {
-				want = orig[5][i] + orig[1][i] + orig[3][i] + orig[6][i]
-			}
-			if data[r][i] != want {
-				t.Fatalf("rank %d elem %d = %v want %v", r, i, data[r][i], want)
-			}
-		}
-	}
+	checkAmongASubset(t, 29, 4, func(s Spec, count int) (*plan.Program, error) { return AllReduceLate(s, 3, count, 2, false) })
 }
 
 func TestAllReduceLateRejectsBadArguments(t *testing.T) {

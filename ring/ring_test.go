@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
@@ -193,10 +194,21 @@ func TestSpecRejectsBadOrders(t *testing.T) {
 
 // A ring among some ranks of a larger world leaves the others untouched.
 func TestAllReduceAmongASubsetOfTheWorld(t *testing.T) {
-	const world, count = 7, 23
+	checkAmongASubset(t, 23, 2, func(s Spec, count int) (*plan.Program, error) { return AllReduce(s, count, false) })
+	if _, err := AllReduce(Spec{Order: []int{1, 9}, World: 7, Rank: 1, Channels: 1}, 4, false); err == nil {
+		t.Fatal("rank 9 accepted in a world of 7")
+	}
+}
+
+// checkAmongASubset builds, with build, the programs of a sum over the
+// members 5, 1, 3, 6 (in that ring order, two channels) of a world of 7,
+// simulates them, and checks that every member holds the members' sum and
+// every other rank its own data untouched.
+func checkAmongASubset(t *testing.T, count int, seed int64, build func(s Spec, count int) (*plan.Program, error)) {
+	t.Helper()
+	const world = 7
 	members := []int{5, 1, 3, 6}
-	rng := rand.New(rand.NewSource(2))
-	data := inputs(world, count, rng)
+	data := inputs(world, count, rand.New(rand.NewSource(seed)))
 	orig := make([][]float64, world)
 	for r := range data {
 		orig[r] = append([]float64(nil), data[r]...)
@@ -206,7 +218,7 @@ func TestAllReduceAmongASubsetOfTheWorld(t *testing.T) {
 		progs[r] = &plan.Program{Rank: r, World: world, DataLen: count}
 	}
 	for _, r := range members {
-		p, err := AllReduce(Spec{Order: members, World: world, Rank: r, Channels: 2}, count, false)
+		p, err := build(Spec{Order: members, World: world, Rank: r, Channels: 2}, count)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,18 +228,14 @@ func TestAllReduceAmongASubsetOfTheWorld(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r := 0; r < world; r++ {
-		isMember := r == 5 || r == 1 || r == 3 || r == 6
 		for i := 0; i < count; i++ {
 			want := orig[r][i]
-			if isMember {
+			if slices.Contains(members, r) {
 				want = orig[5][i] + orig[1][i] + orig[3][i] + orig[6][i]
 			}
 			if data[r][i] != want {
 				t.Fatalf("rank %d elem %d = %v want %v", r, i, data[r][i], want)
 			}
 		}
-	}
-	if _, err := AllReduce(Spec{Order: []int{1, 9}, World: 7, Rank: 1, Channels: 1}, 4, false); err == nil {
-		t.Fatal("rank 9 accepted in a world of 7")
 	}
 }
