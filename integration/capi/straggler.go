@@ -53,6 +53,17 @@ type stragglerRun struct {
 	hasState, flushed bool
 }
 
+// withStraggler runs f on the run of handle h, holding its lock.
+func withStraggler(h C.rt_straggler, f func(r *stragglerRun) error) error {
+	r, err := lookupStraggler(h)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return f(r)
+}
+
 // lookupStraggler returns the run of handle h.
 func lookupStraggler(h C.rt_straggler) (r *stragglerRun, err error) {
 	if h == 0 {
@@ -145,13 +156,9 @@ func openStraggler(s *session, payload int64, policy string, globalBatch int64, 
 //export rt_straggler_set_state
 func rt_straggler_set_state(h C.rt_straggler, state *C.float, params, total C.int64_t, errbuf *C.char, errlen C.size_t) (rc C.int) {
 	defer guard(&rc, errbuf, errlen)
-	r, err := lookupStraggler(h)
-	if err != nil {
-		return setError(err, errbuf, errlen)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return setError(r.setState(unsafe.Pointer(state), int64(params), int64(total)), errbuf, errlen)
+	return setError(withStraggler(h, func(r *stragglerRun) error {
+		return r.setState(unsafe.Pointer(state), int64(params), int64(total))
+	}), errbuf, errlen)
 }
 
 func (r *stragglerRun) setState(p unsafe.Pointer, params, total int64) error {
@@ -177,17 +184,13 @@ func (r *stragglerRun) setState(p unsafe.Pointer, params, total int64) error {
 func rt_straggler_step(h C.rt_straggler, grad *C.float, samples, computeUS, arrivalUS C.int64_t, out *C.rt_straggler_result,
 	errbuf *C.char, errlen C.size_t) (rc C.int) {
 	defer guard(&rc, errbuf, errlen)
-	r, err := lookupStraggler(h)
-	if err != nil {
-		return setError(err, errbuf, errlen)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rep, err := r.step(unsafe.Pointer(grad), int64(samples), int64(computeUS), int64(arrivalUS))
-	if err == nil {
-		fill(out, rep)
-	}
-	return setError(err, errbuf, errlen)
+	return setError(withStraggler(h, func(r *stragglerRun) error {
+		rep, err := r.step(unsafe.Pointer(grad), int64(samples), int64(computeUS), int64(arrivalUS))
+		if err == nil {
+			fill(out, rep)
+		}
+		return err
+	}), errbuf, errlen)
 }
 
 // step runs one driver Step on the caller's gradient (NULL: zeros) and
@@ -228,17 +231,13 @@ func (r *stragglerRun) step(grad unsafe.Pointer, samples, computeUS, arrivalUS i
 //export rt_straggler_flush
 func rt_straggler_flush(h C.rt_straggler, grad *C.float, out *C.rt_straggler_result, errbuf *C.char, errlen C.size_t) (rc C.int) {
 	defer guard(&rc, errbuf, errlen)
-	r, err := lookupStraggler(h)
-	if err != nil {
-		return setError(err, errbuf, errlen)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rep, err := r.flush(unsafe.Pointer(grad))
-	if err == nil {
-		fill(out, rep)
-	}
-	return setError(err, errbuf, errlen)
+	return setError(withStraggler(h, func(r *stragglerRun) error {
+		rep, err := r.flush(unsafe.Pointer(grad))
+		if err == nil {
+			fill(out, rep)
+		}
+		return err
+	}), errbuf, errlen)
 }
 
 // flush runs the driver's Flush and writes the late gradients' sum (or
@@ -328,13 +327,9 @@ func b32(b bool) C.int32_t {
 //export rt_straggler_close
 func rt_straggler_close(h C.rt_straggler, errbuf *C.char, errlen C.size_t) (rc C.int) {
 	defer guard(&rc, errbuf, errlen)
-	r, err := lookupStraggler(h)
-	if err != nil {
-		return setError(err, errbuf, errlen)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cgo.Handle(h).Delete()
-	r.d = nil
-	return C.RT_OK
+	return setError(withStraggler(h, func(r *stragglerRun) error {
+		cgo.Handle(h).Delete()
+		r.d = nil
+		return nil
+	}), errbuf, errlen)
 }
