@@ -61,39 +61,9 @@ type ElasticConfig struct {
 // Validate reports every invalid field (the membership's are checked by
 // elastic.Join, the service client's by service.NewClient).
 func (c *ElasticConfig) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for _, set := range []struct {
-		name string
-		d    *Dataset
-	}{{"training", c.Train}, {"held-out", c.Test}} {
-		if set.d == nil {
-			bad("no %s set", set.name)
-		} else if err := set.d.Validate(); err != nil {
-			bad("%s set: %w", set.name, err)
-		} else if set.d.Len() == 0 {
-			bad("%s set is empty", set.name)
-		}
-	}
-	for _, h := range c.Hidden {
-		if h < 1 {
-			bad("hidden layer width %d must be ≥ 1", h)
-		}
-	}
-	if c.Epochs < 1 {
-		bad("epochs %d must be ≥ 1", c.Epochs)
-	}
-	if c.Batch < 1 || c.BatchesPerShard < 1 {
-		bad("batch %d and batches per shard %d must be ≥ 1", c.Batch, c.BatchesPerShard)
-	}
-	if !(c.LR > 0) {
-		bad("learning rate %v must be positive", c.LR)
-	}
-	if !(c.Momentum >= 0 && c.Momentum < 1) {
-		bad("momentum %v must be in [0, 1)", c.Momentum)
-	}
-	if c.StepCompute < 0 {
-		bad("step compute %v must not be negative", c.StepCompute)
+	errs := jobErrors(c.Train, c.Test, c.Hidden, c.Epochs, c.Batch, c.LR, c.Momentum, c.StepCompute)
+	if c.BatchesPerShard < 1 {
+		errs = append(errs, fmt.Errorf("batches per shard %d must be ≥ 1", c.BatchesPerShard))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("train: invalid elastic config: %w", err)

@@ -139,47 +139,56 @@ func (c *Config) Validate() error {
 	if c.Comm == nil {
 		bad("no communicator")
 	}
-	for _, set := range []struct {
-		name string
-		d    *Dataset
-	}{{"training", c.Train}, {"held-out", c.Test}} {
-		name, d := set.name, set.d
-		if d == nil {
-			bad("no %s set", name)
-		} else if err := d.Validate(); err != nil {
-			bad("%s set: %w", name, err)
-		} else if d.Len() == 0 {
-			bad("%s set is empty", name)
-		}
-	}
-	if c.Train != nil && c.Test != nil && (c.Train.Features != c.Test.Features || c.Train.Classes != c.Test.Classes) {
-		bad("training set has %d features and %d classes but held-out set %d and %d",
-			c.Train.Features, c.Train.Classes, c.Test.Features, c.Test.Classes)
-	}
-	for _, h := range c.Hidden {
-		if h < 1 {
-			bad("hidden layer width %d must be ≥ 1", h)
-		}
-	}
-	if c.Epochs < 1 {
-		bad("epochs %d must be ≥ 1", c.Epochs)
-	}
-	if c.Batch < 1 {
-		bad("batch %d must be ≥ 1", c.Batch)
-	}
-	if !(c.LR > 0) {
-		bad("learning rate %v must be positive", c.LR)
-	}
-	if !(c.Momentum >= 0 && c.Momentum < 1) {
-		bad("momentum %v must be in [0, 1)", c.Momentum)
-	}
-	if c.StepCompute < 0 {
-		bad("step compute %v must not be negative", c.StepCompute)
-	}
+	errs = append(errs, jobErrors(c.Train, c.Test, c.Hidden, c.Epochs, c.Batch, c.LR, c.Momentum, c.StepCompute)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("train: invalid config: %w", err)
 	}
 	return nil
+}
+
+// jobErrors checks what a synchronous and an elastic job share: the data
+// sets (present, valid, non-empty, of one shape), the model, the schedule
+// and the optimizer.
+func jobErrors(train, test *Dataset, hidden []int, epochs, batch int, lr, momentum float64, stepCompute time.Duration) []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, set := range []struct {
+		name string
+		d    *Dataset
+	}{{"training", train}, {"held-out", test}} {
+		if set.d == nil {
+			bad("no %s set", set.name)
+		} else if err := set.d.Validate(); err != nil {
+			bad("%s set: %w", set.name, err)
+		} else if set.d.Len() == 0 {
+			bad("%s set is empty", set.name)
+		}
+	}
+	if train != nil && test != nil && (train.Features != test.Features || train.Classes != test.Classes) {
+		bad("training set has %d features and %d classes but held-out set %d and %d",
+			train.Features, train.Classes, test.Features, test.Classes)
+	}
+	for _, h := range hidden {
+		if h < 1 {
+			bad("hidden layer width %d must be ≥ 1", h)
+		}
+	}
+	if epochs < 1 {
+		bad("epochs %d must be ≥ 1", epochs)
+	}
+	if batch < 1 {
+		bad("batch %d must be ≥ 1", batch)
+	}
+	if !(lr > 0) {
+		bad("learning rate %v must be positive", lr)
+	}
+	if !(momentum >= 0 && momentum < 1) {
+		bad("momentum %v must be in [0, 1)", momentum)
+	}
+	if stepCompute < 0 {
+		bad("step compute %v must not be negative", stepCompute)
+	}
+	return errs
 }
 
 // Trainer runs synchronous data-parallel SGD for one rank. Every rank of
