@@ -32,7 +32,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -89,13 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	for _, s := range strings.Split(sizes, ",") {
-		b, err := bench.ParseSize(s)
-		if err != nil || b < 4 || b > 1<<30 {
-			fmt.Fprintf(stderr, "childpost: bad size %q (4 bytes to 1 GiB)\n", s)
-			return 2
-		}
-		o.sizes = append(o.sizes, b/4*4)
+	var err error
+	if o.sizes, err = bench.ParseFloat32Sizes(sizes); err != nil {
+		fmt.Fprintf(stderr, "childpost: %v\n", err)
+		return 2
 	}
 	if o.iters < 1 || o.warmup < 0 || !(o.zeros >= 0 && o.zeros < 1) {
 		fmt.Fprintln(stderr, "childpost: -iters must be positive, -warmup not negative, -zeros in [0,1)")

@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -85,13 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	for _, s := range strings.Split(sizes, ",") {
-		b, err := bench.ParseSize(s)
-		if err != nil || b < 4 {
-			fmt.Fprintf(stderr, "late: bad size %q\n", s)
-			return 2
-		}
-		o.sizes = append(o.sizes, b)
+	var err error
+	if o.sizes, err = bench.ParseFloat32Sizes(sizes); err != nil {
+		fmt.Fprintf(stderr, "late: %v\n", err)
+		return 2
 	}
 	if o.iters < 1 || o.warmup < 0 || o.delay < 0 {
 		fmt.Fprintln(stderr, "late: -iters must be positive, -warmup and -delay not negative")

@@ -99,6 +99,21 @@ func ParseSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// ParseFloat32Sizes parses a comma-separated list of sizes (ParseSize)
+// of float32 buffers: each from 4 bytes to 1 GiB, rounded down to whole
+// elements.
+func ParseFloat32Sizes(list string) ([]int64, error) {
+	var out []int64
+	for _, s := range strings.Split(list, ",") {
+		b, err := ParseSize(s)
+		if err != nil || b < 4 || b > 1<<30 {
+			return nil, fmt.Errorf("bad size %q (4 bytes to 1 GiB of float32)", s)
+		}
+		out = append(out, b/4*4)
+	}
+	return out, nil
+}
+
 // busFactor converts algbw to busbw for n ranks.
 func busFactor(coll string, n int) float64 {
 	switch coll {
