@@ -1,6 +1,7 @@
 package elastic
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,8 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic/view"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/logging"
+
+	"github.com/ringtail-ml/ringtail/internal/route"
 )
 
 // Environment variables read by ConfigFromEnv (besides ringtail's own,
@@ -251,18 +254,16 @@ func ConfigFromEnv() (Config, error) {
 // address or no route is known.
 func ipToward(addr string) string {
 	host, _, err := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsLoopback() {
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.IsLoopback() {
 		return "127.0.0.1"
 	}
-	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	// An IP literal: nothing to resolve, the kernel answers at once.
+	local, err := route.LocalIP(context.Background(), ip.String())
 	if err != nil {
 		return "127.0.0.1"
 	}
-	defer c.Close()
-	if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsUnspecified() {
-		return a.IP.String()
-	}
-	return "127.0.0.1"
+	return local.String()
 }
 
 // MinSecretLen is the shortest job secret accepted.

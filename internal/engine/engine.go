@@ -18,6 +18,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
+	"github.com/ringtail-ml/ringtail/internal/route"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 	"github.com/ringtail-ml/ringtail/topology"
@@ -293,11 +294,9 @@ func routeIP(ctx context.Context, host string) (string, error) {
 	}
 	wait := 100 * time.Millisecond
 	for {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "udp", net.JoinHostPort(host, "9"))
+		ip, err := route.LocalIP(ctx, host)
 		if err == nil {
-			defer conn.Close()
-			return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
+			return ip.String(), nil
 		}
 		t := time.NewTimer(wait)
 		select {

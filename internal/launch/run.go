@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/route"
 )
 
 // Run starts cfg.NP ranks of cfg.Command with the rendezvous coordinator
@@ -399,14 +401,17 @@ func IsLocalHost(host string) bool {
 	return strings.EqualFold(host, name) || strings.EqualFold(host, short)
 }
 
+// AddrTowardTimeout bounds AddrToward's resolution of a host name.
+const AddrTowardTimeout = 10 * time.Second
+
 // AddrToward returns the launcher's address that routes to host (no
-// packet is sent), or the host name when that cannot be determined.
+// packet is sent), or the host name when that cannot be determined
+// within AddrTowardTimeout (a name that does not resolve).
 func AddrToward(host string) string {
-	if c, err := net.Dial("udp", net.JoinHostPort(host, "9")); err == nil {
-		defer c.Close()
-		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && !a.IP.IsLoopback() {
-			return a.IP.String()
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), AddrTowardTimeout)
+	defer cancel()
+	if ip, err := route.LocalIP(ctx, host); err == nil && !ip.IsLoopback() {
+		return ip.String()
 	}
 	if name, err := os.Hostname(); err == nil {
 		return name
