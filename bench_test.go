@@ -30,6 +30,17 @@ func BenchmarkAllReduceObserved(b *testing.B) {
 	}
 }
 
+// BenchmarkAllReduceTCP is BenchmarkAllReduce over TCP sockets (no
+// shared memory, no unix sockets): the frame path between hosts, whose
+// writer and reader must not allocate per chunk either.
+func BenchmarkAllReduceTCP(b *testing.B) {
+	for _, size := range []int{8, 16 << 20} {
+		b.Run(fmt.Sprintf("ranks=2/bytes=%d", size), func(b *testing.B) {
+			benchAllReduce(b, 2, size, func(c *Config) { c.DisableShm, c.DisableUnix = true, true })
+		})
+	}
+}
+
 // benchAllReduce runs b.N allreduces of size bytes on n in-process ranks
 // configured by mutate.
 func benchAllReduce(b *testing.B, n, size int, mutate func(*Config)) {
