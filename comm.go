@@ -109,8 +109,12 @@ func opErr(op Op) error {
 // every rank holds identical bits. Messages up to SmallBytes use recursive
 // doubling; larger ones the pipelined ring (reduce-scatter + allgather).
 func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op Op) error {
-	cl := engine.Call{Spec: spec(wire.AllReduce, buf), DType: buf.DType, Op: op, Data: buf.Bytes}
-	cl.Spec.Avg = op == Avg
+	// Field by field: the compiler builds a composite literal of an
+	// addressed variable in a temporary and copies it, and the copy's wide
+	// loads of the literal's narrow stores stall on every small call.
+	var cl engine.Call
+	cl.Spec.Collective, cl.Spec.Count, cl.Spec.ElemSize, cl.Spec.Avg = wire.AllReduce, buf.Len(), buf.DType.Size(), op == Avg
+	cl.DType, cl.Op, cl.Data = buf.DType, op, buf.Bytes
 	if !op.Valid() || !buf.DType.Valid() || len(buf.Bytes)%buf.DType.Size() != 0 {
 		return c.run(ctx, &cl, checkBuffer("AllReduce", buf), opErr(op))
 	}

@@ -85,6 +85,10 @@ type Engine struct {
 		key progKey
 		p   *plan.Program
 	}
+	plain struct { // the previous world call's program, found without building a progKey
+		key plainKey
+		p   *plan.Program
+	}
 	world  group             // calls of every rank
 	groups map[uint32]*group // calls of subgroups and point-to-point pairs
 	doneFn func(uint32) uint64

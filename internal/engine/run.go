@@ -60,6 +60,28 @@ type progKey struct {
 	splits     string // an uneven AllToAll's send and receive counts
 }
 
+// plainKey identifies the program of a plain call: one of the whole world
+// with no member list, children, splits or peer (a training loop's
+// allreduce). Its fields are all progKey depends on for such a call (small
+// follows from count and element size), and it holds no strings, so the
+// per-call lookup is a comparison of a few words.
+type plainKey struct {
+	collective  wire.Collective
+	avg         bool
+	count, root int
+	esize       int
+}
+
+// plainKeyOf returns c's plainKey, or false if c is not a plain call.
+func plainKeyOf(c *Call) (plainKey, bool) {
+	sp := &c.Spec
+	if sp.Members != nil || sp.Children != nil || sp.SendCounts != nil || sp.RecvCounts != nil ||
+		sp.Collective == wire.PointToPoint || sp.Collective == wire.AllReduceTree {
+		return plainKey{}, false
+	}
+	return plainKey{collective: sp.Collective, avg: sp.Avg, count: sp.Count, root: sp.Root, esize: sp.ElemSize}, true
+}
+
 // groupID names the group of a call: World, a hash of its member list, or
 // of one direction of a point-to-point pair. Never World for the others.
 func groupID(members string) uint32 {
@@ -223,6 +245,31 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	return p, nil
 }
 
+// lookup returns the call's group and program: a plain call that repeats
+// the previous plain call reuses its program without building a progKey.
+// The group is returned even when the program fails (the error names the
+// call by its descriptor).
+func (e *Engine) lookup(c *Call) (*group, *plan.Program, error) {
+	pk, plain := plainKeyOf(c)
+	if k := &e.plain.key; plain && e.plain.p != nil && k.collective == pk.collective && k.count == pk.count &&
+		k.esize == pk.esize && k.root == pk.root && k.avg == pk.avg {
+		return &e.world, e.plain.p, nil
+	}
+	k, gk, err := e.keyOf(c)
+	g := e.groupOf(gk)
+	if err != nil {
+		return g, nil, err
+	}
+	p, err := e.program(k, c)
+	if err != nil {
+		return g, nil, err
+	}
+	if plain {
+		e.plain.key, e.plain.p = pk, p
+	}
+	return g, p, nil
+}
+
 // stepKey is the context key of a call's step label (WithStep).
 type stepKey struct{}
 
@@ -239,12 +286,6 @@ func WithStep(ctx context.Context, step uint64) context.Context {
 func StepOf(ctx context.Context) (uint64, bool) {
 	step, ok := ctx.Value(stepKey{}).(uint64)
 	return step, ok
-}
-
-// desc is the call's descriptor as the group's next call.
-func desc(c *Call, g *group) wire.Desc {
-	return wire.Desc{Collective: c.Spec.Collective, DType: uint8(c.DType), RedOp: uint8(c.Op), Root: uint32(c.Spec.Root),
-		Group: g.id, Tag: c.Tag, Call: g.done + 1, Count: uint64(c.Spec.Count)}
 }
 
 // Run validates nothing (the root package has), builds (or reuses) the
@@ -267,22 +308,23 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 			return err
 		}
 	}
-	k, gk, err := e.keyOf(c)
-	g := e.groupOf(gk)
-	d := desc(c, g)
+	g, p, err := e.lookup(c)
+	// The executor's call is filled field by field: a composite literal
+	// is built in a temporary and copied, and the copy's wide loads of its
+	// narrow stores stall on every small call.
+	var ec exec.Call
+	d := &ec.Desc
+	d.Collective, d.DType, d.RedOp, d.Root = c.Spec.Collective, uint8(c.DType), uint8(c.Op), uint32(c.Spec.Root)
+	d.Group, d.Tag, d.Call, d.Count = g.id, c.Tag, g.done+1, uint64(c.Spec.Count)
+	ec.DType, ec.Op, ec.Data, ec.Input, ec.Done, ec.Deadline = c.DType, c.Op, c.Data, c.Input, e.doneFn, c.Deadline
 	if step, ok := StepOf(ctx); ok && !d.Collective.Tagged() {
 		d.Tag = uint32(step)
 	}
 	if err != nil {
-		return e.invalidLocked(d, err)
+		return e.invalidLocked(*d, err)
 	}
-	p, err := e.program(k, c)
-	if err != nil {
-		return e.invalidLocked(d, err)
-	}
-	ec := exec.Call{Desc: d, DType: c.DType, Op: c.Op, Data: c.Data, Input: c.Input, Done: e.doneFn, Deadline: c.Deadline}
 	if tr := e.s.Tracer; tr != nil {
-		tr.Begin(exec.CallInfo{Desc: d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
+		tr.Begin(exec.CallInfo{Desc: *d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
 		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
 		tr.End(err)
 	} else {
@@ -293,7 +335,7 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 		return err
 	}
 	g.done++
-	g.last = d
+	g.last = *d
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
@@ -86,5 +87,48 @@ func TestRouteIP(t *testing.T) {
 	_, err := routeIP(short, "no-such-host.invalid")
 	if err == nil || !strings.Contains(err.Error(), `"no-such-host.invalid"`) || !strings.Contains(err.Error(), "RINGTAIL_LISTEN_IP") {
 		t.Fatalf("unresolvable host: %v, want an error naming it and the way out", err)
+	}
+}
+
+// lookup's plain-call shortcut returns what the full path (progKey, group
+// key) returns, over a sequence that alternates plain calls with subgroup,
+// point-to-point and tree calls and changes every field the shortcut
+// compares: a stale shortcut would hand a call another call's program.
+func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
+	e := &Engine{s: Settings{Rank: 1, World: 4, Tunables: algo.Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20}},
+		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	calls := []algo.Spec{
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4, Avg: true},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 8},
+		{Collective: wire.AllReduce, Count: 64, ElemSize: 4}, // past the small threshold
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4, Members: []int{1, 2}},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+		{Collective: wire.Broadcast, Count: 2, ElemSize: 4},
+		{Collective: wire.Broadcast, Count: 2, ElemSize: 4, Root: 3},
+		{Collective: wire.PointToPoint, Count: 2, ElemSize: 4, Peer: 2, Send: true},
+		{Collective: wire.AllReduceTree, Count: 2, ElemSize: 4, Children: []algo.Child{{Rank: 3}}},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+		{Collective: wire.Barrier},
+		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+	}
+	for i, sp := range calls {
+		c := &Call{Spec: sp}
+		g, p, err := e.lookup(c)
+		if err != nil {
+			t.Fatalf("call %d (%+v): %v", i, sp, err)
+		}
+		k, gk, err := e.keyOf(c)
+		if err != nil {
+			t.Fatalf("call %d: keyOf: %v", i, err)
+		}
+		want, err := e.program(k, c)
+		if err != nil {
+			t.Fatalf("call %d: program: %v", i, err)
+		}
+		if p != want || g != e.groupOf(gk) {
+			t.Fatalf("call %d (%+v): lookup gave program %p group %d, the full path %p group %d", i, sp, p, g.id, want, e.groupOf(gk).id)
+		}
 	}
 }

@@ -88,6 +88,13 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 		e.fp = nil
 		return err
 	}
+	return e.runGeneral(ctx, timeout, p, call)
+}
+
+// runGeneral runs p through the transport's queues, waiting on
+// completions (Run's path for programs that do not fit fastboxes; kept
+// apart so that the fast path's return does not pay for this one's defer).
+func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
 	var expired <-chan time.Time
 	if timeout > 0 {
 		if e.deadline == nil {
