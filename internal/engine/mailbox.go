@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/transport"
@@ -114,6 +115,7 @@ type Posting struct {
 	e     *Engine
 	peer  int
 	done  chan transport.Result
+	claim *transport.Claim // withdraws the message, or waits for the writer, when Wait gives up
 	sent  bool
 	stats *transport.SendStats // a compressed post's cost, written by the writer before done
 }
@@ -143,9 +145,9 @@ func (e *Engine) PostAsyncWith(ctx context.Context, peer int, buf []byte, dt red
 	if tag > MaxTag {
 		return nil, fmt.Errorf("ringtail: eager message tag %#x above %#x (bit 31 is reserved)", tag, MaxTag)
 	}
-	p := &Posting{e: e, peer: peer, done: make(chan transport.Result, 1)}
+	p := &Posting{e: e, peer: peer, done: make(chan transport.Result, 1), claim: transport.NewClaim()}
 	d := wire.Desc{Collective: wire.Eager, DType: uint8(dt), Tag: cl.wireTag(tag), Count: uint64(len(buf) / dt.Size())}
-	req := transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done}
+	req := transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done, Claim: p.claim}
 	if opt.Compress {
 		p.stats = &transport.SendStats{}
 		req.Compress = p.stats
@@ -184,7 +186,9 @@ func (p *Posting) Stats() (transport.SendStats, bool) {
 
 // Wait waits until the message is sent, the peer dies (a tolerant mesh),
 // the mesh fails, or ctx ends (a timeout that fails the mesh, naming the
-// peer).
+// peer). When it returns, the link's writer no longer reads the buffer,
+// whatever the outcome: a failed post's buffer may be reused at once (the
+// caller's next step writes into it).
 func (p *Posting) Wait(ctx context.Context) error {
 	e := p.e
 	for !p.sent {
@@ -192,16 +196,34 @@ func (p *Posting) Wait(ctx context.Context) error {
 		case <-p.done:
 			p.sent = true
 		case <-e.mesh.Failed():
-			return e.mesh.Err()
+			return p.letGo(e.mesh.Err())
 		case <-e.mesh.Deaths():
 			if de := e.mesh.DeadErr(p.peer); de != nil {
-				return de // the peer died mid-send (tolerated: the communicator lives on)
+				return p.letGo(de) // the peer died mid-send (tolerated: the communicator lives on)
 			}
 		case <-ctx.Done():
-			return e.timeoutOn(p.peer, ctx.Err())
+			return p.letGo(e.timeoutOn(p.peer, ctx.Err()))
 		}
 	}
 	return nil
+}
+
+// letGo returns err once the writer is done with the buffer: a message
+// still queued is withdrawn; one being written ends with its link (the
+// peer is dead or the mesh failed, so the write fails fast), or within the
+// operation timeout, after which err is returned regardless.
+func (p *Posting) letGo(err error) error {
+	if p.claim.Withdraw() {
+		return err
+	}
+	t := time.NewTimer(p.e.s.OpTimeout)
+	defer t.Stop()
+	select {
+	case <-p.claim.Released():
+	case <-p.done:
+	case <-t.C:
+	}
+	return err
 }
 
 func (e *Engine) timeoutOn(peer int, err error) error {

@@ -45,6 +45,51 @@ type SendReq struct {
 	// plain) and records there what that cost before Done is signalled.
 	// Nil on every collective's frames.
 	Compress *SendStats
+	// Claim, when not nil, lets the sender withdraw the request while it
+	// is still queued and tells it when the writer is done with Buf, sent
+	// or not (an eager message whose sender stops waiting early: Buf must
+	// not change while the writer may still read it).
+	Claim *Claim
+}
+
+// Claim arbitrates a queued send's buffer between its sender and the
+// link's writer: the sender may withdraw the send until the writer takes
+// it; once taken, Released is closed when the writer has finished reading
+// the buffer, whether the write succeeded or failed.
+type Claim struct {
+	state    atomic.Uint32 // claimQueued, claimTaken, claimReleased or claimWithdrawn
+	released chan struct{}
+}
+
+const (
+	claimQueued = iota
+	claimTaken
+	claimReleased
+	claimWithdrawn
+)
+
+// NewClaim returns the claim of one queued send.
+func NewClaim() *Claim { return &Claim{released: make(chan struct{})} }
+
+// Withdraw stops the writer from taking the send and reports whether it
+// did: true means the writer never reads the buffer; false means it has
+// taken it (wait for Released).
+func (c *Claim) Withdraw() bool {
+	return c.state.CompareAndSwap(claimQueued, claimWithdrawn) || c.state.Load() == claimWithdrawn
+}
+
+// Released is closed once the writer has finished with a send it took.
+func (c *Claim) Released() <-chan struct{} { return c.released }
+
+// take is the writer's side of Withdraw: false if the send was withdrawn
+// (a nil claim: always true).
+func (c *Claim) take() bool { return c == nil || c.state.CompareAndSwap(claimQueued, claimTaken) }
+
+// release tells the sender the writer is done with the buffer.
+func (c *Claim) release() {
+	if c != nil && c.state.CompareAndSwap(claimTaken, claimReleased) {
+		close(c.released)
+	}
 }
 
 // SendStats is what a compressed send cost (SendReq.Compress).
@@ -607,7 +652,12 @@ func (l *Link) writeLoop() {
 	for {
 		select {
 		case req := <-l.sends:
-			if err := l.writeData(&req); err != nil {
+			if !req.Claim.take() {
+				continue // withdrawn by its sender
+			}
+			err := l.writeData(&req)
+			req.Claim.release()
+			if err != nil {
 				l.writeFailed(err)
 				return
 			}

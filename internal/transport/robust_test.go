@@ -192,3 +192,80 @@ func TestJudgeState(t *testing.T) {
 		t.Errorf("a stale answer was judged: %v %q", f, why)
 	}
 }
+
+// A send's buffer belongs to the link's writer until its Claim hands it
+// back: a send still queued is withdrawn (the writer never reads it), and
+// a send the writer took is released when its write ends, here because the
+// peer vanishes mid-message. After either the sender writes into the
+// buffer at once; under -race, a read by the writer left unordered before
+// that write fails the test.
+func TestAClaimHandsTheBufferBack(t *testing.T) {
+	network := NewInmem()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ln0, _ := network.Listen(ctx)
+	ln1, _ := network.Listen(ctx)
+	eps := []Endpoint{ln0.Endpoint(), ln1.Endpoint()}
+	id1 := Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s")}
+	go func() { // rank 1 authenticates, then reads nothing: rank 0's writes block
+		c, err := ln1.Accept()
+		if err != nil {
+			return
+		}
+		if _, err := AcceptHandshake(context.Background(), c, id1); err != nil {
+			return
+		}
+		<-ctx.Done()
+	}()
+	m, err := Connect(ctx, MeshConfig{
+		Identity: Identity{JobID: "job", Rank: 0, World: 2, Secret: []byte("s")}, Channels: 1, Network: network,
+		Listener: ln0, Endpoints: eps, Logger: zerolog.Nop(),
+		Link: LinkConfig{Silence: time.Hour, Heartbeat: 10 * time.Minute, Chunk: 4096},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	type send struct {
+		buf   []byte
+		claim *Claim
+		done  chan Result
+	}
+	sends := make([]send, 2)
+	for i := range sends {
+		s := send{buf: make([]byte, 1<<16), claim: NewClaim(), done: make(chan Result, 1)}
+		req := SendReq{Desc: Desc{Collective: wire.Eager, DType: 1, Count: 1 << 14}, Buf: s.buf, Chunk: 4096, Done: s.done, Claim: s.claim}
+		if err := m.Link(1, 0).Send(req, ctx.Done()); err != nil {
+			t.Fatal(err)
+		}
+		sends[i] = s
+	}
+	// The second send waits behind the first, whose write cannot end
+	// while rank 1 reads nothing: it is withdrawn, whatever the timing.
+	if !sends[1].claim.Withdraw() {
+		t.Fatal("a send queued behind a blocked one could not be withdrawn")
+	}
+	network.Sever(ln1.Endpoint())
+	select {
+	case <-m.Failed():
+	case <-ctx.Done():
+		t.Fatal("rank 0 never noticed rank 1's end")
+	}
+	// The first send was either never taken (withdrawn now) or is released
+	// when its write fails.
+	if !sends[0].claim.Withdraw() {
+		select {
+		case <-sends[0].claim.Released():
+		case <-ctx.Done():
+			t.Fatal("the writer never released a send whose link broke")
+		}
+	}
+	for _, s := range sends {
+		clear(s.buf) // the sender reuses its buffers
+		select {
+		case <-s.done:
+			t.Fatal("a send to a peer that read nothing was reported sent")
+		default:
+		}
+	}
+}
