@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command capi is ringtail's C ABI: built with
 //
 //	go build -buildmode=c-shared -o libringtail.so ./integration/capi

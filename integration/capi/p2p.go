@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"runtime/cgo"
 	"time"
@@ -168,13 +167,6 @@ func (q *request) wait(timeout time.Duration) (finished bool, source int, err er
 	}
 	src, err := q.recv.Wait(ctx)
 	return true, src, err
-}
-
-// requestTimeout is rt_wait's timeout: the request is still valid.
-type requestTimeout struct{ d time.Duration }
-
-func (e *requestTimeout) Error() string {
-	return fmt.Sprintf("capi: request not finished within %v (it is still valid: wait again or rt_cancel it)", e.d)
 }
 
 //export rt_alltoall

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/rs/zerolog"
@@ -299,4 +302,11 @@ func code(err error) int {
 		return codeTimeout
 	}
 	return codeOther
+}
+
+// requestTimeout is rt_wait's timeout: the request is still valid.
+type requestTimeout struct{ d time.Duration }
+
+func (e *requestTimeout) Error() string {
+	return fmt.Sprintf("capi: request not finished within %v (it is still valid: wait again or rt_cancel it)", e.d)
 }

@@ -43,13 +43,13 @@ func Apply(dst, src []byte, dt DType, op Op) error {
 			sumFloat32(view[float32](dst), view[float32](src))
 			return nil
 		}
-		apply(view[float32](dst), view[float32](src), op)
+		foldFloat32(view[float32](dst), view[float32](src), op)
 	case Float64:
 		if op == Sum || op == Avg {
 			sumFloat64(view[float64](dst), view[float64](src))
 			return nil
 		}
-		apply(view[float64](dst), view[float64](src), op)
+		foldFloat64(view[float64](dst), view[float64](src), op)
 	case Int32:
 		apply(view[int32](dst), view[int32](src), op)
 	case Int64:
@@ -135,9 +135,9 @@ func Scale(buf []byte, dt DType, n int) error {
 	}
 	switch dt {
 	case Float32:
-		scale(view[float32](buf), float32(n))
+		scaleFloat32(view[float32](buf), float32(n))
 	case Float64:
-		scale(view[float64](buf), float64(n))
+		scaleFloat64(view[float64](buf), float64(n))
 	case Int32:
 		scale(view[int32](buf), int32(n))
 	case Int64:

@@ -34,3 +34,88 @@ func sumFloat64(d, s []float64) {
 	}
 	sum(d, s)
 }
+
+// The other float kernels (sum_amd64.s): d = d op s for i < n, n a
+// multiple of 32 (float32) or 16 (float64); scale divides d by div.
+// Each has the bits of the portable loop (TestFloatKernelsMatchPortableLoop).
+
+//go:noescape
+func prodF32AVX2(d, s *float32, n int)
+
+//go:noescape
+func prodF64AVX2(d, s *float64, n int)
+
+//go:noescape
+func minF32AVX2(d, s *float32, n int)
+
+//go:noescape
+func minF64AVX2(d, s *float64, n int)
+
+//go:noescape
+func maxF32AVX2(d, s *float32, n int)
+
+//go:noescape
+func maxF64AVX2(d, s *float64, n int)
+
+//go:noescape
+func scaleF32AVX2(d *float32, n int, div float32)
+
+//go:noescape
+func scaleF64AVX2(d *float64, n int, div float64)
+
+// foldFloat32 is the float32 kernel of Prod, Min and Max: AVX2 for the bulk
+// where the CPU has it, the portable loop for the rest.
+func foldFloat32(d, s []float32, op Op) {
+	s = s[:len(d)]
+	if bulk := len(d) &^ 31; bulk > 0 && cpu.X86.HasAVX2 {
+		switch op {
+		case Prod:
+			prodF32AVX2(&d[0], &s[0], bulk)
+		case Min:
+			minF32AVX2(&d[0], &s[0], bulk)
+		case Max:
+			maxF32AVX2(&d[0], &s[0], bulk)
+		default:
+			bulk = 0
+		}
+		d, s = d[bulk:], s[bulk:]
+	}
+	apply(d, s, op)
+}
+
+// foldFloat64 is foldFloat32 for float64.
+func foldFloat64(d, s []float64, op Op) {
+	s = s[:len(d)]
+	if bulk := len(d) &^ 15; bulk > 0 && cpu.X86.HasAVX2 {
+		switch op {
+		case Prod:
+			prodF64AVX2(&d[0], &s[0], bulk)
+		case Min:
+			minF64AVX2(&d[0], &s[0], bulk)
+		case Max:
+			maxF64AVX2(&d[0], &s[0], bulk)
+		default:
+			bulk = 0
+		}
+		d, s = d[bulk:], s[bulk:]
+	}
+	apply(d, s, op)
+}
+
+// scaleFloat32 divides every element by n (Avg): AVX2 for the bulk.
+func scaleFloat32(v []float32, n float32) {
+	if bulk := len(v) &^ 31; bulk > 0 && cpu.X86.HasAVX2 {
+		scaleF32AVX2(&v[0], bulk, n)
+		v = v[bulk:]
+	}
+	scale(v, n)
+}
+
+// scaleFloat64 is scaleFloat32 for float64.
+func scaleFloat64(v []float64, n float64) {
+	if bulk := len(v) &^ 15; bulk > 0 && cpu.X86.HasAVX2 {
+		scaleF64AVX2(&v[0], bulk, n)
+		v = v[bulk:]
+	}
+	scale(v, n)
+}
