@@ -162,6 +162,48 @@ func (j *job) waitAll(d time.Duration, what string, names []string, ok func(Rank
 	return got
 }
 
+// waitGen waits until every one of names has reported a step in one
+// generation above after (the first generation all of them reach) and
+// returns those steps. Under heavy load the failure detector may suspect a
+// live rank, which refutes and rejoins: the job then re-forms more than
+// once, and the first generation the ranks share is a later one.
+func (j *job) waitGen(d time.Duration, what string, names []string, after uint64) map[string]RankEvent {
+	j.t.Helper()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	byGen := map[uint64]map[string]RankEvent{}
+	deadline := time.After(d)
+	for {
+		select {
+		case e := <-j.events:
+			if !want[e.proc] {
+				continue
+			}
+			if e.ev.Event == "exit" {
+				j.t.Fatalf("%s exited while waiting for %s: %s", e.proc, what, e.ev.Err)
+			}
+			if e.ev.Event != "step" || e.ev.Gen <= after {
+				continue
+			}
+			g := byGen[e.ev.Gen]
+			if g == nil {
+				g = map[string]RankEvent{}
+				byGen[e.ev.Gen] = g
+			}
+			if _, seen := g[e.proc]; !seen {
+				g[e.proc] = e.ev
+			}
+			if len(g) == len(want) {
+				return g
+			}
+		case <-deadline:
+			j.t.Fatalf("timed out after %v waiting for %s (have %v)", d, what, byGen)
+		}
+	}
+}
+
 // Real processes: kill -9 of a rank → the survivors form generation g+1
 // (data-plane evidence names the dead rank at once) and continue; a new
 // process joins → generation g+2 includes it, appended as the last rank.
@@ -196,7 +238,20 @@ func TestProcessKill9AndJoin(t *testing.T) {
 
 	j.start("rank-3", j.env("rank-3", seeds[3], seeds, 3, 2, EnvRole+"="+roleBenchRank))
 	all := []string{"rank-0", "rank-2", "rank-3"}
-	grown := j.waitAll(30*time.Second, "generation 3 with the joiner", all, func(e RankEvent) bool { return e.Event == "step" && e.Gen > 2 })
+	grown := j.waitGen(30*time.Second, "a generation with the joiner", all, 2)
+	if g := grown["rank-3"].Gen; g != 3 {
+		// A live rank was suspected under load and rejoined: the ranks
+		// are renumbered, so only the membership is checked.
+		t.Logf("the job re-formed %d more times before the three stepped together (a live rank suspected under load)", g-3)
+		seen := map[int]bool{}
+		for _, n := range all {
+			if e := grown[n]; e.Size != 3 || e.Rank < 0 || e.Rank > 2 || seen[e.Rank] {
+				t.Fatalf("%s: %+v, want one of ranks 0..2 of 3 in generation %d (have %v)", n, e, g, grown)
+			}
+			seen[grown[n].Rank] = true
+		}
+		return
+	}
 	for i, n := range all {
 		if e := grown[n]; e.Gen != 3 || e.Size != 3 || e.Rank != i {
 			t.Fatalf("%s: %+v, want generation 3, rank %d of 3", n, e, i)

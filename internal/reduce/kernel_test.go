@@ -281,10 +281,27 @@ func TestFloatKernelsMatchPortableLoop(t *testing.T) {
 			g32, w32 := slices.Clone(d32), slices.Clone(d32)
 			foldFloat32(g32, s32, op)
 			apply(w32, s32, op)
-			check32(fmt.Sprintf("%s %v", what, op), g32, w32)
 			g64, w64 := slices.Clone(d64), slices.Clone(d64)
 			foldFloat64(g64, s64, op)
 			apply(w64, s64, op)
+			if op == Prod {
+				// x86 returns the first of two NaN operands, and the
+				// compiler orders a product's operands as it likes (the
+				// -race build swaps them): a product of two NaNs only
+				// has to be a NaN. Min and Max are not commutative, so
+				// Go's lowering fixes their order.
+				for i := range g32 {
+					if d32[i] != d32[i] && s32[i] != s32[i] && g32[i] != g32[i] && w32[i] != w32[i] {
+						g32[i] = w32[i]
+					}
+				}
+				for i := range g64 {
+					if d64[i] != d64[i] && s64[i] != s64[i] && g64[i] != g64[i] && w64[i] != w64[i] {
+						g64[i] = w64[i]
+					}
+				}
+			}
+			check32(fmt.Sprintf("%s %v", what, op), g32, w32)
 			check64(fmt.Sprintf("%s %v", what, op), g64, w64)
 		}
 		for _, n := range []int{1, 3, 4} {
