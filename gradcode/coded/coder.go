@@ -3,6 +3,7 @@ package coded
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -200,11 +201,19 @@ func (c *Coder) Step(ctx context.Context, compute ComputeFunc, out []float64) (S
 	go receive(rctx, c.m, others, arrivals, leftover)
 
 	st := &stepState{t: t, got: map[int]*ringtail.Contribution{}, sentTo: -1, leader: -1}
-	defer func() {
-		rcancel()
-		if ct := <-leftover; ct != nil {
-			c.pending = append(c.pending, ct)
+	receiving := true
+	// stopReceiving ends the receiver and keeps what it had taken.
+	stopReceiving := func() {
+		if receiving {
+			receiving = false
+			rcancel()
+			if ct := <-leftover; ct != nil {
+				c.handle(ctx, st, ct)
+			}
 		}
+	}
+	defer func() {
+		stopReceiving()
 		for _, ct := range st.got {
 			ct.Release()
 		}
@@ -218,7 +227,19 @@ func (c *Coder) Step(ctx context.Context, compute ComputeFunc, out []float64) (S
 	tick := time.NewTicker(c.cfg.Poll)
 	defer tick.Stop()
 	for {
-		if err := c.advance(ctx, st); err != nil {
+		err := c.advance(ctx, st)
+		if errors.Is(err, ErrTooManyDead) {
+			// Ranks that finished the step and closed count as dead
+			// too, but a leader among them sent this rank the sum
+			// before it closed, and a link delivers a message before
+			// its end: the sum has arrived if it was sent.
+			stopReceiving()
+			c.takeArrivedSum(ctx, st)
+			if st.sum != nil {
+				break
+			}
+		}
+		if err != nil {
 			return StepInfo{}, fmt.Errorf("coded: step %d on rank %d: %w", t, c.rank, err)
 		}
 		if st.sum != nil {
@@ -244,6 +265,19 @@ func (c *Coder) Step(ctx context.Context, compute ComputeFunc, out []float64) (S
 	delete(c.results, t-c.cfg.History)
 	c.step++
 	return StepInfo{Step: t, Leader: st.leader, Survivors: st.F, Computed: st.computed}, nil
+}
+
+// takeArrivedSum handles, without waiting, every result of step st.t that
+// has arrived from any other rank (the receiver is stopped).
+func (c *Coder) takeArrivedSum(ctx context.Context, st *stepState) {
+	for r := 0; r < c.n && st.sum == nil; r++ {
+		if r == c.rank {
+			continue
+		}
+		if ct, ok := c.m.TryContribution(r, tagOf(st.t, kindResult), math.MaxUint32); ok {
+			c.handle(ctx, st, ct)
+		}
+	}
 }
 
 // receive forwards contributions to arrivals until ctx ends; a contribution

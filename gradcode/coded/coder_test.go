@@ -188,3 +188,37 @@ func TestTooFewRanksFailsInsteadOfHanging(t *testing.T) {
 		t.Fatalf("Step with 2 of 4 ranks gone and s = 1: %v, want ErrTooManyDead or a timeout", err)
 	}
 }
+
+// A rank that reaches the last step after the others finished it and
+// closed their communicators sees them all as dead, yet the leader sent it
+// the sum before it closed: the step returns that sum instead of
+// ErrTooManyDead (seen as kill9-leader in TestEndToEndTwoRanksFaultMidRun,
+// whose fast ranks finish first).
+func TestALateRankGetsTheSumOfRanksThatFinished(t *testing.T) {
+	comms := startComms(t, 4)
+	cfg := Config{Scheme: gradcode.Cyclic, S: 1, Len: 100, Seed: 5, StepTimeout: 30 * time.Second}
+	runRanks(t, comms, []int{0, 1, 2}, cfg, 1, func(int, int) time.Duration { return 0 })
+	for r := 0; r < 3; r++ {
+		comms[r].Close()
+	}
+	// Rank 3 begins its step once it knows the three are gone (a minute
+	// is the hang detector).
+	for deadline := time.Now().Add(time.Minute); len(comms[3].Dead()) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 3 knows of %v dead, want ranks 0, 1 and 2", comms[3].Dead())
+		}
+	}
+	cd, err := New(comms[3], cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.Close()
+	out := make([]float64, cfg.Len)
+	info, err := cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 0 }), out)
+	if err != nil {
+		t.Fatalf("the late rank's step: %v, want the sum rank %d sent before it closed", err, 0)
+	}
+	if e := relErr(out, referenceSum(0, cd.plan.K, cfg.Len)); e > tolerance(cd.plan) || info.Leader != 0 {
+		t.Fatalf("the late rank's step: relative error %.3g, leader %d; want the sum from leader 0", e, info.Leader)
+	}
+}

@@ -29,6 +29,9 @@ type Messenger interface {
 	Dead() []int
 	Contribute(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) error
 	NextContribution(ctx context.Context, from []int) (*ringtail.Contribution, error)
+	// TryContribution takes, without waiting, an arrived contribution from
+	// rank from whose tag matches tag under mask.
+	TryContribution(from int, tag, mask uint32) (*ringtail.Contribution, bool)
 }
 
 var _ Messenger = (*ringtail.Comm)(nil)
