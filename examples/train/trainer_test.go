@@ -289,8 +289,8 @@ func TestInjectedSlowRankPadsToScaledStepCompute(t *testing.T) {
 }
 
 // TestSlowRankSetsTheStepTimeOfAll runs real sleeps: in synchronous SGD
-// every rank's step lasts as long as the slow rank's. Only lower bounds
-// are checked (load can only lengthen steps); how a step splits into
+// every rank's step lasts about as long as the slow rank's. Only lower
+// bounds are checked (load can only lengthen steps); how a step splits into
 // compute, pad and allreduce wait depends on how long the real compute
 // took, so that split is checked exactly with recorded sleeps in
 // TestInjectedSlowRankPadsToScaledStepCompute.
@@ -312,10 +312,16 @@ func TestSlowRankSetsTheStepTimeOfAll(t *testing.T) {
 		return run
 	})
 	reps := j.mustRun(t)
-	for r, rep := range reps {
-		if rep.StepMean < 60*time.Millisecond {
-			t.Errorf("rank %d: mean step %v, want ≥ 3 × 20ms", r, rep.StepMean)
-		}
+	// A step's wall time runs from the rank's own step start, and rank 0
+	// starts its steps later than rank 1 by whatever it does between steps
+	// (under load, several ms): its steps end with rank 1's but may be
+	// that much shorter than 3 × 20ms. Twice its own compute still shows
+	// that the slow rank set its pace.
+	if rep := reps[0]; rep.StepMean < 40*time.Millisecond {
+		t.Errorf("rank 0: mean step %v, want ≥ 2 × 20ms (the slow rank's 3 × 20ms, less the ranks' step-start skew)", rep.StepMean)
+	}
+	if rep := reps[1]; rep.StepMean < 60*time.Millisecond {
+		t.Errorf("rank 1: mean step %v, want ≥ 3 × 20ms", rep.StepMean)
 	}
 	if slow := reps[1].Epochs[0]; slow.ComputeMean+slow.PadMean < 60*time.Millisecond-time.Microsecond {
 		t.Errorf("rank 1 computed %v and padded %v per step, want them to reach 3 × 20ms", slow.ComputeMean, slow.PadMean)
