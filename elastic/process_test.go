@@ -137,44 +137,32 @@ func (j *job) kill(name string) {
 // ok holds; an "exit" event from one of them fails the test.
 func (j *job) waitAll(d time.Duration, what string, names []string, ok func(RankEvent) bool) map[string]RankEvent {
 	j.t.Helper()
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
+	want := wanted(names)
 	got := map[string]RankEvent{}
 	deadline := time.After(d)
 	for len(got) < len(want) {
-		select {
-		case e := <-j.events:
-			if !want[e.proc] {
-				continue
-			}
-			if e.ev.Event == "exit" {
-				j.t.Fatalf("%s exited while waiting for %s: %s", e.proc, what, e.ev.Err)
-			}
-			if _, seen := got[e.proc]; !seen && ok(e.ev) {
-				got[e.proc] = e.ev
-			}
-		case <-deadline:
-			j.t.Fatalf("timed out after %v waiting for %s (have %v)", d, what, got)
+		proc, ev := j.nextEvent(deadline, d, what, want, got)
+		if _, seen := got[proc]; !seen && ok(ev) {
+			got[proc] = ev
 		}
 	}
 	return got
 }
 
-// waitGen waits until every one of names has reported a step in one
-// generation above after (the first generation all of them reach) and
-// returns those steps. Under heavy load the failure detector may suspect a
-// live rank, which refutes and rejoins: the job then re-forms more than
-// once, and the first generation the ranks share is a later one.
-func (j *job) waitGen(d time.Duration, what string, names []string, after uint64) map[string]RankEvent {
-	j.t.Helper()
+// wanted is the set of names.
+func wanted(names []string) map[string]bool {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
 	}
-	byGen := map[uint64]map[string]RankEvent{}
-	deadline := time.After(d)
+	return want
+}
+
+// nextEvent returns the next event of a process in want; a process that
+// exits or a deadline that passes fails the test (have is what the wait
+// had gathered, for the message).
+func (j *job) nextEvent(deadline <-chan time.Time, d time.Duration, what string, want map[string]bool, have any) (string, RankEvent) {
+	j.t.Helper()
 	for {
 		select {
 		case e := <-j.events:
@@ -184,22 +172,38 @@ func (j *job) waitGen(d time.Duration, what string, names []string, after uint64
 			if e.ev.Event == "exit" {
 				j.t.Fatalf("%s exited while waiting for %s: %s", e.proc, what, e.ev.Err)
 			}
-			if e.ev.Event != "step" || e.ev.Gen <= after {
-				continue
-			}
-			g := byGen[e.ev.Gen]
-			if g == nil {
-				g = map[string]RankEvent{}
-				byGen[e.ev.Gen] = g
-			}
-			if _, seen := g[e.proc]; !seen {
-				g[e.proc] = e.ev
-			}
-			if len(g) == len(want) {
-				return g
-			}
+			return e.proc, e.ev
 		case <-deadline:
-			j.t.Fatalf("timed out after %v waiting for %s (have %v)", d, what, byGen)
+			j.t.Fatalf("timed out after %v waiting for %s (have %v)", d, what, have)
+		}
+	}
+}
+
+// waitGen waits until every one of names has reported a step in one
+// generation above after (the first generation all of them reach) and
+// returns those steps. Under heavy load the failure detector may suspect a
+// live rank, which refutes and rejoins: the job then re-forms more than
+// once, and the first generation the ranks share is a later one.
+func (j *job) waitGen(d time.Duration, what string, names []string, after uint64) map[string]RankEvent {
+	j.t.Helper()
+	want := wanted(names)
+	byGen := map[uint64]map[string]RankEvent{}
+	deadline := time.After(d)
+	for {
+		proc, ev := j.nextEvent(deadline, d, what, want, byGen)
+		if ev.Event != "step" || ev.Gen <= after {
+			continue
+		}
+		g := byGen[ev.Gen]
+		if g == nil {
+			g = map[string]RankEvent{}
+			byGen[ev.Gen] = g
+		}
+		if _, seen := g[proc]; !seen {
+			g[proc] = ev
+		}
+		if len(g) == len(want) {
+			return g
 		}
 	}
 }
