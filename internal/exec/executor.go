@@ -86,9 +86,16 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 		e.fp = fp
 		err := e.runFast(ctx, timeout, fp, p, call)
 		e.fp = nil
-		return err
+		return err // synchronous: nothing of the call is left with the links
 	}
-	return e.runGeneral(ctx, timeout, p, call)
+	err := e.runGeneral(ctx, timeout, p, call)
+	if err != nil && e.mesh != nil {
+		// Sends and receives of the call may still be queued or under
+		// way: stop the failed mesh's links before the caller gets its
+		// buffers back.
+		e.mesh.Halt()
+	}
+	return err
 }
 
 // runGeneral runs p through the transport's queues, waiting on

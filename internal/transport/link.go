@@ -219,6 +219,12 @@ type Link struct {
 	// peer: once peerGone is set, nothing more is posted to this link.
 	postMu   sync.Mutex
 	peerGone *Error
+
+	// peerAborted is closed when the peer's abort arrives: it has failed
+	// or left, reads nothing more of this link, and needs no abort back
+	// (one would wait for a writer that may be stuck on the peer).
+	peerAborted chan struct{}
+	abortOnce   sync.Once
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be
@@ -231,14 +237,14 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
 	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), ctrl: make(chan ctrlFrame, 4),
-		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2),
+		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2), peerAborted: make(chan struct{}),
 	}
 	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
 		l.rd, l.inPlace = conn, ip
 		setGrace(conn, cfg.grace())
 	} else {
-		l.rd, l.scratch = bufio.NewReaderSize(liveReader{conn, cfg.grace()}, 64<<10), make([]byte, cfg.Chunk)
+		l.rd, l.scratch = bufio.NewReaderSize(liveReader{conn, cfg.grace(), &m.halting}, 64<<10), make([]byte, cfg.Chunk)
 	}
 	return l
 }
@@ -249,14 +255,15 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
 // while its deadline passed), they are read now, and only a peer silent
 // for the grace too is reported.
 type liveReader struct {
-	conn  net.Conn
-	grace time.Duration
+	conn    net.Conn
+	grace   time.Duration
+	halting *atomic.Bool // the mesh is halting: a timeout is final
 }
 
 func (r liveReader) Read(p []byte) (int, error) {
 	n, err := r.conn.Read(p)
-	if n == 0 && err != nil && isTimeout(err) {
-		_ = r.conn.SetReadDeadline(time.Now().Add(r.grace))
+	if n == 0 && err != nil && isTimeout(err) && !r.halting.Load() {
+		rearm(r.conn, time.Now().Add(r.grace), r.halting)
 		n, err = r.conn.Read(p)
 	}
 	return n, err
@@ -291,7 +298,18 @@ func (l *Link) start(wg *sync.WaitGroup) {
 // deadline arms the silence timeout for the next read; a read that runs
 // into it is re-checked for a grace (liveReader), so the total is Silence.
 func (l *Link) deadline() {
-	_ = l.conn.SetReadDeadline(time.Now().Add(l.cfg.Silence - l.cfg.grace()))
+	rearm(l.conn, time.Now().Add(l.cfg.Silence-l.cfg.grace()), &l.mesh.halting)
+}
+
+// rearm sets c's read deadline to t unless the mesh is halting. Halt sets
+// the flag, then a past deadline; rearm sets t, then looks at the flag: if
+// its t came after Halt's past deadline, it sees the flag and puts the
+// past deadline back, so a halted reader never waits again.
+func rearm(c net.Conn, t time.Time, halting *atomic.Bool) {
+	_ = c.SetReadDeadline(t)
+	if halting.Load() {
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (l *Link) readFull(p []byte) error {
@@ -344,6 +362,7 @@ func (l *Link) readLoop() {
 				return
 			}
 			e := &Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason}
+			l.abortOnce.Do(func() { close(l.peerAborted) })
 			if e.Kind == KindClosed && !have && !l.mesh.cfg.TolerateDeaths && l.markGone(e) {
 				return // a clean close between collectives: fail only if this link is used again
 			}
@@ -806,6 +825,7 @@ func (l *Link) abort(a *wire.AbortError, grace time.Duration) {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
+	case <-l.peerAborted:
 	case l.wsem <- struct{}{}:
 		_ = l.conn.SetWriteDeadline(time.Now().Add(grace))
 		_ = wire.WriteControl(l.conn, wire.TypeAbort, a.Marshal())

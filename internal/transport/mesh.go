@@ -79,7 +79,9 @@ type Mesh struct {
 	links [][]*Link // [peer][channel]; nil row for self
 
 	failOnce sync.Once
-	failing  atomic.Bool   // set first thing when the mesh fails: writers stop
+	failing  atomic.Bool // set first thing when the mesh fails: writers stop
+	halting  atomic.Bool // Halt has begun: readers re-arm no read deadline
+	haltOnce sync.Once
 	failed   chan struct{} // closed once the aborts have gone out
 	err      *Error
 	closing  chan struct{}
@@ -416,7 +418,7 @@ func (m *Mesh) Failure() *Error {
 func (m *Mesh) Fail(e *Error) { m.failAll(e) }
 
 func (m *Mesh) fail(e *Error) {
-	if m.cfg.TolerateDeaths && e.Rank >= 0 && e.Rank != m.id.Rank && e.Rank < len(m.dead) && !m.closingNow() &&
+	if m.cfg.TolerateDeaths && e.Rank >= 0 && e.Rank != m.id.Rank && e.Rank < len(m.dead) && !m.closingNow() && !m.failingNow() &&
 		(e.Kind == KindPeerDied || e.Kind == KindSilent || e.Kind == KindClosed) {
 		m.markDead(e)
 		return
@@ -461,6 +463,43 @@ func (m *Mesh) failAll(e *Error) {
 		}
 		wg.Wait()
 		close(m.failed)
+	})
+}
+
+// Halt stops the links of a failed mesh and returns once their reader and
+// writer goroutines have: no receive or send that a failed collective
+// posted still folds into, copies into or reads from the caller's buffers
+// afterwards (the caller may reuse them at once, as an elastic job does in
+// its next generation). The executor halts before a failed call returns.
+// The aborts have gone out by then (failAll writes them before Failed
+// closes), so peers still learn who failed first. Shared-memory links are
+// closed (the peer drains the ring, abort first, then reads end of
+// stream); sockets are only interrupted with past deadlines, because
+// closing a TCP socket with unread data resets the connection and the peer
+// could lose the abort. Close releases them later. Halt does nothing on a
+// mesh that has not failed.
+func (m *Mesh) Halt() {
+	select {
+	case <-m.failed:
+	default:
+		return
+	}
+	m.haltOnce.Do(func() {
+		m.halting.Store(true)
+		past := time.Unix(1, 0)
+		for _, row := range m.links {
+			for _, l := range row {
+				switch {
+				case l == nil:
+				case l.inPlace != nil:
+					l.conn.Close()
+				default:
+					_ = l.conn.SetWriteDeadline(past)
+					_ = l.conn.SetReadDeadline(past)
+				}
+			}
+		}
+		m.wg.Wait()
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestReadAfterAPassedDeadlineFindsBufferedData(t *testing.T) {
 	if _, err := r.Read(buf); !isTimeout(err) {
 		t.Fatalf("plain read after a passed deadline: %v, want a timeout", err)
 	}
-	n, err := liveReader{r, time.Second}.Read(buf)
+	n, err := liveReader{r, time.Second, new(atomic.Bool)}.Read(buf)
 	if err != nil || string(buf[:n]) != "heartbeat" {
 		t.Fatalf("live read = %q, %v", buf[:n], err)
 	}
