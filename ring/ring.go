@@ -56,7 +56,8 @@ func (s Spec) validate() (pos int, err error) {
 func mod(a, n int) int { return ((a % n) + n) % n }
 
 // AllReduce builds the in-place ring allreduce of count elements. With avg,
-// each segment's owner divides it by the world size before the allgather.
+// each segment's owner divides it by the world size in its last fold of
+// it, before the allgather.
 func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
 	pos, err := s.validate()
 	if err != nil {
@@ -78,22 +79,22 @@ func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
 		for st := 0; st < n-1; st++ { // reduce-scatter
 			so, sl := seg(pos - st)
 			ro, rl := seg(pos - st - 1)
+			div := 0
+			if st == n-2 && avg {
+				div = n // the owner's last fold of its segment also divides
+			}
 			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
 				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-				{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
+				{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl, Div: div},
 			}})
 		}
 		for st := 0; st < n-1; st++ { // allgather
 			so, sl := seg(pos + 1 - st)
 			ro, rl := seg(pos - st)
-			var ops []plan.Op
-			if st == 0 && avg {
-				ops = append(ops, plan.Op{Kind: plan.Scale, Buf: plan.Data, Off: so, Len: sl, Div: n})
-			}
-			ops = append(ops,
-				plan.Op{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-				plan.Op{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl})
-			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: ops})
+			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: []plan.Op{
+				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+				{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
+			}})
 		}
 		p.Channels = append(p.Channels, ch)
 	}
@@ -139,15 +140,16 @@ func ReduceScatter(s Spec, count int, avg bool) (*plan.Program, error) {
 			if last {
 				dst, dOff = plan.Data, cOff
 			}
+			div := 0
+			if last && avg {
+				div = n
+			}
 			ops := []plan.Op{
 				{Kind: plan.Copy, Buf: dst, Off: dOff, Src: plan.Input, SrcOff: rOff, Len: cLen},
 				{Kind: plan.Send, Peer: right, Buf: sendBuf, Off: sOff, Len: cLen},
-				{Kind: plan.RecvReduce, Peer: left, Buf: dst, Off: dOff, Len: cLen},
+				{Kind: plan.RecvReduce, Peer: left, Buf: dst, Off: dOff, Len: cLen, Div: div},
 			}
 			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: ops})
-		}
-		if avg {
-			ch.Steps = append(ch.Steps, plan.Step{Ops: []plan.Op{{Kind: plan.Scale, Buf: plan.Data, Off: cOff, Len: cLen, Div: n}}})
 		}
 		p.Channels = append(p.Channels, ch)
 	}

@@ -250,6 +250,18 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 		if e.left[c]--; e.left[c] > 0 {
 			return nil
 		}
+		// The step is complete. A fold that also divides (Avg) was only
+		// folded by the link's reader: the division runs now, once the
+		// step's sends are out too. Inside the reader, or as soon as the
+		// fold is in, it competes with the send the peer is waiting for
+		// (2 ranks, 16 MiB Avg: 3.5–4.2 against 4.3–5.4 GB/s).
+		for _, o := range p.Channels[c].Steps[e.step[c]].Ops {
+			if o.Kind == plan.RecvReduce && o.Div > 0 {
+				if err := reduce.Scale(region(o.Buf, o.Off, o.Len), call.DType, o.Div); err != nil {
+					return e.fail(p, err)
+				}
+			}
+		}
 		e.step[c]++
 		more, err := start(c)
 		if err != nil {

@@ -145,7 +145,7 @@ func (e *Executor) runFast(ctx context.Context, timeout time.Duration, fp *fastP
 			}
 			continue
 		case plan.Recv, plan.RecvReduce:
-			if err := o.link.Recv(&call.Desc, dst, o.fold, call.DType, call.Op, timeout, cancel, &e.stall); err != nil {
+			if err := o.link.Recv(&call.Desc, dst, o.fold, o.div, call.DType, call.Op, timeout, cancel, &e.stall); err != nil {
 				return e.failFast(ctx, o.peer, err, true)
 			}
 			continue

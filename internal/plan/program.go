@@ -105,7 +105,10 @@ type Op struct {
 	Len    int
 	Src    Buf // Copy
 	SrcOff int // Copy
-	Div    int // Scale
+	// Div is Scale's divisor; on a RecvReduce, a positive Div divides
+	// the region once the peer's data is folded in (Avg's finalisation
+	// fused into a segment's last fold).
+	Div int
 	// Tag and TagMask are the tag of a Post, and the tags a Collect takes
 	// (tag&TagMask == Tag&TagMask). Must makes a Collect wait for one
 	// message whatever the deadline.
@@ -118,6 +121,9 @@ func (o Op) String() string {
 	case Send:
 		return fmt.Sprintf("send %s[%d:%d] -> %d", o.Buf, o.Off, o.Off+o.Len, o.Peer)
 	case Recv, RecvReduce:
+		if o.Kind == RecvReduce && o.Div > 0 {
+			return fmt.Sprintf("%s %s[%d:%d] <- %d, /= %d", o.Kind, o.Buf, o.Off, o.Off+o.Len, o.Peer, o.Div)
+		}
 		return fmt.Sprintf("%s %s[%d:%d] <- %d", o.Kind, o.Buf, o.Off, o.Off+o.Len, o.Peer)
 	case Copy:
 		return fmt.Sprintf("copy %s[%d:%d] <- %s[%d:%d]", o.Buf, o.Off, o.Off+o.Len, o.Src, o.SrcOff, o.SrcOff+o.Len)
@@ -236,6 +242,9 @@ func (p *Program) Validate() error {
 				case Send, Recv, RecvReduce, Post, Collect:
 					if o.Peer < 0 || o.Peer >= p.World || o.Peer == p.Rank {
 						return fmt.Errorf("%s: bad peer", where)
+					}
+					if o.Div < 0 || o.Div > 0 && o.Kind != RecvReduce {
+						return fmt.Errorf("%s: divisor %d", where, o.Div)
 					}
 				case Copy, Reduce:
 					sn, err := size(o.Src)

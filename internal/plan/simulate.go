@@ -155,6 +155,9 @@ func SimulateEager(progs []*Program, data, input [][]float64, op SimOp) ([]Eager
 						} else {
 							for i := range dst {
 								dst[i] = op(dst[i], msg[i])
+								if o.Div > 0 {
+									dst[i] /= float64(o.Div)
+								}
 							}
 						}
 					}

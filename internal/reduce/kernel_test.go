@@ -1,6 +1,7 @@
 package reduce
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand"
@@ -304,7 +305,7 @@ func TestFloatKernelsMatchPortableLoop(t *testing.T) {
 			check32(fmt.Sprintf("%s %v", what, op), g32, w32)
 			check64(fmt.Sprintf("%s %v", what, op), g64, w64)
 		}
-		for _, n := range []int{1, 3, 4} {
+		for _, n := range []int{1, 2, 3, 4, 6, 8, 1 << 20} {
 			g32, w32 := slices.Clone(d32), slices.Clone(d32)
 			scaleFloat32(g32, float32(n))
 			scale(w32, float32(n))
@@ -346,4 +347,45 @@ func TestFloatKernelsMatchPortableLoop(t *testing.T) {
 		}
 	}
 	run("special pairs", d32, s32, d64, s64)
+}
+
+// TestApplyScaledIsApplyThenScale checks the fused Avg finalisation bit for
+// bit against a whole-buffer Apply followed by Scale: every type and op,
+// random bytes (so every NaN, infinity and subnormal pattern shows up),
+// lengths around the block size and several blocks long, with tails.
+func TestApplyScaledIsApplyThenScale(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for dt := Float32; dt <= Uint8; dt++ {
+		es := dt.Size()
+		for op := Sum; op <= Avg; op++ {
+			for _, elems := range []int{0, 1, 7, scaleBlock/es - 1, scaleBlock / es, scaleBlock/es + 1, 3*scaleBlock/es + 5} {
+				for _, div := range []int{0, 2, 3, 7} {
+					d := make([]byte, elems*es)
+					s := make([]byte, elems*es)
+					rng.Read(d)
+					rng.Read(s)
+					want := append([]byte(nil), d...)
+					mustApply(t, want, s, dt, op)
+					if div > 0 {
+						if err := Scale(want, dt, div); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if err := ApplyScaled(d, s, dt, op, div); err != nil {
+						t.Fatalf("%v %v %d elements /%d: %v", dt, op, elems, div, err)
+					}
+					if !bytes.Equal(d, want) {
+						i := 0
+						for d[i] == want[i] {
+							i++
+						}
+						t.Fatalf("%v %v %d elements /%d: byte %d (element %d) is %#x, want %#x", dt, op, elems, div, i, i/es, d[i], want[i])
+					}
+				}
+			}
+		}
+	}
+	if err := ApplyScaled(make([]byte, 4), make([]byte, 4), Float32, Sum, -1); err == nil {
+		t.Error("a negative divisor was accepted")
+	}
 }

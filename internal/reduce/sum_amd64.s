@@ -210,6 +210,22 @@ TEXT ·scaleF32AVX2(SB), NOSPLIT, $0-20
 	SHRQ         $5, CX
 	DIV128(VDIVPS)
 
+// func mulF32AVX2(d *float32, n int, m float32); n is a multiple of 32.
+TEXT ·mulF32AVX2(SB), NOSPLIT, $0-20
+	MOVQ         d+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS m+16(FP), Y15
+	SHRQ         $5, CX
+	DIV128(VMULPS)
+
+// func mulF64AVX2(d *float64, n int, m float64); n is a multiple of 16.
+TEXT ·mulF64AVX2(SB), NOSPLIT, $0-24
+	MOVQ         d+0(FP), DI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSD m+16(FP), Y15
+	SHRQ         $4, CX
+	DIV128(VMULPD)
+
 // func scaleF64AVX2(d *float64, n int, div float64); n is a multiple of 16.
 TEXT ·scaleF64AVX2(SB), NOSPLIT, $0-24
 	MOVQ         d+0(FP), DI

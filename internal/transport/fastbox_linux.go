@@ -336,8 +336,9 @@ func (f FastLink) waitMessage(c *shmConn, d *Desc, timeout time.Duration, cancel
 }
 
 // Recv waits for the peer's next message, checks it against d, and copies
-// or folds it into dst. A long wait applies the stall rules (see Stall).
-func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
+// or folds it into dst (with fold, a positive div then divides it: see
+// reduce.ApplyScaled). A long wait applies the stall rules (see Stall).
+func (f FastLink) Recv(d *Desc, dst []byte, fold bool, div int, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	c := f.l.conn.(*shmConn)
 	box := &c.fastIn
 	sl := &box.slots[box.got&1]
@@ -357,7 +358,7 @@ func (f FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduc
 	}
 	var err error
 	if fold {
-		err = reduce.Apply(dst, sl.data[:len(dst)], dt, op)
+		err = reduce.ApplyScaled(dst, sl.data[:len(dst)], dt, op, div)
 	} else {
 		copy(dst, sl.data[:len(dst)])
 	}

@@ -23,7 +23,7 @@ func (FastLink) Send(d *Desc, p []byte, timeout time.Duration, cancel <-chan str
 }
 
 // Recv is never called on this platform.
-func (FastLink) Recv(d *Desc, dst []byte, fold bool, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
+func (FastLink) Recv(d *Desc, dst []byte, fold bool, div int, dt reduce.DType, op reduce.Op, timeout time.Duration, cancel <-chan struct{}, stall *Stall) error {
 	return nil
 }
 
