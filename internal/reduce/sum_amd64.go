@@ -121,7 +121,7 @@ func foldFloat64(d, s []float64, op Op) {
 // 1/n is exact, so the product and the quotient are the same real number,
 // rounded the same way — bit for bit the division (NaNs, infinities and
 // subnormal results included) at the multiplier's rate instead of the
-// divider's (VDIVPS, about a fifth of it).
+// divider's (float32, 64 KiB in cache: 94–112 against 32–38 GB/s).
 func scaleFloat32(v []float32, n float32) {
 	if bulk := len(v) &^ 31; bulk > 0 && cpu.X86.HasAVX2 {
 		if powerOfTwo(float64(n)) {
