@@ -61,21 +61,25 @@ func maxF32AVX2(d, s *float32, n int)
 //go:noescape
 func maxF64AVX2(d, s *float64, n int)
 
-//go:noescape
-func scaleF32AVX2(d *float32, n int, div float32)
-
-//go:noescape
-func scaleF64AVX2(d *float64, n int, div float64)
-
-// mulF32AVX2 multiplies n float32s (a multiple of 32) by m.
+// scaleF32AVX2 divides n float32s (a multiple of 32) by x.
 //
 //go:noescape
-func mulF32AVX2(d *float32, n int, m float32)
+func scaleF32AVX2(d *float32, n int, x float32)
 
-// mulF64AVX2 multiplies n float64s (a multiple of 16) by m.
+// scaleF64AVX2 divides n float64s (a multiple of 16) by x.
 //
 //go:noescape
-func mulF64AVX2(d *float64, n int, m float64)
+func scaleF64AVX2(d *float64, n int, x float64)
+
+// mulF32AVX2 multiplies n float32s (a multiple of 32) by x.
+//
+//go:noescape
+func mulF32AVX2(d *float32, n int, x float32)
+
+// mulF64AVX2 multiplies n float64s (a multiple of 16) by x.
+//
+//go:noescape
+func mulF64AVX2(d *float64, n int, x float64)
 
 // foldFloat32 is the float32 kernel of Prod, Min and Max: AVX2 for the bulk
 // where the CPU has it, the portable loop for the rest.

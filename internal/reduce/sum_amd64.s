@@ -25,6 +25,22 @@ loop: \
 done: \
 	RET
 
+// BY32 and BY64 apply OP (a division or a multiplication) by the argument
+// x to every lane of n float32s (a multiple of 32) or float64s (of 16).
+#define BY32(OP) \
+	MOVQ         d+0(FP), DI \
+	MOVQ         n+8(FP), CX \
+	VBROADCASTSS x+16(FP), Y15 \
+	SHRQ         $5, CX \
+	DIV128(OP)
+
+#define BY64(OP) \
+	MOVQ         d+0(FP), DI \
+	MOVQ         n+8(FP), CX \
+	VBROADCASTSD x+16(FP), Y15 \
+	SHRQ         $4, CX \
+	DIV128(OP)
+
 // func sumF32AVX2(d, s *float32, n int)
 // d[i] += s[i] for i < n; n is a multiple of 32.
 TEXT ·sumF32AVX2(SB), NOSPLIT, $0-24
@@ -202,34 +218,18 @@ loop: \
 done: \
 	RET
 
-// func scaleF32AVX2(d *float32, n int, div float32); n is a multiple of 32.
+// func scaleF32AVX2(d *float32, n int, x float32)
 TEXT ·scaleF32AVX2(SB), NOSPLIT, $0-20
-	MOVQ         d+0(FP), DI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSS div+16(FP), Y15
-	SHRQ         $5, CX
-	DIV128(VDIVPS)
+	BY32(VDIVPS)
 
-// func mulF32AVX2(d *float32, n int, m float32); n is a multiple of 32.
+// func mulF32AVX2(d *float32, n int, x float32)
 TEXT ·mulF32AVX2(SB), NOSPLIT, $0-20
-	MOVQ         d+0(FP), DI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSS m+16(FP), Y15
-	SHRQ         $5, CX
-	DIV128(VMULPS)
+	BY32(VMULPS)
 
-// func mulF64AVX2(d *float64, n int, m float64); n is a multiple of 16.
-TEXT ·mulF64AVX2(SB), NOSPLIT, $0-24
-	MOVQ         d+0(FP), DI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSD m+16(FP), Y15
-	SHRQ         $4, CX
-	DIV128(VMULPD)
-
-// func scaleF64AVX2(d *float64, n int, div float64); n is a multiple of 16.
+// func scaleF64AVX2(d *float64, n int, x float64)
 TEXT ·scaleF64AVX2(SB), NOSPLIT, $0-24
-	MOVQ         d+0(FP), DI
-	MOVQ         n+8(FP), CX
-	VBROADCASTSD div+16(FP), Y15
-	SHRQ         $4, CX
-	DIV128(VDIVPD)
+	BY64(VDIVPD)
+
+// func mulF64AVX2(d *float64, n int, x float64)
+TEXT ·mulF64AVX2(SB), NOSPLIT, $0-24
+	BY64(VMULPD)
