@@ -65,6 +65,11 @@ func (c *Comm) Config() Config { return c.cfg }
 // with TolerateDeaths keeps running after a death).
 func (c *Comm) Dead() []int { return c.e.Dead() }
 
+// Left lists the ranks of Dead that closed their communicator cleanly: they
+// left the job rather than failing (a rank that finished its work and
+// closed, while this one still runs).
+func (c *Comm) Left() []int { return c.e.Left() }
+
 // Close leaves the job: peers are told this rank closed, and every socket
 // and goroutine of the communicator is released. Safe to call twice.
 func (c *Comm) Close() error {

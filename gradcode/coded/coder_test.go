@@ -189,6 +189,75 @@ func TestTooFewRanksFailsInsteadOfHanging(t *testing.T) {
 	}
 }
 
+// slowSum is a rank's Messenger whose incoming messages are held back until
+// the coder has looked at the dead ranks several times: the leader's sum is
+// still on its way when the rank learns that others finished and left.
+type slowSum struct {
+	*ringtail.Comm
+	mu      sync.Mutex
+	looks   int
+	release chan struct{}
+}
+
+func (m *slowSum) Dead() []int {
+	m.mu.Lock()
+	if m.looks++; m.looks == 8 {
+		close(m.release)
+	}
+	m.mu.Unlock()
+	return m.Comm.Dead()
+}
+
+func (m *slowSum) NextContribution(ctx context.Context, from []int) (*ringtail.Contribution, error) {
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return m.Comm.NextContribution(ctx, from)
+}
+
+func (m *slowSum) TryContribution(from int, tag, mask uint32) (*ringtail.Contribution, bool) {
+	select {
+	case <-m.release:
+		return m.Comm.TryContribution(from, tag, mask)
+	default:
+		return nil, false
+	}
+}
+
+// A late rank that hears that ranks which finished the step left, while the
+// leader (alive) still has the sum on its way to it, waits for the sum
+// instead of counting the leavers dead and failing with ErrTooManyDead
+// (seen as kill9-leader in TestEndToEndTwoRanksFaultMidRun under load: the
+// leader sends the sum in rank order, and rank 4 heard that rank 5 got its
+// sum and closed before its own sum arrived).
+func TestALateRankWaitsForTheSumOfALiveLeader(t *testing.T) {
+	comms := startComms(t, 4)
+	cfg := Config{Scheme: gradcode.Cyclic, S: 1, Len: 100, Seed: 5, StepTimeout: 30 * time.Second}
+	runRanks(t, comms, []int{0, 1, 2}, cfg, 1, func(int, int) time.Duration { return 0 })
+	comms[1].Close()
+	comms[2].Close()
+	for deadline := time.Now().Add(time.Minute); len(comms[3].Left()) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 3 knows of %v left, want ranks 1 and 2", comms[3].Left())
+		}
+	}
+	cd, err := New(&slowSum{Comm: comms[3], release: make(chan struct{})}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.Close()
+	out := make([]float64, cfg.Len)
+	info, err := cd.Step(context.Background(), exactCompute(func(int) time.Duration { return 0 }), out)
+	if err != nil {
+		t.Fatalf("the late rank's step: %v, want the sum that leader 0 sent", err)
+	}
+	if e := relErr(out, referenceSum(0, cd.plan.K, cfg.Len)); e > tolerance(cd.plan) || info.Leader != 0 {
+		t.Fatalf("the late rank's step: relative error %.3g, leader %d; want the sum from leader 0", e, info.Leader)
+	}
+}
+
 // A rank that reaches the last step after the others finished it and
 // closed their communicators sees them all as dead, yet the leader sent it
 // the sum before it closed: the step returns that sum instead of

@@ -27,6 +27,9 @@ type Messenger interface {
 	Rank() int
 	Size() int
 	Dead() []int
+	// Left lists the ranks of Dead that closed their communicator
+	// cleanly (they finished and left).
+	Left() []int
 	Contribute(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) error
 	NextContribution(ctx context.Context, from []int) (*ringtail.Contribution, error)
 	// TryContribution takes, without waiting, an arrived contribution from

@@ -347,6 +347,15 @@ func (e *Engine) Dead() []int {
 	return e.mesh.Dead()
 }
 
+// Left lists the peers known to have closed their communicator cleanly
+// (a subset of Dead).
+func (e *Engine) Left() []int {
+	if e.mesh == nil {
+		return nil
+	}
+	return e.mesh.Left()
+}
+
 // Close leaves the job: peers are told this rank closed, and every socket
 // and goroutine is released. Safe to call twice.
 func (e *Engine) Close() error {

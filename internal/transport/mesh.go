@@ -565,6 +565,20 @@ func (m *Mesh) Dead() []int {
 	return out
 }
 
+// Left lists the dead ranks that closed their communicator cleanly (their
+// abort said so), ascending: a subset of Dead.
+func (m *Mesh) Left() []int {
+	m.deadMu.Lock()
+	defer m.deadMu.Unlock()
+	var out []int
+	for r, e := range m.dead {
+		if e != nil && e.Kind == KindClosed {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Deaths returns a channel closed at the next death of a peer.
 func (m *Mesh) Deaths() <-chan struct{} {
 	m.deadMu.Lock()
