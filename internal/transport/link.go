@@ -223,8 +223,8 @@ type Link struct {
 	// peerAborted is closed when the peer's abort arrives: it has failed
 	// or left, reads nothing more of this link, and needs no abort back
 	// (one would wait for a writer that may be stuck on the peer).
+	// Only the reader closes it, once: every abort ends the read loop.
 	peerAborted chan struct{}
-	abortOnce   sync.Once
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be
@@ -362,7 +362,7 @@ func (l *Link) readLoop() {
 				return
 			}
 			e := &Error{Kind: Kind(a.Code), Rank: a.Culprit, Reporter: a.Origin, Local: l.mesh.id.Rank, Detail: a.Reason}
-			l.abortOnce.Do(func() { close(l.peerAborted) })
+			close(l.peerAborted)
 			if e.Kind == KindClosed && !have && !l.mesh.cfg.TolerateDeaths && l.markGone(e) {
 				return // a clean close between collectives: fail only if this link is used again
 			}

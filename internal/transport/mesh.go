@@ -499,7 +499,17 @@ func (m *Mesh) Halt() {
 				}
 			}
 		}
-		m.wg.Wait()
+		// Bounded like every wait: a goroutine that outlives the link
+		// silence is reported, not waited for.
+		done := make(chan struct{})
+		go func() { m.wg.Wait(); close(done) }()
+		t := time.NewTimer(m.cfg.Link.Silence)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			m.log.Error().Dur("after", m.cfg.Link.Silence).Msg("halt: link goroutines still running; the failed call's buffers may still be written")
+		}
 	})
 }
 
@@ -553,26 +563,19 @@ func (m *Mesh) DeadErr(r int) *Error {
 }
 
 // Dead lists the ranks known dead, ascending.
-func (m *Mesh) Dead() []int {
-	m.deadMu.Lock()
-	defer m.deadMu.Unlock()
-	var out []int
-	for r, e := range m.dead {
-		if e != nil {
-			out = append(out, r)
-		}
-	}
-	return out
-}
+func (m *Mesh) Dead() []int { return m.deadWhere(func(*Error) bool { return true }) }
 
 // Left lists the dead ranks that closed their communicator cleanly (their
 // abort said so), ascending: a subset of Dead.
-func (m *Mesh) Left() []int {
+func (m *Mesh) Left() []int { return m.deadWhere(func(e *Error) bool { return e.Kind == KindClosed }) }
+
+// deadWhere lists the dead ranks whose cause satisfies keep, ascending.
+func (m *Mesh) deadWhere(keep func(*Error) bool) []int {
 	m.deadMu.Lock()
 	defer m.deadMu.Unlock()
 	var out []int
 	for r, e := range m.dead {
-		if e != nil && e.Kind == KindClosed {
+		if e != nil && keep(e) {
 			out = append(out, r)
 		}
 	}
