@@ -228,15 +228,6 @@ func (c *Coder) Step(ctx context.Context, compute ComputeFunc, out []float64) (S
 	defer tick.Stop()
 	for {
 		err := c.advance(ctx, st)
-		if errors.Is(err, ErrTooManyDead) && c.sumMayCome() {
-			// Ranks that finished the run and left count as dead, yet
-			// the step's sum exists (they could not finish without it)
-			// and a live rank may be sending it: the leader sends the
-			// sum to the ranks in rank order, so a rank can hear that a
-			// later one got its sum and left before its own arrives.
-			// Wait for it (the step's timeout bounds the wait).
-			err = nil
-		}
 		if errors.Is(err, ErrTooManyDead) {
 			// Ranks that finished the step and closed count as dead
 			// too, but a leader among them sent this rank the sum
@@ -276,18 +267,15 @@ func (c *Coder) Step(ctx context.Context, compute ComputeFunc, out []float64) (S
 	return StepInfo{Step: t, Leader: st.leader, Survivors: st.F, Computed: st.computed}, nil
 }
 
-// sumMayCome reports whether a step that sees too few live ranks may still
-// get its sum: some of the ranks counted dead left cleanly (so the step was
-// completed), the ranks that died are at most s, and a live rank other than
-// this one may be the leader with the sum on its way.
-func (c *Coder) sumMayCome() bool {
-	left := c.m.Left()
-	if len(left) == 0 {
-		return false
-	}
-	died := len(c.m.Dead()) - len(left)
-	live := c.live()
-	return died <= c.plan.S && len(live) > 1
+// sumMayCome reports whether a step that sees too few live ranks (live,
+// this one included) may still get its sum: some of the ranks counted dead
+// left cleanly (so the step was completed), the ranks that died are at most
+// s, and a live rank other than this one may be the leader with the sum on
+// its way.
+func (c *Coder) sumMayCome(live []int) bool {
+	left := len(c.m.Left())
+	died := c.n - len(live) - left
+	return left > 0 && died <= c.plan.S && len(live) > 1
 }
 
 // takeArrivedSum handles, without waiting, every result of step st.t that
@@ -363,6 +351,15 @@ func (c *Coder) advance(ctx context.Context, st *stepState) error {
 	}
 	live := c.live()
 	if len(live) < c.n-c.plan.S {
+		if c.sumMayCome(live) {
+			// Ranks that finished the run and left count as dead, yet
+			// the step's sum exists (they could not finish without it)
+			// and a live rank may be sending it: the leader sends the
+			// sum to the ranks in rank order, so a rank can hear that a
+			// later one got its sum and left before its own arrives.
+			// Wait for it (the step's timeout bounds the wait).
+			return nil
+		}
 		return fmt.Errorf("%w: %d of %d ranks alive, s = %d", ErrTooManyDead, len(live), c.n, c.plan.S)
 	}
 	st.leader = live[0]
