@@ -182,13 +182,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		// Device and host telemetry feed the policy's predictor; without a
 		// GPU or driver the sampler says so once and reads /proc.
-		dev, _ := nvml.Open(nvml.Config{})
-		host, _ := nvml.NewHostReader(nvml.HostConfig{})
-		gpu := rcfg.LocalRank % max(1, rcfg.LocalWorldSize)
 		sampling, stopSampling := context.WithCancel(ctx)
 		defer stopSampling()
-		telemetry, err = nvml.StartSampler(sampling, nvml.SamplerConfig{Telemetry: dev, Device: gpu,
-			Host: host, Interval: time.Second, Log: logger})
+		var dev nvml.Telemetry
+		var gpu int
+		dev, gpu, telemetry, err = startTelemetry(sampling, rcfg.LocalRank, nvml.SamplerConfig{Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
@@ -241,6 +239,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return 0
+}
+
+// startTelemetry opens NVML and the host's /proc and starts a rank's
+// sampler on them (cfg gives the interval or ticks, the logger and
+// OnReading). The ranks of a host share its GPUs round-robin, LOCAL_RANK
+// modulo the device count as torchrun jobs do: two ranks on a one-GPU
+// machine both read GPU 0 rather than one of them finding none. It
+// returns the device source, the GPU index sampled and the sampler.
+func startTelemetry(ctx context.Context, localRank int, cfg nvml.SamplerConfig) (nvml.Telemetry, int, *nvml.Sampler, error) {
+	dev, err := nvml.Open(nvml.Config{})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	host, err := nvml.NewHostReader(nvml.DefaultHostConfig())
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	cfg.Telemetry, cfg.Host, cfg.Device = dev, host, localRank
+	if n, err := dev.DeviceCount(); err == nil && n > 0 {
+		cfg.Device %= n
+	}
+	s, err := nvml.StartSampler(ctx, cfg)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return dev, cfg.Device, s, nil
 }
 
 // deviceName returns the name of GPU index of t, or "" without one.

@@ -1,7 +1,7 @@
 """Benchmark of the ringtail c10d backend against gloo, same processes,
 same run (docs/pytorch.md has the numbers and how they were taken).
 
-    /usr/bin/python3 integration/torch/bench.py [--worlds 2,4] [--quick]
+    /usr/bin/python3 integration/torch/bench.py [--worlds 2,4] [--quick] [--cuda]
 
 For each world size it starts that many local ranks (torchrun's
 environment) which measure, alternating the two backends trial by trial:
@@ -19,6 +19,11 @@ and then runs tests/ddp_worker.py's straggler mode: full digits epochs with
 each step's compute padded to 100 ms per even share and the last rank 3x
 slower; gloo with an even split, ringtail with HeteroBatchSampler weights
 measured in 2 calibration steps and Eq. 7 weighting.
+
+With --cuda (a GPU machine) it measures only the allreduce bus bandwidth,
+of CUDA tensors (ranks share the GPUs round-robin): ringtail stages them
+through pinned host memory, gloo through its own host copies; each trial
+ends with torch.cuda.synchronize(), so the time includes the copies back.
 """
 
 import argparse
@@ -46,27 +51,44 @@ def worker(args):
 
     dist.init_process_group("ringtail", timeout=datetime.timedelta(seconds=300))
     rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cpu")
+    if args.cuda:
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+
+    def sync():
+        if args.cuda:
+            torch.cuda.synchronize(dev)
     groups = {"ringtail": dist.GroupMember.WORLD, "gloo": dist.new_group(backend="gloo")}
     trials = 2 if args.quick else 5 if (args.latency_only or args.ddp_only) else 3
     res = {"world": world, "allreduce": {}, "ddp": {}}
 
     for mib in () if (args.latency_only or args.ddp_only) else (16, 64):
-        t = torch.ones(mib * (1 << 20) // 4)
+        t = torch.ones(mib * (1 << 20) // 4, device=dev)
         iters = max(2, (64 // mib) * (3 if args.quick else 5))
         times = {name: [] for name in groups}
         for name, g in groups.items():  # warm-up
             dist.all_reduce(t, group=g)
+        sync()
         for _ in range(trials):
             for name, g in groups.items():
                 dist.barrier(group=g)
                 t0 = time.perf_counter()
                 for _ in range(iters):
                     dist.all_reduce(t, group=g)
+                sync()
                 times[name].append((time.perf_counter() - t0) / iters)
         for name in groups:
             dt = statistics.median(times[name])
             busbw = 2 * (world - 1) / world * t.numel() * 4 / dt / 1e9
             res["allreduce"].setdefault(str(mib), {})[name] = {"ms": dt * 1e3, "busbw_GBps": busbw}
+
+    if args.cuda:
+        if rank == 0:
+            res["device"] = torch.cuda.get_device_name(dev)
+            print("RESULT " + json.dumps(res), flush=True)
+        dist.destroy_process_group()
+        return
 
     t = torch.ones(2)
     times = {name: [] for name in groups}
@@ -132,6 +154,7 @@ def main():
     p.add_argument("--no-straggler", action="store_true")
     p.add_argument("--latency-only", action="store_true", help="only the 8-byte allreduce latency (5 trials)")
     p.add_argument("--ddp-only", action="store_true", help="only the DDP step times (5 trials, no straggler run)")
+    p.add_argument("--cuda", action="store_true", help="only the allreduce busbw, of CUDA tensors (a GPU machine)")
     args = p.parse_args()
     if args.worker:
         worker(args)
@@ -148,9 +171,9 @@ def main():
     all_res = []
     for w in [int(x) for x in args.worlds.split(",")]:
         extra = (["--quick"] if args.quick else []) + (["--latency-only"] if args.latency_only else []) + (
-            ["--ddp-only"] if args.ddp_only else [])
+            ["--ddp-only"] if args.ddp_only else []) + (["--cuda"] if args.cuda else [])
         r = result(launch.run_world(w, [os.path.abspath(__file__), "--worker"] + extra, timeout=600))
-        if not (args.no_straggler or args.latency_only or args.ddp_only):
+        if not (args.no_straggler or args.latency_only or args.ddp_only or args.cuda):
             r["straggler"] = result(launch.run_world(w, [os.path.join(HERE, "tests", "ddp_worker.py"), "straggler",
                                                          "--epochs", "1" if args.quick else "2", "--pad-ms", "100",
                                                          "--slow", "3"], timeout=600))
@@ -163,7 +186,8 @@ def main():
         w = r["world"]
         for mib, v in r["allreduce"].items():
             a, b = v["ringtail"]["busbw_GBps"], v["gloo"]["busbw_GBps"]
-            print("| %d | allreduce %s MiB busbw (GB/s, higher is better) | %.2f | %.2f | %.2fx |" % (w, mib, a, b, a / b))
+            print("| %d | allreduce %s MiB %sbusbw (GB/s, higher is better) | %.2f | %.2f | %.2fx |" % (
+                w, mib, "CUDA (%s) " % r["device"] if "device" in r else "", a, b, a / b))
         if "latency_us" in r:
             a, b = r["latency_us"]["ringtail"], r["latency_us"]["gloo"]
             print("| %d | allreduce 8 B latency (us, lower is better) | %.0f | %.0f | %.2fx |" % (w, a, b, b / a))

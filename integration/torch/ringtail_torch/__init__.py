@@ -18,6 +18,8 @@ overlap mode — under an unmodified DDP script (straggler.py). ``ringtail-torch
 with a ringtail rendezvous.
 """
 
+import inspect
+
 import torch.distributed as dist
 
 from ._lib import RingtailError, library_path
@@ -60,7 +62,12 @@ __all__ = [
 
 def _register():
     if BACKEND_NAME.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND_NAME, create_process_group)
+        # torch >= 2.0 asks which devices the backend takes: CPU tensors,
+        # and CUDA tensors staged through pinned host memory.
+        if "devices" in inspect.signature(dist.Backend.register_backend).parameters:
+            dist.Backend.register_backend(BACKEND_NAME, create_process_group, devices=["cpu", "cuda"])
+        else:
+            dist.Backend.register_backend(BACKEND_NAME, create_process_group)
     install_env_rendezvous()
     _install_straggler_from_env()
 

@@ -31,6 +31,7 @@ works in them as under plain torchrun.
 import os
 import re
 import secrets
+import socket
 import sys
 from datetime import timedelta
 
@@ -105,7 +106,7 @@ class RingtailRendezvousHandler(RendezvousHandler):
         from torch.distributed import PrefixStore
 
         self._store, _ = _rdzv.bootstrap_store(self._rank, self._world, over, self._timeout, master_addr=self._host)
-        return PrefixStore(self._run_id, self._store), self._rank, self._world
+        return _rendezvous_result(PrefixStore(self._run_id, self._store), self._rank, self._world, self._host)
 
     def is_closed(self):
         return self._closed
@@ -121,6 +122,27 @@ class RingtailRendezvousHandler(RendezvousHandler):
 
     def shutdown(self):
         return True
+
+
+_WORKERS_MASTER_KEY = "ringtail/workers-master"
+
+
+def _rendezvous_result(store, rank, world, host):
+    """next_rendezvous's result: a (store, rank, world) tuple for torch
+    before 2.4; from 2.4 on, a RendezvousInfo, whose bootstrap store info
+    the agent hands its workers as MASTER_ADDR:MASTER_PORT (--master_addr
+    and a port free on node 0's host, published through the store; torch
+    1.13's agent picked that port itself)."""
+    try:
+        from torch.distributed.elastic.rendezvous.api import RendezvousInfo, RendezvousStoreInfo
+    except ImportError:
+        return store, rank, world
+    if rank == 0:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            store.set(_WORKERS_MASTER_KEY, "%s:%d" % (host, s.getsockname()[1]))
+    addr, port = store.get(_WORKERS_MASTER_KEY).decode().rsplit(":", 1)
+    return RendezvousInfo(store, rank, world, RendezvousStoreInfo(addr, int(port)))
 
 
 def register():

@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 
-PYTHON = "/usr/bin/python3"
+# The ranks run on the interpreter that runs the tests (/usr/bin/python3 in
+# CI, the one holding CUDA torch on a GPU machine), or $RINGTAIL_TEST_PYTHON.
+PYTHON = os.environ.get("RINGTAIL_TEST_PYTHON") or sys.executable or "/usr/bin/python3"
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/nvml"
+)
+
+// A rank's sampler reads the host's /proc on every tick, with or without a
+// GPU: its CPU figure feeds the predictor and --json's telemetry report.
+// (ringtail-train once passed a zero HostConfig, which fails validation,
+// so the host was never read and cpu_busy was always 0.)
+func TestTheRankSamplerReadsTheHost(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ticks := make(chan time.Time)
+	readings := make(chan nvml.Reading, 16)
+	dev, gpu, s, err := startTelemetry(ctx, 0, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
+		OnReading: func(r nvml.Reading) { readings <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-s.Done(); dev.Close() }()
+	if gpu != 0 {
+		t.Errorf("local rank 0 samples GPU %d, want 0", gpu)
+	}
+	first := <-readings // taken at once: the host's baseline
+	if first.HostOK {
+		t.Errorf("first reading has a host interval before any baseline: %+v", first)
+	}
+	ticks <- time.Now()
+	r := <-readings
+	if !r.HostOK || r.HostErr != "" {
+		t.Fatalf("second reading: HostOK %v, HostErr %q; want the host's CPU and network over the interval", r.HostOK, r.HostErr)
+	}
+	if r.Host.CPUBusy < 0 || r.Host.CPUBusy > 1 {
+		t.Errorf("CPU busy %v, want a fraction in [0, 1]", r.Host.CPUBusy)
+	}
+}
+
+// Ranks share a host's GPUs round-robin: on a build or machine without
+// NVML the index stays the local rank (nothing to wrap by), and the
+// sampler falls back to the host.
+func TestTheRankSamplerFallsBackToTheHost(t *testing.T) {
+	if nvml.Compiled {
+		t.Skip("built with NVML: the fallback depends on the machine's driver")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ticks := make(chan time.Time)
+	readings := make(chan nvml.Reading, 16)
+	dev, gpu, s, err := startTelemetry(ctx, 3, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
+		OnReading: func(r nvml.Reading) { readings <- r }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); <-s.Done(); dev.Close() }()
+	if gpu != 3 {
+		t.Errorf("local rank 3 without NVML samples GPU %d, want 3", gpu)
+	}
+	if r := <-readings; r.Source != nvml.SourceHost {
+		t.Errorf("source %v without NVML, want host", r.Source)
+	}
+}
