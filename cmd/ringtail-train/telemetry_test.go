@@ -10,21 +10,30 @@ import (
 	"github.com/ringtail-ml/ringtail/nvml"
 )
 
+// startTestTelemetry starts the sampler of a rank with this local rank on
+// a tick channel the test drives; it returns the ticks, every reading in
+// order, and the GPU index sampled. The sampler stops with the test.
+func startTestTelemetry(t *testing.T, localRank int) (chan<- time.Time, <-chan nvml.Reading, int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ticks := make(chan time.Time)
+	readings := make(chan nvml.Reading, 16)
+	dev, gpu, s, err := startTelemetry(ctx, localRank, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
+		OnReading: func(r nvml.Reading) { readings <- r }})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); <-s.Done(); dev.Close() })
+	return ticks, readings, gpu
+}
+
 // A rank's sampler reads the host's /proc on every tick, with or without a
 // GPU: its CPU figure feeds the predictor and --json's telemetry report.
 // (ringtail-train once passed a zero HostConfig, which fails validation,
 // so the host was never read and cpu_busy was always 0.)
 func TestTheRankSamplerReadsTheHost(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ticks := make(chan time.Time)
-	readings := make(chan nvml.Reading, 16)
-	dev, gpu, s, err := startTelemetry(ctx, 0, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
-		OnReading: func(r nvml.Reading) { readings <- r }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); <-s.Done(); dev.Close() }()
+	ticks, readings, gpu := startTestTelemetry(t, 0)
 	if gpu != 0 {
 		t.Errorf("local rank 0 samples GPU %d, want 0", gpu)
 	}
@@ -49,16 +58,7 @@ func TestTheRankSamplerFallsBackToTheHost(t *testing.T) {
 	if nvml.Compiled {
 		t.Skip("built with NVML: the fallback depends on the machine's driver")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ticks := make(chan time.Time)
-	readings := make(chan nvml.Reading, 16)
-	dev, gpu, s, err := startTelemetry(ctx, 3, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
-		OnReading: func(r nvml.Reading) { readings <- r }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); <-s.Done(); dev.Close() }()
+	_, readings, gpu := startTestTelemetry(t, 3)
 	if gpu != 3 {
 		t.Errorf("local rank 3 without NVML samples GPU %d, want 3", gpu)
 	}
