@@ -117,7 +117,7 @@ func ServeCoordinator(ctx context.Context, cfg CoordinatorConfig) error {
 		}
 		jobID = DerivedJobID(host, p)
 	}
-	ln, port, err := listenCoordinator(ctx, plane, cfg.Listen, jobID, cfg.Secret)
+	ln, port, err := listenCoordinator(ctx, plane, cfg.Listen, jobID, cfg.Secret, cfg.Logger)
 	if err != nil {
 		return fmt.Errorf("launch: coordinator: %w", err)
 	}
@@ -157,8 +157,10 @@ func controlPlane(configured string) string {
 
 // listenCoordinator opens the rendezvous listener on bind (host:port): a
 // TCP listener, or for the libp2p control plane a libp2p host whose
-// identity is derived from the job secret. It returns the bound port.
-func listenCoordinator(ctx context.Context, plane, bind, jobID string, secret []byte) (net.Listener, int, error) {
+// identity is derived from the job secret, whose admission gate logs the
+// connections it refuses to log (rate-limited, at warn). It returns the
+// bound port.
+func listenCoordinator(ctx context.Context, plane, bind, jobID string, secret []byte, log zerolog.Logger) (net.Listener, int, error) {
 	if plane != "libp2p" {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", bind)
@@ -175,7 +177,7 @@ func listenCoordinator(ctx context.Context, plane, bind, jobID string, secret []
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: jobID, Secret: secret, ListenIP: host, Port: port})
+	ln, err := p2p.ListenCoordinator(p2p.CoordinatorConfig{JobID: jobID, Secret: secret, ListenIP: host, Port: port, Logger: log})
 	if err != nil {
 		return nil, 0, err
 	}

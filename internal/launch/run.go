@@ -122,7 +122,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 		bind = net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MasterPort))
 	}
 	plane := controlPlane(cfg.ControlPlane)
-	ln, port, err := listenCoordinator(ctx, plane, bind, cfg.JobID, cfg.Secret)
+	ln, port, err := listenCoordinator(ctx, plane, bind, cfg.JobID, cfg.Secret, log)
 	if err != nil {
 		return ExitFailure, fmt.Errorf("launch: coordinator: %w", err)
 	}

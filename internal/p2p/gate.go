@@ -65,13 +65,22 @@ func (g *gatedConns) authenticated(remote ma.Multiaddr) {
 	}
 }
 
-func (g *gatedConns) release(key string, p *admit.Pass) {
+// closedBeforeAuth is the reason logged for a connection closed while it
+// was still pending: libp2p refused it (no multistream, no Noise, a
+// protocol other than the rendezvous) or the stranger hung up.
+const closedBeforeAuth = "closed before authenticating (libp2p's handshake failed, or the peer hung up)"
+
+// closed takes a connection that libp2p has closed out of the gate. One
+// that never authenticated counts and is logged (rate-limited) as a
+// refusal, as the tcp control plane logs a bad handshake; the gate's own
+// evictions and expiries were logged when they happened.
+func (g *gatedConns) closed(key string, p *admit.Pass) {
 	g.mu.Lock()
 	if g.pass[key] == p {
 		delete(g.pass, key)
 	}
 	g.mu.Unlock()
-	p.Release()
+	p.Refuse(closedBeforeAuth, nil)
 }
 
 // gatedListener admits every accepted connection through the gate.
@@ -91,18 +100,20 @@ func (l *gatedListener) Accept() (manet.Conn, error) {
 	l.gates.mu.Lock()
 	l.gates.pass[key] = p
 	l.gates.mu.Unlock()
-	return &gatedConn{Conn: c, release: func() { l.gates.release(key, p) }}, nil
+	return &gatedConn{Conn: c, closed: func() { l.gates.closed(key, p) }}, nil
 }
 
-// gatedConn frees its place in the gate when libp2p closes it.
+// gatedConn frees its place in the gate when libp2p closes it (logging a
+// refusal first if it never authenticated, so that whoever sees the
+// connection end also finds the refusal in the log).
 type gatedConn struct {
 	manet.Conn
-	once    sync.Once
-	release func()
+	once   sync.Once
+	closed func()
 }
 
 // Close implements net.Conn.
 func (c *gatedConn) Close() error {
-	c.once.Do(c.release)
+	c.once.Do(c.closed)
 	return c.Conn.Close()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/p2p/p2ptest"
 	"github.com/ringtail-ml/ringtail/internal/rendezvous"
 	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
@@ -134,5 +135,20 @@ func TestCoordinatorGateDeadlineAndAuthentication(t *testing.T) {
 	}
 	if s := gateStats(t, ln); s.Pending != 0 {
 		t.Fatalf("gate %+v: the rank's connection is still pending after it authenticated", s)
+	}
+}
+
+// A stranger that sends garbage instead of libp2p's handshake is refused
+// by libp2p itself; the refusal is logged (rate-limited) before the
+// connection ends, as the tcp control plane logs a bad handshake.
+func TestCoordinatorLogsAConnectionLibp2pRefuses(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	ln, port := gatedCoordinator(t, CoordinatorConfig{HandshakeTimeout: time.Minute, Logger: zerolog.New(logs)}, 1)
+	p2ptest.SendGarbage(t, fmt.Sprintf("127.0.0.1:%d", port))
+	if !strings.Contains(logs.String(), closedBeforeAuth) {
+		t.Fatalf("the refusal is not logged: %q", logs.String())
+	}
+	if s := gateStats(t, ln); s.Pending != 0 {
+		t.Fatalf("gate %+v: the refused connection is still pending", s)
 	}
 }
