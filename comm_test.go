@@ -382,6 +382,8 @@ func TestConfigValidation(t *testing.T) {
 		"bad listen ip":   func(c *Config) { c.ListenIP = "nope" },
 		"zero timeout":    func(c *Config) { c.OpTimeout = 0 },
 		"tiny chunk":      func(c *Config) { c.ChunkBytes = 10 },
+		"tiny piece":      func(c *Config) { c.PieceBytes = 100 },
+		"negative piece":  func(c *Config) { c.PieceBytes = -1 },
 		"too many chans":  func(c *Config) { c.Channels = 99 },
 		"bad local rank":  func(c *Config) { c.LocalRank = 5 },
 		"tiny peer limit": func(c *Config) { c.PeerTimeout = time.Millisecond },
@@ -402,11 +404,12 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvMasterPort, "29500")
 	t.Setenv(EnvSecret, "xyz")
 	t.Setenv(EnvTimeout, "30s")
+	t.Setenv(EnvPieceBytes, "0")
 	c, err := ConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second {
+	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second || c.PieceBytes != 0 {
 		t.Fatalf("%+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -47,8 +47,9 @@ const (
 	EnvChannels       = "RINGTAIL_CHANNELS"
 	EnvChunkBytes     = "RINGTAIL_CHUNK_BYTES"
 	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
-	EnvNoUnix         = "RINGTAIL_NO_UNIX" // "1": TCP even within a host
-	EnvNoShm          = "RINGTAIL_NO_SHM"  // "1": unix sockets instead of shared memory within a host
+	EnvPieceBytes     = "RINGTAIL_PIECE_BYTES" // allreduce pieces on shared memory; "0": off
+	EnvNoUnix         = "RINGTAIL_NO_UNIX"     // "1": TCP even within a host
+	EnvNoShm          = "RINGTAIL_NO_SHM"      // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
 	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
@@ -70,6 +71,7 @@ const (
 	DefaultChannels       = 1
 	DefaultChunkBytes     = 1 << 20
 	DefaultSmallBytes     = 4 << 10
+	DefaultPieceBytes     = 1 << 20
 )
 
 // Config configures a communicator. The zero value is not valid; start from
@@ -142,6 +144,14 @@ type Config struct {
 	// SmallBytes is the size at or below which latency-optimal algorithms
 	// (recursive doubling, binomial tree) replace the ring.
 	SmallBytes int
+	// PieceBytes is the largest piece of an AllReduce reduced at once
+	// when every rank's links are shared memory (one host): a larger call
+	// runs as ring allreduces of consecutive pieces, each finished before
+	// the next, so that a piece's steps run in the CPUs' caches instead of
+	// streaming the whole buffer through memory in every step of the ring
+	// (docs/benchmarks.md). 0 turns it off; across hosts it is not used.
+	// Every rank must give the same value.
+	PieceBytes int
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
 	// MetricsAddr, when set, serves this rank's Prometheus metrics
@@ -165,7 +175,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		PieceBytes: DefaultPieceBytes, DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
 	}
 }
 
@@ -259,6 +269,7 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChannels, &c.Channels)
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
+	env.Int(EnvPieceBytes, &c.PieceBytes)
 	c.MetricsAddr = env.Get(EnvMetricsAddr)
 	c.Timeline = env.Get(EnvTimeline)
 	logger, err := logging.FromLookup(lookup, os.Stderr)
@@ -317,7 +328,7 @@ func (c *Config) controlPlane() string {
 
 // tunables are the settings that choose algorithms (internal/algo).
 func (c *Config) tunables() algo.Tunables {
-	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes}
+	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes, PieceBytes: c.PieceBytes}
 }
 
 // settings maps a validated Config to the engine's.
@@ -396,6 +407,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)
+	}
+	if c.PieceBytes != 0 && (c.PieceBytes < 4096 || c.PieceBytes > 1<<30) {
+		bad("allreduce piece %d bytes must be 0 (off) or in 4096..1073741824", c.PieceBytes)
 	}
 	if c.MetricsAddr != "" {
 		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {

@@ -59,44 +59,73 @@ func mod(a, n int) int { return ((a % n) + n) % n }
 // each segment's owner divides it by the world size in its last fold of
 // it, before the allgather.
 func AllReduce(s Spec, count int, avg bool) (*plan.Program, error) {
+	return allReduce(s, count, max(count, 1), avg)
+}
+
+// AllReducePieces builds the ring allreduce of count elements as ring
+// allreduces of consecutive pieces of at most piece elements, one after the
+// other: each piece's reduce-scatter and allgather finish before the next
+// piece starts. Where ranks exchange through shared memory, every step of
+// the plain ring streams a 1/n share of the whole buffer through main
+// memory (2(n−1) passes); a piece small enough for the CPUs' caches is
+// read from memory once and written once, and its steps run in cache. The
+// sum of each element is folded in the same ring order as in AllReduce of
+// the piece alone. Count at most piece is AllReduce's program.
+func AllReducePieces(s Spec, count, piece int, avg bool) (*plan.Program, error) {
+	if piece < 1 {
+		return nil, fmt.Errorf("ring: pieces of %d elements", piece)
+	}
+	return allReduce(s, count, piece, avg)
+}
+
+func allReduce(s Spec, count, piece int, avg bool) (*plan.Program, error) {
 	pos, err := s.validate()
 	if err != nil {
 		return nil, err
 	}
+	if count < 0 {
+		return nil, fmt.Errorf("ring: count %d", count)
+	}
 	n := len(s.Order)
 	p := &plan.Program{Algorithm: "ring", Rank: s.Rank, World: s.world(), DataLen: count}
+	if piece < count {
+		p.Algorithm = "ring-pieces"
+	}
 	if n == 1 {
 		return p, nil
 	}
 	right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
-	for c := 0; c < s.Channels; c++ {
-		cOff, cLen := plan.Segment(count, s.Channels, c)
-		seg := func(k int) (int, int) {
-			o, l := plan.Segment(cLen, n, mod(k, n))
-			return cOff + o, l
-		}
-		var ch plan.Channel
-		for st := 0; st < n-1; st++ { // reduce-scatter
-			so, sl := seg(pos - st)
-			ro, rl := seg(pos - st - 1)
-			div := 0
-			if st == n-2 && avg {
-				div = n // the owner's last fold of its segment also divides
+	p.Channels = make([]plan.Channel, s.Channels)
+	for off := 0; off == 0 || off < count; off += piece {
+		pieceLen := min(piece, count-off)
+		for c := range p.Channels {
+			cOff, cLen := plan.Segment(pieceLen, s.Channels, c)
+			seg := func(k int) (int, int) {
+				o, l := plan.Segment(cLen, n, mod(k, n))
+				return off + cOff + o, l
 			}
-			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
-				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-				{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl, Div: div},
-			}})
+			ch := &p.Channels[c]
+			for st := 0; st < n-1; st++ { // reduce-scatter
+				so, sl := seg(pos - st)
+				ro, rl := seg(pos - st - 1)
+				div := 0
+				if st == n-2 && avg {
+					div = n // the owner's last fold of its segment also divides
+				}
+				ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
+					{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+					{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl, Div: div},
+				}})
+			}
+			for st := 0; st < n-1; st++ { // allgather
+				so, sl := seg(pos + 1 - st)
+				ro, rl := seg(pos - st)
+				ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: []plan.Op{
+					{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+					{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
+				}})
+			}
 		}
-		for st := 0; st < n-1; st++ { // allgather
-			so, sl := seg(pos + 1 - st)
-			ro, rl := seg(pos - st)
-			ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: []plan.Op{
-				{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-				{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
-			}})
-		}
-		p.Channels = append(p.Channels, ch)
 	}
 	return p, nil
 }

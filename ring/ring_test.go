@@ -3,6 +3,7 @@ package ring
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -30,9 +31,80 @@ func inputs(n, count int, rng *rand.Rand) [][]float64 {
 
 // Every ring program, simulated, equals the sequential reference.
 func TestAllReduceEqualsSequentialReference(t *testing.T) {
+	checkAllReduceReference(t, 8, []int{0, 1, 2, 7, 13, 64, 101}, func(s Spec, count int, avg bool) (*plan.Program, error) {
+		return AllReduce(s, count, avg)
+	})
+}
+
+// So does the ring in pieces, for pieces that divide the buffer evenly,
+// leave a short last piece, or hold fewer elements than there are ranks.
+func TestAllReducePiecesEqualsSequentialReference(t *testing.T) {
+	for _, piece := range []int{1, 4, 50} {
+		counts := []int{0, 1, 7, 24, 61}
+		if piece == 1 {
+			counts = counts[:4] // a piece per element: shorter buffers keep the test quick
+		}
+		t.Run(fmt.Sprintf("piece%d", piece), func(t *testing.T) {
+			checkAllReduceReference(t, 5, counts, func(s Spec, count int, avg bool) (*plan.Program, error) {
+				return AllReducePieces(s, count, piece, avg)
+			})
+		})
+	}
+}
+
+// Piece k of the program is AllReduce's program for the piece alone, moved
+// to the piece's offset: pieces change where the steps run, never the order
+// in which an element's contributions are folded.
+func TestAllReducePiecesIsTheRingOfEachPiece(t *testing.T) {
+	for _, tc := range []struct{ n, count, piece, chans int }{{4, 100, 32, 1}, {3, 10, 4, 2}, {2, 9, 9, 1}, {5, 7, 100, 3}} {
+		order := rand.New(rand.NewSource(int64(tc.n))).Perm(tc.n)
+		for r := 0; r < tc.n; r++ {
+			s := Spec{Order: order, Rank: r, Channels: tc.chans}
+			got, err := AllReducePieces(s, tc.count, tc.piece, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []plan.Channel
+			for off := 0; off < tc.count; off += tc.piece {
+				one, err := AllReduce(s, min(tc.piece, tc.count-off), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want == nil {
+					want = make([]plan.Channel, len(one.Channels))
+				}
+				for c, ch := range one.Channels {
+					for _, st := range ch.Steps {
+						ops := slices.Clone(st.Ops)
+						for i := range ops {
+							ops[i].Off += off
+						}
+						want[c].Steps = append(want[c].Steps, plan.Step{Ops: ops, Phase: st.Phase})
+					}
+				}
+			}
+			if !reflect.DeepEqual(got.Channels, want) {
+				t.Fatalf("%+v rank %d:\n%v", tc, r, got)
+			}
+			if wantName := map[bool]string{true: "ring-pieces", false: "ring"}[tc.piece < tc.count]; got.Algorithm != wantName {
+				t.Fatalf("%+v: algorithm %q, want %q", tc, got.Algorithm, wantName)
+			}
+		}
+	}
+	if _, err := AllReducePieces(Spec{Order: []int{0, 1}, Channels: 1}, 4, 0, false); err == nil {
+		t.Fatal("pieces of 0 elements accepted")
+	}
+}
+
+// checkAllReduceReference simulates the programs build makes for rings of
+// 1..maxN ranks (rank order and a permutation), 1 and 3 channels, with
+// and without Avg, and compares every rank's buffer with the sequential
+// sum.
+func checkAllReduceReference(t *testing.T, maxN int, counts []int, build func(s Spec, count int, avg bool) (*plan.Program, error)) {
+	t.Helper()
 	rng := rand.New(rand.NewSource(7))
-	for n := 1; n <= 8; n++ {
-		for _, count := range []int{0, 1, 2, 7, 13, 64, 101} {
+	for n := 1; n <= maxN; n++ {
+		for _, count := range counts {
 			for _, chans := range []int{1, 3} {
 				for _, order := range orders(n, rng) {
 					for _, avg := range []bool{false, true} {
@@ -51,8 +123,11 @@ func TestAllReduceEqualsSequentialReference(t *testing.T) {
 						}
 						progs := make([]*plan.Program, n)
 						for r := range progs {
-							p, err := AllReduce(Spec{Order: order, Rank: r, Channels: chans}, count, avg)
+							p, err := build(Spec{Order: order, Rank: r, Channels: chans}, count, avg)
 							if err != nil {
+								t.Fatalf("%s: %v", name, err)
+							}
+							if err := p.Validate(); err != nil {
 								t.Fatalf("%s: %v", name, err)
 							}
 							progs[r] = p

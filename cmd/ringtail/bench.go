@@ -43,6 +43,7 @@ type sweepFlags struct {
 	check, jsonOut       bool
 	channels, chunkBytes int
 	smallBytes           int
+	pieceBytes           int
 	noUnix, noShm        bool
 	dumpPlan             int
 	bindTo               string
@@ -63,6 +64,7 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.channels, "channels", ringtail.DefaultChannels, "parallel rings")
 	fs.IntVar(&f.chunkBytes, "chunk", ringtail.DefaultChunkBytes, "pipelining chunk in bytes")
 	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
+	fs.IntVar(&f.pieceBytes, "piece", ringtail.DefaultPieceBytes, "allreduce piece in bytes on shared memory (0: the plain ring)")
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
 	fs.StringVar(&f.bindTo, "bind-to", "core", "core: one CPU per rank when they fit (like mpirun); none")
@@ -140,7 +142,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.dumpPlan >= 0 {
 		cfg := ringtail.DefaultConfig(f.dumpPlan, f.np)
-		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes = f.channels, f.chunkBytes, f.smallBytes
+		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes, cfg.PieceBytes = f.channels, f.chunkBytes, f.smallBytes, f.pieceBytes
+		if f.noShm || f.noUnix {
+			cfg.PieceBytes = 0 // pieces run only where every link is shared memory
+		}
 		cfg.MasterPort, cfg.Insecure = 1, true
 		text, err := ringtail.DumpPlan(cfg, int(spec.MaxBytes)/spec.DType.Size(), spec.DType, spec.Op)
 		if err != nil {
@@ -202,7 +207,8 @@ func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<-
 	code, err := launch.Run(ctx, launch.Config{
 		NP: f.np, Command: append([]string{self}, f.workerArgs(coll)...), Name: "ringtail bench",
 		Env: []string{"RINGTAIL_CHANNELS=" + strconv.Itoa(f.channels), "RINGTAIL_CHUNK_BYTES=" + strconv.Itoa(f.chunkBytes),
-			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
+			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_PIECE_BYTES=" + strconv.Itoa(f.pieceBytes),
+			"RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
 			"RINGTAIL_NO_SHM=" + strconv.FormatBool(f.noShm)},
 		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(), BindTo: f.bindTo,
 	})
@@ -288,6 +294,9 @@ func benchRank(ctx context.Context, coll string, f *sweepFlags, set map[string]b
 	}
 	if set["small"] {
 		cfg.SmallBytes = f.smallBytes
+	}
+	if set["piece"] {
+		cfg.PieceBytes = f.pieceBytes
 	}
 	if set["no-unix"] {
 		cfg.DisableUnix = f.noUnix

@@ -29,6 +29,14 @@ type Tunables struct {
 	Channels int
 	// ChunkBytes is the pipelining unit of a chained broadcast.
 	ChunkBytes int
+	// PieceBytes, when positive, runs an AllReduce larger than it as the
+	// ring over consecutive pieces of at most PieceBytes
+	// (ring.AllReducePieces), each finished before the next starts, so
+	// that a piece's steps run in the CPUs' caches. It pays where ranks
+	// exchange through shared memory at memory speed; the communicator
+	// sets it only when every rank's links are shared memory (one host),
+	// and a parent tree's program (on the general path) never uses it.
+	PieceBytes int
 	// Order is the world's ring (a permutation of the ranks; nil: rank
 	// order). Collectives over every rank follow it, and so do the
 	// members of an allreduce among some ranks, whose results do not
@@ -121,6 +129,9 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		if s.Small(t) {
 			return tree.AllReduce(order, s.World, s.Rank, s.Count, s.Avg)
 		}
+		if t.PieceBytes > 0 && s.Bytes() > t.PieceBytes {
+			return ring.AllReducePieces(rs, s.Count, max(1, t.PieceBytes/max(1, s.ElemSize)), s.Avg)
+		}
 		return ring.AllReduce(rs, s.Count, s.Avg)
 	case wire.Barrier:
 		return tree.AllReduce(order, s.World, s.Rank, 0, false)
@@ -198,6 +209,7 @@ func treeAllReduce(s Spec, t Tunables) (*plan.Program, error) {
 	inner := s
 	inner.Collective, inner.Children = wire.AllReduce, nil
 	t.Channels = 1
+	t.PieceBytes = 0 // the general path: pieces pay only on fastboxes
 	p, err := Choose(inner, t)
 	if err != nil {
 		return nil, err

@@ -194,3 +194,48 @@ func TestChooseAllReduceLate(t *testing.T) {
 		}
 	}
 }
+
+// An AllReduce larger than PieceBytes runs in pieces of at most PieceBytes
+// (in elements of the call's type), one at or below it runs as the plain
+// ring, and a parent tree's program (general path) never takes pieces.
+func TestChoosePiecesOnlyLargeAllReduces(t *testing.T) {
+	tun := Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 10, PieceBytes: 400}
+	for _, c := range []struct {
+		count, esize int
+		want         string
+		maxLen       int // the longest message: a piece's segment
+	}{
+		{count: 100, esize: 4, want: "ring", maxLen: 25},
+		{count: 101, esize: 4, want: "ring-pieces", maxLen: 25},
+		{count: 1000, esize: 2, want: "ring-pieces", maxLen: 50},
+		{count: 10, esize: 4, want: "recursive-doubling"},
+	} {
+		p, err := Choose(Spec{Collective: wire.AllReduce, Rank: 1, World: 4, Count: c.count, ElemSize: c.esize}, tun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Algorithm != c.want {
+			t.Fatalf("%d×%d bytes: %q, want %q", c.count, c.esize, p.Algorithm, c.want)
+		}
+		if c.maxLen == 0 {
+			continue
+		}
+		longest := 0
+		for _, st := range p.Channels[0].Steps {
+			for _, o := range st.Ops {
+				longest = max(longest, o.Len)
+			}
+		}
+		if longest != c.maxLen {
+			t.Fatalf("%d×%d bytes: longest message %d elements, want %d", c.count, c.esize, longest, c.maxLen)
+		}
+	}
+	p, err := Choose(Spec{Collective: wire.AllReduceTree, Rank: 1, World: 4, Members: []int{0, 1, 2}, Count: 1000, ElemSize: 4,
+		Children: []Child{{Rank: 3}}}, tun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Algorithm != "collect+ring" {
+		t.Fatalf("parent tree: %q, want collect+ring", p.Algorithm)
+	}
+}

@@ -95,6 +95,10 @@ type Engine struct {
 
 	mesh     *transport.Mesh
 	executor *exec.Executor
+	// pieceBytes is the configured Tunables.PieceBytes, in force only
+	// once every rank has agreed on fastboxes (agreeOnFastboxes): pieces
+	// pay where ranks exchange at memory speed, not over sockets.
+	pieceBytes int
 
 	coordStop context.CancelFunc
 	coordDone chan struct{}
@@ -109,7 +113,8 @@ type Engine struct {
 // to every other rank and agrees on the transport. It returns when the
 // mesh is complete, or with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, s Settings) (*Engine, error) {
-	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}, pieceBytes: s.Tunables.PieceBytes}
+	e.s.Tunables.PieceBytes = 0
 	e.doneFn = e.groupDone
 	if s.World == 1 {
 		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
@@ -168,7 +173,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	ep, _ := json.Marshal(ln.Endpoint())
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
-		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "generation": strconv.FormatUint(s.Generation, 10),
+		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(e.pieceBytes), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 	}
 	req := rendezvous.Request{
@@ -237,7 +242,8 @@ func hostRingOrder(eps []transport.Endpoint) []int {
 // all its links. A rank with one link that is not shared memory (another
 // host, a failed upgrade) would run a call's exchange with a same-host peer
 // over the ring while the peer waits in its fastbox; so all ranks decide
-// together, with a Min over the general path.
+// together, with a Min over the general path. With fastboxes, a large
+// AllReduce runs in pieces (Tunables.PieceBytes).
 func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	all := make([]byte, 4) // one int32, native order
 	if e.mesh.AllFast() {
@@ -247,7 +253,12 @@ func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	if err := e.Run(ctx, c); err != nil {
 		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
 	}
-	e.executor.EnableFast(all[0] == 1)
+	fast := all[0] == 1
+	e.executor.EnableFast(fast)
+	if fast && e.pieceBytes > 0 {
+		e.s.Tunables.PieceBytes = e.pieceBytes
+		e.forgetPrograms()
+	}
 	return nil
 }
 

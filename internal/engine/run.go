@@ -219,6 +219,13 @@ func (e *Engine) idleState(id uint32) (wire.State, bool) {
 	return wire.State{Done: g.done, Desc: g.last}, true
 }
 
+// forgetPrograms empties the program caches (the tunables changed).
+func (e *Engine) forgetPrograms() {
+	clear(e.progs)
+	e.last.key, e.last.p = progKey{}, nil
+	e.plain.key, e.plain.p = plainKey{}, nil
+}
+
 // program returns the cached program for k, or builds it with algo.Choose.
 func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	if e.last.p != nil && e.last.key == k {
