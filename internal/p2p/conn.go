@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,8 @@ type conn struct {
 	local, remote Addr
 	down          *atomic.Bool // the host is closing: write nothing more
 	onAuth        func()       // set on a gated host's inbound streams
+	onClose       func()       // set by an owned Listener's Accept; run by the first Close
+	closeOnce     sync.Once
 }
 
 var _ net.Conn = (*conn)(nil)
@@ -70,6 +73,17 @@ func (c *conn) SetReadDeadline(t time.Time) error { return c.Stream.SetReadDeadl
 
 // SetWriteDeadline sets the write deadline.
 func (c *conn) SetWriteDeadline(t time.Time) error { return c.Stream.SetWriteDeadline(t) }
+
+// Close closes both directions of the stream gracefully.
+func (c *conn) Close() error {
+	err := c.Stream.Close()
+	c.closeOnce.Do(func() {
+		if c.onClose != nil {
+			c.onClose()
+		}
+	})
+	return err
+}
 
 // CloseWrite half-closes the stream.
 func (c *conn) CloseWrite() error { return c.Stream.CloseWrite() }

@@ -3,6 +3,7 @@ package p2p
 import (
 	"net"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -22,8 +23,17 @@ type Listener struct {
 	conns chan *conn
 	done  chan struct{}
 	once  sync.Once
-	owned bool // Close also closes host
+	owned bool // Close also closes host, once the accepted streams are closed
+
+	mu      sync.Mutex    // guards the fields below (owned listeners only)
+	open    int           // streams Accept returned that are not closed yet
+	closing bool          // Close has begun: Accept returns no more streams
+	drained chan struct{} // closed when closing and open reaches 0
 }
+
+// drainGrace bounds how long closing a coordinator's listener waits for
+// the streams it accepted to close before it closes the host under them.
+const drainGrace = 5 * time.Second
 
 var (
 	_ net.Listener       = (*Listener)(nil)
@@ -31,7 +41,7 @@ var (
 )
 
 func newListener(h *Host, proto protocol.ID) *Listener {
-	return &Listener{host: h, proto: proto, conns: make(chan *conn), done: make(chan struct{})}
+	return &Listener{host: h, proto: proto, conns: make(chan *conn), done: make(chan struct{}), drained: make(chan struct{})}
 }
 
 // handle runs on the stream's own goroutine; it waits until Accept takes
@@ -59,22 +69,58 @@ func (l *Listener) newConn(s network.Stream) *conn {
 func (l *Listener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.conns:
+		if !l.owned {
+			return c, nil
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.closing {
+			_ = c.Reset()
+			return nil, net.ErrClosed
+		}
+		l.open++
+		c.onClose = l.closed
 		return c, nil
 	case <-l.done:
 		return nil, net.ErrClosed
 	}
 }
 
+// closed counts one accepted stream of an owned listener closed.
+func (l *Listener) closed() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open--; l.open == 0 && l.closing {
+		close(l.drained)
+	}
+}
+
 // Close stops accepting (streams already accepted stay open). For the
-// listener of ListenCoordinator it also closes the coordinator's host.
+// listener of ListenCoordinator it also closes the coordinator's host, once
+// the streams it accepted are closed (drainGrace at most): a rendezvous
+// stopping right after it decided its group still delivers every rank's
+// answer. Concurrent calls return when the first has.
 func (l *Listener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.done)
 		l.host.unlisten(l.proto)
-		if l.owned {
-			err = l.host.Close()
+		if !l.owned {
+			return
 		}
+		l.mu.Lock()
+		l.closing = true
+		open := l.open
+		l.mu.Unlock()
+		if open > 0 {
+			t := time.NewTimer(drainGrace)
+			select {
+			case <-l.drained:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		err = l.host.Close()
 	})
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -97,12 +98,15 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{cfg: cfg, gate: gate, groups: map[string]*group{}}, nil
 }
 
-// Serve accepts clients on ln until ctx ends; it then closes ln.
+// Serve accepts clients on ln until ctx ends; it then closes ln, delivers
+// the answers of a group decided just before, and returns once every
+// client's exchange has ended and ln is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
 	defer s.gate.Flush()
+	defer ln.Close() // waits for the close begun when ctx ended (p2p: the host's)
 	defer wg.Wait()
 	for {
 		c, err := ln.Accept()
@@ -130,8 +134,25 @@ type authNotifier interface{ Authenticated() }
 
 func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	log := s.cfg.Logger.With().Str("remote", c.RemoteAddr().String()).Logger()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
+	// Stopping the server cuts the exchange short, except the delivery of
+	// a group's answer once decided (answer, below).
+	var cut sync.Mutex
+	answering := false
+	stop := context.AfterFunc(ctx, func() {
+		cut.Lock()
+		defer cut.Unlock()
+		if !answering {
+			c.SetDeadline(time.Now())
+		}
+	})
 	defer stop()
+	answer := func(r reply) {
+		cut.Lock()
+		answering = true
+		c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
+		cut.Unlock()
+		_ = writeMsg(c, r)
+	}
 	// Before the client proves the secret: one deadline for the whole
 	// exchange, at most MaxHandshakeMessage bytes read, and nothing about
 	// the job said.
@@ -210,21 +231,47 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	// client hangs up meanwhile.
 	c.SetDeadline(time.Time{})
 	gone := make(chan struct{})
+	cutShort := false // the read below ended at a deadline, not at the client's hang-up (set before gone closes)
 	go func() {
 		var b [1]byte
-		_, _ = c.Read(b[:]) // returns when the client closes or the deadline below fires
+		_, err := c.Read(b[:]) // returns when the client closes or a deadline fires
+		var ne net.Error
+		cutShort = errors.As(err, &ne) && ne.Timeout()
 		close(gone)
 	}()
+	// A decided answer is always delivered: stopping the server (the rank
+	// hosting it stops it as soon as it has its own answer, a refusal say)
+	// also wakes the read above, and every rank must still hear the
+	// answer, not retry against a closed port until its connect timeout.
 	select {
 	case r := <-w.out:
-		c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
-		_ = writeMsg(c, r)
+		answer(r)
 	case <-gone:
-		s.leave(a.Group, w)
+		select {
+		case r := <-w.out:
+			answer(r)
+		default:
+			s.leave(a.Group, w)
+		}
 	case <-ctx.Done():
+		select {
+		case r := <-w.out:
+			answer(r)
+		default:
+		}
 	}
-	c.SetDeadline(time.Now())
+	if !answering {
+		c.SetDeadline(time.Now())
+	}
 	<-gone
+	if answering && cutShort {
+		// After an answer, linger until the client hangs up, having read
+		// it (IOTimeout at most): over libp2p the answer is on the wire
+		// only once the session has flushed it, and the host may close
+		// right after.
+		var b [1]byte
+		_, _ = c.Read(b[:])
+	}
 }
 
 func (s *Server) join(key string, w *waiter) string {
