@@ -382,7 +382,7 @@ func TestConfigValidation(t *testing.T) {
 		"bad listen ip":   func(c *Config) { c.ListenIP = "nope" },
 		"zero timeout":    func(c *Config) { c.OpTimeout = 0 },
 		"tiny chunk":      func(c *Config) { c.ChunkBytes = 10 },
-		"tiny piece":      func(c *Config) { c.PieceBytes = 100 },
+		"tiny piece":      func(c *Config) { c.PieceBytes = 4096 },
 		"negative piece":  func(c *Config) { c.PieceBytes = -1 },
 		"too many chans":  func(c *Config) { c.Channels = 99 },
 		"bad local rank":  func(c *Config) { c.LocalRank = 5 },

@@ -149,8 +149,9 @@ type Config struct {
 	// runs as ring allreduces of consecutive pieces, each finished before
 	// the next, so that a piece's steps run in the CPUs' caches instead of
 	// streaming the whole buffer through memory in every step of the ring
-	// (docs/benchmarks.md). 0 turns it off; across hosts it is not used.
-	// Every rank must give the same value.
+	// (docs/benchmarks.md). A piece whose ring segments exceed a fastbox
+	// (512 KiB) runs on the queued path. 0 turns it off; across hosts it
+	// is not used. Every rank must give the same value.
 	PieceBytes int
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
@@ -408,8 +409,8 @@ func (c *Config) Validate() error {
 	if c.SmallBytes < 0 {
 		bad("small-message threshold %d must not be negative", c.SmallBytes)
 	}
-	if c.PieceBytes != 0 && (c.PieceBytes < 4096 || c.PieceBytes > 1<<30) {
-		bad("allreduce piece %d bytes must be 0 (off) or in 4096..1073741824", c.PieceBytes)
+	if c.PieceBytes != 0 && (c.PieceBytes < 64<<10 || c.PieceBytes > 1<<30) {
+		bad("allreduce piece %d bytes must be 0 (off) or in 65536..1073741824", c.PieceBytes)
 	}
 	if c.MetricsAddr != "" {
 		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {

@@ -19,7 +19,7 @@ import (
 // piece that does not split evenly over the ranks; over unix sockets the
 // same call runs the plain ring.
 func TestLargeAllReducesRunInPiecesOnSharedMemory(t *testing.T) {
-	const n, piece = 3, 16 << 10
+	const n, piece = 3, 64 << 10
 	const count = 3*piece/4 + 7 // float32: three full pieces and 7 elements
 	for _, tc := range []struct {
 		name  string
