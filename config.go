@@ -71,7 +71,11 @@ const (
 	DefaultChannels       = 1
 	DefaultChunkBytes     = 1 << 20
 	DefaultSmallBytes     = 4 << 10
-	DefaultPieceBytes     = 1 << 20
+	// DefaultPieceBytes is 0: allreduce pieces are opt-in (see
+	// Config.PieceBytes); SuggestedPieceBytes is the size that measured
+	// best where they pay.
+	DefaultPieceBytes   = 0
+	SuggestedPieceBytes = 1 << 20
 )
 
 // Config configures a communicator. The zero value is not valid; start from
@@ -144,14 +148,19 @@ type Config struct {
 	// SmallBytes is the size at or below which latency-optimal algorithms
 	// (recursive doubling, binomial tree) replace the ring.
 	SmallBytes int
-	// PieceBytes is the largest piece of an AllReduce reduced at once
-	// when every rank's links are shared memory (one host): a larger call
-	// runs as ring allreduces of consecutive pieces, each finished before
-	// the next, so that a piece's steps run in the CPUs' caches instead of
-	// streaming the whole buffer through memory in every step of the ring
-	// (docs/benchmarks.md). A piece whose ring segments exceed a fastbox
-	// (512 KiB) runs on the queued path. 0 turns it off; across hosts it
-	// is not used. Every rank must give the same value.
+	// PieceBytes, when positive, is the largest piece of an AllReduce
+	// reduced at once when every rank's links are shared memory (one
+	// host): a larger call runs as ring allreduces of consecutive pieces,
+	// each finished before the next, so that a piece's steps run in the
+	// CPUs' caches instead of streaming the whole buffer through memory in
+	// every step of the ring. With the cores to itself a job gains up to
+	// 2× busbw from SuggestedPieceBytes; but pieces synchronise the ranks
+	// hundreds of times per call, and with another program busy on the
+	// cores a large allreduce then ran 3–10× slower than the plain ring
+	// (docs/benchmarks.md), so it is off by default (0). A piece whose
+	// ring segments exceed a fastbox (512 KiB) runs on the queued path;
+	// across hosts pieces are not used. Every rank must give the same
+	// value.
 	PieceBytes int
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger

@@ -64,7 +64,7 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.channels, "channels", ringtail.DefaultChannels, "parallel rings")
 	fs.IntVar(&f.chunkBytes, "chunk", ringtail.DefaultChunkBytes, "pipelining chunk in bytes")
 	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
-	fs.IntVar(&f.pieceBytes, "piece", ringtail.DefaultPieceBytes, "allreduce piece in bytes on shared memory (0: the plain ring)")
+	fs.IntVar(&f.pieceBytes, "piece", ringtail.DefaultPieceBytes, fmt.Sprintf("allreduce in pieces of this many bytes on shared memory, e.g. %d (0: the plain ring)", ringtail.SuggestedPieceBytes))
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
 	fs.StringVar(&f.bindTo, "bind-to", "core", "core: one CPU per rank when they fit (like mpirun); none")
