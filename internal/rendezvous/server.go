@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -231,44 +230,37 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	// client hangs up meanwhile.
 	c.SetDeadline(time.Time{})
 	gone := make(chan struct{})
-	cutShort := false // the read below ended at a deadline, not at the client's hang-up (set before gone closes)
 	go func() {
 		var b [1]byte
-		_, err := c.Read(b[:]) // returns when the client closes or a deadline fires
-		var ne net.Error
-		cutShort = errors.As(err, &ne) && ne.Timeout()
+		_, _ = c.Read(b[:]) // returns when the client closes or a deadline fires
 		close(gone)
 	}()
-	// A decided answer is always delivered: stopping the server (the rank
-	// hosting it stops it as soon as it has its own answer, a refusal say)
-	// also wakes the read above, and every rank must still hear the
-	// answer, not retry against a closed port until its connect timeout.
 	select {
 	case r := <-w.out:
 		answer(r)
 	case <-gone:
-		select {
-		case r := <-w.out:
-			answer(r)
-		default:
-			s.leave(a.Group, w)
-		}
 	case <-ctx.Done():
-		select {
-		case r := <-w.out:
-			answer(r)
-		default:
-		}
 	}
 	if !answering {
-		c.SetDeadline(time.Now())
+		// A decided answer is always delivered: stopping the server (the
+		// rank hosting it stops it as soon as it has its own answer, a
+		// refusal say) also cuts the read above short, and every rank
+		// must still hear the answer, not retry against a closed port
+		// until its connect timeout. After leaving, none can come.
+		s.leave(a.Group, w)
+		select {
+		case r := <-w.out:
+			answer(r)
+		default:
+			c.SetDeadline(time.Now())
+		}
 	}
 	<-gone
-	if answering && cutShort {
-		// After an answer, linger until the client hangs up, having read
-		// it (IOTimeout at most): over libp2p the answer is on the wire
-		// only once the session has flushed it, and the host may close
-		// right after.
+	if answering {
+		// Linger until the client hangs up, having read the answer
+		// (IOTimeout at most; at once if it already has): over libp2p
+		// the answer is on the wire only once the session has flushed
+		// it, and the host may close right after.
 		var b [1]byte
 		_, _ = c.Read(b[:])
 	}
