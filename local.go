@@ -38,9 +38,31 @@ func portTaken(err error) bool {
 }
 
 func newLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
+	comms, errs, err := joinLocal(ctx, n, configure)
+	if err != nil {
+		return nil, err
+	}
+	for r, err := range errs {
+		if err == nil {
+			continue
+		}
+		for _, c := range comms {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return nil, fmt.Errorf("ringtail: %d ranks in this process: rank %d: %w", n, r, err)
+	}
+	return comms, nil
+}
+
+// joinLocal has n ranks join at once, with rank 0 hosting the rendezvous
+// on a loopback port that was free a moment ago, and returns each rank's
+// Comm or error (tests that look at every rank's failure use it).
+func joinLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, []error, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("ringtail: finding a free port: %w", err)
+		return nil, nil, fmt.Errorf("ringtail: finding a free port: %w", err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -58,16 +80,5 @@ func newLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, err
 		})
 	}
 	wg.Wait()
-	for r, err := range errs {
-		if err == nil {
-			continue
-		}
-		for _, c := range comms {
-			if c != nil {
-				c.Close()
-			}
-		}
-		return nil, fmt.Errorf("ringtail: %d ranks in this process: rank %d: %w", n, r, err)
-	}
-	return comms, nil
+	return comms, errs, nil
 }
