@@ -242,8 +242,8 @@ func hostRingOrder(eps []transport.Endpoint) []int {
 // all its links. A rank with one link that is not shared memory (another
 // host, a failed upgrade) would run a call's exchange with a same-host peer
 // over the ring while the peer waits in its fastbox; so all ranks decide
-// together, with a Min over the general path. With fastboxes, a large
-// AllReduce runs in pieces (Tunables.PieceBytes).
+// together, with a Min over the general path. With fastboxes and a piece
+// size configured (opt-in), a large AllReduce runs in pieces.
 func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	all := make([]byte, 4) // one int32, native order
 	if e.mesh.AllFast() {
