@@ -384,6 +384,7 @@ func TestConfigValidation(t *testing.T) {
 		"tiny chunk":      func(c *Config) { c.ChunkBytes = 10 },
 		"tiny piece":      func(c *Config) { c.PieceBytes = 4096 },
 		"negative piece":  func(c *Config) { c.PieceBytes = -1 },
+		"bad pieces":      func(c *Config) { c.Pieces = "sometimes" },
 		"too many chans":  func(c *Config) { c.Channels = 99 },
 		"bad local rank":  func(c *Config) { c.LocalRank = 5 },
 		"tiny peer limit": func(c *Config) { c.PeerTimeout = time.Millisecond },
@@ -405,11 +406,12 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvSecret, "xyz")
 	t.Setenv(EnvTimeout, "30s")
 	t.Setenv(EnvPieceBytes, "0")
+	t.Setenv(EnvPieces, "always")
 	c, err := ConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second || c.PieceBytes != 0 {
+	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second || c.PieceBytes != 0 || c.Pieces != "always" {
 		t.Fatalf("%+v", c)
 	}
 	if err := c.Validate(); err != nil {

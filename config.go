@@ -48,6 +48,7 @@ const (
 	EnvChunkBytes     = "RINGTAIL_CHUNK_BYTES"
 	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
 	EnvPieceBytes     = "RINGTAIL_PIECE_BYTES" // allreduce pieces on shared memory; "0": off
+	EnvPieces         = "RINGTAIL_PIECES"      // "auto" (default: measured), "always" or "off"
 	EnvNoUnix         = "RINGTAIL_NO_UNIX"     // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"      // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
@@ -71,11 +72,11 @@ const (
 	DefaultChannels       = 1
 	DefaultChunkBytes     = 1 << 20
 	DefaultSmallBytes     = 4 << 10
-	// DefaultPieceBytes is 0: allreduce pieces are opt-in (see
-	// Config.PieceBytes); SuggestedPieceBytes is the size that measured
-	// best where they pay.
-	DefaultPieceBytes   = 0
-	SuggestedPieceBytes = 1 << 20
+	// DefaultPieceBytes is the allreduce piece (see Config.PieceBytes),
+	// the size that measured best where pieces pay; SuggestedPieceBytes
+	// is the same size, for flags that set one.
+	DefaultPieceBytes   = 1 << 20
+	SuggestedPieceBytes = DefaultPieceBytes
 )
 
 // Config configures a communicator. The zero value is not valid; start from
@@ -154,14 +155,21 @@ type Config struct {
 	// each finished before the next, so that a piece's steps run in the
 	// CPUs' caches instead of streaming the whole buffer through memory in
 	// every step of the ring. With the cores to itself a job gains up to
-	// 2× busbw from SuggestedPieceBytes; but pieces synchronise the ranks
-	// hundreds of times per call, and with another program busy on the
-	// cores a large allreduce then ran 3–10× slower than the plain ring
-	// (docs/benchmarks.md), so it is off by default (0). A piece whose
-	// ring segments exceed a fastbox (512 KiB) runs on the queued path;
-	// across hosts pieces are not used. Every rank must give the same
-	// value.
+	// 2× busbw; but pieces synchronise the ranks hundreds of times per
+	// call, and with another program busy on the cores a large allreduce
+	// then runs 3–10× slower than the plain ring (docs/benchmarks.md).
+	// Pieces says which runs (0 here: never pieces). A piece whose ring
+	// segments exceed a fastbox (512 KiB) runs on the queued path; across
+	// hosts pieces are not used. Every rank must give the same value.
 	PieceBytes int
+	// Pieces chooses between pieces and the plain ring for an AllReduce
+	// of every rank larger than PieceBytes: "auto" (the default; "" too)
+	// runs both in turn and keeps the one the ranks measure faster,
+	// probing the other now and then and at once when the time drifts
+	// (the load changed); "always" runs every AllReduce larger than
+	// PieceBytes in pieces (a subgroup's too); "off" never. Every rank
+	// must give the same value.
+	Pieces string
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
 	// MetricsAddr, when set, serves this rank's Prometheus metrics
@@ -185,7 +193,7 @@ func DefaultConfig(rank, world int) Config {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		PieceBytes: DefaultPieceBytes, DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
 	}
 }
 
@@ -280,6 +288,9 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
 	env.Int(EnvPieceBytes, &c.PieceBytes)
+	if v := env.Get(EnvPieces); v != "" {
+		c.Pieces = v
+	}
 	c.MetricsAddr = env.Get(EnvMetricsAddr)
 	c.Timeline = env.Get(EnvTimeline)
 	logger, err := logging.FromLookup(lookup, os.Stderr)
@@ -336,20 +347,37 @@ func (c *Config) controlPlane() string {
 	return "libp2p"
 }
 
-// tunables are the settings that choose algorithms (internal/algo).
+// tunables are the settings that choose algorithms (internal/algo): with
+// PieceBytes only when Pieces is "always" (the engine's tuner decides
+// otherwise; DumpPlan shows the plain ring, where it starts).
 func (c *Config) tunables() algo.Tunables {
-	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes, PieceBytes: c.PieceBytes}
+	t := algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes}
+	if c.Pieces == "always" {
+		t.PieceBytes = c.PieceBytes
+	}
+	return t
+}
+
+// pieceBytes is the engine's piece size: PieceBytes, or 0 when Pieces is
+// "off".
+func (c *Config) pieceBytes() int {
+	if c.Pieces == "off" {
+		return 0
+	}
+	return c.PieceBytes
 }
 
 // settings maps a validated Config to the engine's.
 func (c *Config) settings() engine.Settings {
+	t := c.tunables()
+	t.PieceBytes = c.pieceBytes()
 	return engine.Settings{
 		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
-		Logger: c.Logger, Network: c.network,
+		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: t,
+		TunePieces: c.Pieces != "always", Logger: c.Logger, Network: c.network,
 	}
 }
 
@@ -420,6 +448,11 @@ func (c *Config) Validate() error {
 	}
 	if c.PieceBytes != 0 && (c.PieceBytes < 64<<10 || c.PieceBytes > 1<<30) {
 		bad("allreduce piece %d bytes must be 0 (off) or in 65536..1073741824", c.PieceBytes)
+	}
+	switch c.Pieces {
+	case "", "auto", "always", "off":
+	default:
+		bad("pieces %q must be auto, always or off (%s)", c.Pieces, EnvPieces)
 	}
 	if c.MetricsAddr != "" {
 		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {

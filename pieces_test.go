@@ -11,11 +11,11 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/obs"
 )
 
-// On shared memory an AllReduce larger than PieceBytes runs in pieces (the
-// timeline names the program "ring-pieces") and gives the sequential
-// result on every rank, for Sum, Avg and Max, with a short last piece and a
-// piece that does not split evenly over the ranks; over unix sockets the
-// same call runs the plain ring.
+// On shared memory with Pieces "always", an AllReduce larger than
+// PieceBytes runs in pieces (the timeline names the program "ring-pieces")
+// and gives the sequential result on every rank, for Sum, Avg and Max, with
+// a short last piece and a piece that does not split evenly over the
+// ranks; over unix sockets the same call runs the plain ring.
 func TestLargeAllReducesRunInPiecesOnSharedMemory(t *testing.T) {
 	const n, piece = 3, 64 << 10
 	const count = 3*piece/4 + 7 // float32: three full pieces and 7 elements
@@ -27,7 +27,7 @@ func TestLargeAllReducesRunInPiecesOnSharedMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			timeline := filepath.Join(t.TempDir(), "trace.json")
 			comms := startComms(t, n, func(c *Config) {
-				c.PieceBytes, c.DisableShm, c.Timeline = piece, tc.noShm, timeline
+				c.PieceBytes, c.Pieces, c.DisableShm, c.Timeline = piece, "always", tc.noShm, timeline
 			})
 			ctx := context.Background()
 			for _, op := range []Op{Sum, Avg, Max} {
@@ -65,20 +65,7 @@ func TestLargeAllReducesRunInPiecesOnSharedMemory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			data, err := os.ReadFile(obs.RankTimelinePath(timeline, 0, n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs, err := obs.ReadTrace(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var algos []string
-			for _, e := range evs {
-				if args, ok := e["args"].(map[string]any); ok && e["name"] == "AllReduce" && args["bytes"] == float64(4*count) {
-					algos = append(algos, args["algorithm"].(string))
-				}
-			}
+			algos := allReduceAlgorithms(t, timeline, 0, n, 4*count)
 			if len(algos) != 3 || strings.Count(strings.Join(algos, " "), tc.want+" ") != 2 || !strings.HasSuffix(strings.Join(algos, " "), " "+tc.want) {
 				t.Fatalf("the three large calls ran %q, want %s each", algos, tc.want)
 			}
@@ -115,6 +102,86 @@ func TestEveryRankHearsWhyTheRanksDisagree(t *testing.T) {
 					t.Fatalf("%s, round %d: rank %d: %v", plane, round, r, err)
 				}
 			}
+		}
+	}
+}
+
+// allReduceAlgorithms returns the algorithm of each AllReduce of bytes
+// bytes in rank's timeline.
+func allReduceAlgorithms(t *testing.T, timeline string, rank, n, bytes int) []string {
+	t.Helper()
+	data, err := os.ReadFile(obs.RankTimelinePath(timeline, rank, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := obs.ReadTrace(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var algos []string
+	for _, e := range evs {
+		if args, ok := e["args"].(map[string]any); ok && e["name"] == "AllReduce" && args["bytes"] == float64(bytes) {
+			algos = append(algos, args["algorithm"].(string))
+		}
+	}
+	return algos
+}
+
+// With Pieces "auto" (the default) the ranks run a large AllReduce first as
+// the plain ring, then in pieces, then keep what they measured faster,
+// probing the other now and then: every rank runs the same algorithm for
+// every call (their timelines agree call by call, whatever each one
+// measured), every result is exact, and the agreements on the times are
+// not the caller's calls (no 8-byte AllReduce in the timeline). Over unix
+// sockets there is nothing to choose.
+func TestRanksChooseTheSameAllReduceAlgorithm(t *testing.T) {
+	const n, piece, calls = 3, 64 << 10, 60
+	const count = 3*piece/4 + 7
+	for _, noShm := range []bool{false, true} {
+		timeline := filepath.Join(t.TempDir(), "trace.json")
+		comms := startComms(t, n, func(c *Config) {
+			c.PieceBytes, c.DisableShm, c.Timeline = piece, noShm, timeline
+		})
+		bufs := make([][]float32, n)
+		for r := range bufs {
+			bufs[r] = make([]float32, count)
+		}
+		for call := range calls {
+			for r := range bufs {
+				for i := range bufs[r] {
+					bufs[r][i] = float32((i*7 + r*131 + call) % 1001)
+				}
+			}
+			noErrors(t, each(comms, func(r int, c *Comm) error { return c.AllReduce(context.Background(), Float32s(bufs[r]), Sum) }))
+			for r := range bufs {
+				for i, v := range bufs[r] {
+					if want := float32((i*7+call)%1001 + (i*7+131+call)%1001 + (i*7+262+call)%1001); v != want {
+						t.Fatalf("call %d: rank %d element %d = %v, want %v", call, r, i, v, want)
+					}
+				}
+			}
+		}
+		for _, c := range comms {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		first := allReduceAlgorithms(t, timeline, 0, n, 4*count)
+		for r := range n {
+			algos := allReduceAlgorithms(t, timeline, r, n, 4*count)
+			if len(algos) != calls || strings.Join(algos, " ") != strings.Join(first, " ") {
+				t.Fatalf("shm %t: rank %d ran %q, rank 0 %q", !noShm, r, algos, first)
+			}
+			if agreements := allReduceAlgorithms(t, timeline, r, n, 8); len(agreements) != 0 {
+				t.Fatalf("shm %t: rank %d's timeline shows %d 8-byte AllReduces: the tuner's agreements", !noShm, r, len(agreements))
+			}
+		}
+		want := "ring ring ring ring-pieces ring-pieces "
+		if noShm {
+			want = strings.Repeat("ring ", 5)
+		}
+		if got := strings.Join(first, " ") + " "; !strings.HasPrefix(got, want) {
+			t.Fatalf("shm %t: ran %q, want the ring's window, then pieces' (%q)", !noShm, first, want)
 		}
 	}
 }

@@ -44,6 +44,7 @@ type sweepFlags struct {
 	channels, chunkBytes int
 	smallBytes           int
 	pieceBytes           int
+	pieces               string
 	noUnix, noShm        bool
 	dumpPlan             int
 	bindTo               string
@@ -64,7 +65,8 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.channels, "channels", ringtail.DefaultChannels, "parallel rings")
 	fs.IntVar(&f.chunkBytes, "chunk", ringtail.DefaultChunkBytes, "pipelining chunk in bytes")
 	fs.IntVar(&f.smallBytes, "small", ringtail.DefaultSmallBytes, "latency-algorithm threshold in bytes")
-	fs.IntVar(&f.pieceBytes, "piece", ringtail.DefaultPieceBytes, fmt.Sprintf("allreduce in pieces of this many bytes on shared memory, e.g. %d (0: the plain ring)", ringtail.SuggestedPieceBytes))
+	fs.IntVar(&f.pieceBytes, "piece", ringtail.DefaultPieceBytes, "allreduce piece in bytes on shared memory (0: the plain ring only)")
+	fs.StringVar(&f.pieces, "pieces", "auto", "auto: measure pieces against the plain ring and keep the faster; always; off")
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
 	fs.StringVar(&f.bindTo, "bind-to", "core", "core: one CPU per rank when they fit (like mpirun); none")
@@ -142,7 +144,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	if f.dumpPlan >= 0 {
 		cfg := ringtail.DefaultConfig(f.dumpPlan, f.np)
-		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes, cfg.PieceBytes = f.channels, f.chunkBytes, f.smallBytes, f.pieceBytes
+		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes, cfg.PieceBytes, cfg.Pieces = f.channels, f.chunkBytes, f.smallBytes, f.pieceBytes, f.pieces
 		if f.noShm || f.noUnix {
 			cfg.PieceBytes = 0 // pieces run only where every link is shared memory
 		}
@@ -171,8 +173,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	go func() { done <- launchBench(ctx, &f, coll, results, stderr) }()
 	progress := isatty.IsTerminal(os.Stderr.Fd()) && stderr == os.Stderr
 	if !f.jsonOut {
-		fmt.Fprintf(stdout, "# ringtail bench %s: %d ranks, %s, op %s, iters %d, warmup %d, channels %d, chunk %d\n",
-			coll, f.np, spec.DType, spec.Op, f.iters, f.warmup, f.channels, f.chunkBytes)
+		fmt.Fprintf(stdout, "# ringtail bench %s: %d ranks, %s, op %s, iters %d, warmup %d, channels %d, chunk %d, pieces %s of %d\n",
+			coll, f.np, spec.DType, spec.Op, f.iters, f.warmup, f.channels, f.chunkBytes, f.pieces, f.pieceBytes)
 		bench.WriteHeader(stdout)
 	}
 	for r := range results {
@@ -208,6 +210,7 @@ func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<-
 		NP: f.np, Command: append([]string{self}, f.workerArgs(coll)...), Name: "ringtail bench",
 		Env: []string{"RINGTAIL_CHANNELS=" + strconv.Itoa(f.channels), "RINGTAIL_CHUNK_BYTES=" + strconv.Itoa(f.chunkBytes),
 			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_PIECE_BYTES=" + strconv.Itoa(f.pieceBytes),
+			"RINGTAIL_PIECES=" + f.pieces,
 			"RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
 			"RINGTAIL_NO_SHM=" + strconv.FormatBool(f.noShm)},
 		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(), BindTo: f.bindTo,
@@ -297,6 +300,9 @@ func benchRank(ctx context.Context, coll string, f *sweepFlags, set map[string]b
 	}
 	if set["piece"] {
 		cfg.PieceBytes = f.pieceBytes
+	}
+	if set["pieces"] {
+		cfg.Pieces = f.pieces
 	}
 	if set["no-unix"] {
 		cfg.DisableUnix = f.noUnix

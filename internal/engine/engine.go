@@ -55,7 +55,13 @@ type Settings struct {
 	HostRingOrder bool
 	FastSpin      time.Duration
 	Tunables      algo.Tunables
-	Logger        zerolog.Logger
+	// TunePieces, with Tunables.PieceBytes, measures whether a large
+	// AllReduce of the world runs faster in pieces or as the plain ring
+	// and keeps the faster (algo.Tuner); without it every AllReduce
+	// larger than PieceBytes runs in pieces. Either only where every
+	// rank's links are shared memory.
+	TunePieces bool
+	Logger     zerolog.Logger
 	// Tracer observes every call (internal/obs); nil: none. The executor
 	// reports phases to it only when TracePhases.
 	Tracer      exec.Tracer
@@ -95,10 +101,17 @@ type Engine struct {
 
 	mesh     *transport.Mesh
 	executor *exec.Executor
-	// pieceBytes is the configured Tunables.PieceBytes, in force only
-	// once every rank has agreed on fastboxes (agreeOnFastboxes): pieces
-	// pay where ranks exchange at memory speed, not over sockets.
+	// pieceBytes is the configured Tunables.PieceBytes, in force (pieces)
+	// only once every rank has agreed on fastboxes (agreeOnFastboxes):
+	// pieces pay where ranks exchange at memory speed, not over sockets.
+	// tuner, when set, chooses between pieces and the plain ring for
+	// each large AllReduce of the world; tuneBuf is its agreement's
+	// buffer.
 	pieceBytes int
+	pieces     bool
+	tuner      *algo.Tuner
+	tuneBuf    [8]byte
+	tuneCall   Call
 
 	coordStop context.CancelFunc
 	coordDone chan struct{}
@@ -114,7 +127,7 @@ type Engine struct {
 // mesh is complete, or with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, s Settings) (*Engine, error) {
 	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}, pieceBytes: s.Tunables.PieceBytes}
-	e.s.Tunables.PieceBytes = 0
+	e.s.Tunables.PieceBytes = 0 // set per program (progKey.pieces)
 	e.doneFn = e.groupDone
 	if s.World == 1 {
 		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
@@ -173,7 +186,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	ep, _ := json.Marshal(ln.Endpoint())
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
-		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(e.pieceBytes), "generation": strconv.FormatUint(s.Generation, 10),
+		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(e.pieceBytes), "tune_pieces": strconv.FormatBool(s.TunePieces), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 	}
 	req := rendezvous.Request{
@@ -243,7 +256,8 @@ func hostRingOrder(eps []transport.Endpoint) []int {
 // host, a failed upgrade) would run a call's exchange with a same-host peer
 // over the ring while the peer waits in its fastbox; so all ranks decide
 // together, with a Min over the general path. With fastboxes and a piece
-// size configured (opt-in), a large AllReduce runs in pieces.
+// size, a large AllReduce runs in pieces: always, or where the tuner
+// measures that they are faster (TunePieces).
 func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	all := make([]byte, 4) // one int32, native order
 	if e.mesh.AllFast() {
@@ -256,8 +270,10 @@ func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	fast := all[0] == 1
 	e.executor.EnableFast(fast)
 	if fast && e.pieceBytes > 0 {
-		e.s.Tunables.PieceBytes = e.pieceBytes
-		e.forgetPrograms()
+		e.pieces = true
+		if e.s.TunePieces {
+			e.tuner = &algo.Tuner{}
+		}
 	}
 	return nil
 }

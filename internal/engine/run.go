@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +60,7 @@ type progKey struct {
 	children   string // this rank's children in an AllReduceTree
 	tag, mask  uint32
 	splits     string // an uneven AllToAll's send and receive counts
+	pieces     bool   // an AllReduce in pieces of Engine.pieceBytes
 }
 
 // plainKey identifies the program of a plain call: one of the whole world
@@ -70,16 +73,14 @@ type plainKey struct {
 	avg         bool
 	count, root int
 	esize       int
+	pieces      bool
 }
 
-// plainKeyOf returns c's plainKey, or false if c is not a plain call.
-func plainKeyOf(c *Call) (plainKey, bool) {
+// isPlain reports whether c is a plain call (see plainKey).
+func isPlain(c *Call) bool {
 	sp := &c.Spec
-	if sp.Members != nil || sp.Children != nil || sp.SendCounts != nil || sp.RecvCounts != nil ||
-		sp.Collective == wire.PointToPoint || sp.Collective == wire.AllReduceTree {
-		return plainKey{}, false
-	}
-	return plainKey{collective: sp.Collective, avg: sp.Avg, count: sp.Count, root: sp.Root, esize: sp.ElemSize}, true
+	return sp.Members == nil && sp.Children == nil && sp.SendCounts == nil && sp.RecvCounts == nil &&
+		sp.Collective != wire.PointToPoint && sp.Collective != wire.AllReduceTree
 }
 
 // groupID names the group of a call: World, a hash of its member list, or
@@ -219,13 +220,6 @@ func (e *Engine) idleState(id uint32) (wire.State, bool) {
 	return wire.State{Done: g.done, Desc: g.last}, true
 }
 
-// forgetPrograms empties the program caches (the tunables changed).
-func (e *Engine) forgetPrograms() {
-	clear(e.progs)
-	e.last.key, e.last.p = progKey{}, nil
-	e.plain.key, e.plain.p = plainKey{}, nil
-}
-
 // program returns the cached program for k, or builds it with algo.Choose.
 func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	if e.last.p != nil && e.last.key == k {
@@ -237,7 +231,11 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	}
 	sp := c.Spec
 	sp.Rank, sp.World = e.s.Rank, e.s.World
-	p, err := algo.Choose(sp, e.s.Tunables)
+	t := e.s.Tunables
+	if k.pieces {
+		t.PieceBytes = e.pieceBytes
+	}
+	p, err := algo.Choose(sp, t)
 	if err != nil {
 		return nil, err
 	}
@@ -252,17 +250,19 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	return p, nil
 }
 
-// lookup returns the call's group and program: a plain call that repeats
-// the previous plain call reuses its program without building a progKey.
-// The group is returned even when the program fails (the error names the
-// call by its descriptor).
-func (e *Engine) lookup(c *Call) (*group, *plan.Program, error) {
-	pk, plain := plainKeyOf(c)
-	if k := &e.plain.key; plain && e.plain.p != nil && k.collective == pk.collective && k.count == pk.count &&
-		k.esize == pk.esize && k.root == pk.root && k.avg == pk.avg {
+// lookup returns the call's group and program (in pieces or not): a plain
+// call that repeats the previous plain call reuses its program without
+// building a progKey. The group is returned even when the program fails
+// (the error names the call by its descriptor).
+func (e *Engine) lookup(c *Call, pieces bool) (*group, *plan.Program, error) {
+	plain := isPlain(c)
+	sp := &c.Spec
+	if k := &e.plain.key; plain && e.plain.p != nil && k.collective == sp.Collective && k.count == sp.Count &&
+		k.esize == sp.ElemSize && k.root == sp.Root && k.avg == sp.Avg && k.pieces == pieces {
 		return &e.world, e.plain.p, nil
 	}
 	k, gk, err := e.keyOf(c)
+	k.pieces = pieces
 	g := e.groupOf(gk)
 	if err != nil {
 		return g, nil, err
@@ -272,7 +272,8 @@ func (e *Engine) lookup(c *Call) (*group, *plan.Program, error) {
 		return g, nil, err
 	}
 	if plain {
-		e.plain.key, e.plain.p = pk, p
+		e.plain.key = plainKey{collective: sp.Collective, avg: sp.Avg, count: sp.Count, root: sp.Root, esize: sp.ElemSize, pieces: pieces}
+		e.plain.p = p
 	}
 	return g, p, nil
 }
@@ -307,6 +308,56 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 }
 
 func (e *Engine) runLocked(ctx context.Context, c *Call) error {
+	if !e.pieces || c.Spec.Collective != wire.AllReduce {
+		return e.execLocked(ctx, c, false, e.s.Tracer)
+	}
+	if e.tuner == nil {
+		return e.execLocked(ctx, c, true, e.s.Tracer)
+	}
+	if bytes := c.Spec.Bytes(); bytes > e.pieceBytes && !c.Spec.Small(e.s.Tunables) && isPlain(c) {
+		return e.runTunedLocked(ctx, c, bytes)
+	}
+	return e.execLocked(ctx, c, false, e.s.Tracer)
+}
+
+// runTunedLocked runs a large AllReduce of the world in pieces or as the
+// plain ring, as the tuner says; it times the call when asked, and after
+// the last call of a window the ranks agree on the window's time with a
+// Max allreduce (untraced: it is the communicator's, not the caller's), so
+// that every rank's tuner makes the same next choice.
+func (e *Engine) runTunedLocked(ctx context.Context, c *Call, bytes int) error {
+	step := e.tuner.Next(bytes)
+	var start time.Time
+	if step.Timed {
+		start = time.Now()
+	}
+	if err := e.execLocked(ctx, c, step.Pieces, e.s.Tracer); err != nil {
+		return err
+	}
+	if step.Timed {
+		e.tuner.Observe(bytes, time.Since(start))
+	}
+	if !step.Agree {
+		return nil
+	}
+	binary.NativeEndian.PutUint64(e.tuneBuf[:], math.Float64bits(e.tuner.Report(bytes)))
+	agree := &e.tuneCall
+	*agree = Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 8}, DType: reduce.Float64, Op: reduce.Max, Data: e.tuneBuf[:]}
+	if err := e.execLocked(ctx, agree, false, nil); err != nil {
+		return err
+	}
+	was, _, _ := e.tuner.Choice(bytes)
+	e.tuner.Agreed(bytes, math.Float64frombits(binary.NativeEndian.Uint64(e.tuneBuf[:])))
+	if now, ring, inPieces := e.tuner.Choice(bytes); now != was {
+		e.s.Logger.Debug().Int("bytes", bytes).Bool("pieces", now).Float64("ring_ns_per_byte", ring*1e9).
+			Float64("pieces_ns_per_byte", inPieces*1e9).Msg("allreduce: the measured choice changed")
+	}
+	return nil
+}
+
+// execLocked runs one call: in pieces or not (an AllReduce), reported to
+// tr when not nil.
+func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.Tracer) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -315,7 +366,7 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 			return err
 		}
 	}
-	g, p, err := e.lookup(c)
+	g, p, err := e.lookup(c, pieces)
 	// The executor's call is filled field by field: a composite literal
 	// is built in a temporary and copied, and the copy's wide loads of its
 	// narrow stores stall on every small call.
@@ -330,7 +381,7 @@ func (e *Engine) runLocked(ctx context.Context, c *Call) error {
 	if err != nil {
 		return e.invalidLocked(*d, err)
 	}
-	if tr := e.s.Tracer; tr != nil {
+	if tr != nil {
 		tr.Begin(exec.CallInfo{Desc: *d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
 		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
 		tr.End(err)

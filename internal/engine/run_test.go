@@ -96,7 +96,7 @@ func TestRouteIP(t *testing.T) {
 // compares: a stale shortcut would hand a call another call's program.
 func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
 	e := &Engine{s: Settings{Rank: 1, World: 4, Tunables: algo.Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20}},
-		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}, pieceBytes: 128}
 	calls := []algo.Spec{
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
@@ -112,16 +112,24 @@ func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
 		{Collective: wire.Barrier},
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
+		{Collective: wire.AllReduce, Count: 64, ElemSize: 4}, // in pieces of 128 bytes below
+		{Collective: wire.AllReduce, Count: 64, ElemSize: 4},
+		{Collective: wire.AllReduce, Count: 64, ElemSize: 4},
 	}
+	pieces := map[int]bool{len(calls) - 3: true, len(calls) - 1: true} // pieces, then not, then pieces again
 	for i, sp := range calls {
 		c := &Call{Spec: sp}
-		g, p, err := e.lookup(c)
+		g, p, err := e.lookup(c, pieces[i])
 		if err != nil {
 			t.Fatalf("call %d (%+v): %v", i, sp, err)
 		}
 		k, gk, err := e.keyOf(c)
 		if err != nil {
 			t.Fatalf("call %d: keyOf: %v", i, err)
+		}
+		k.pieces = pieces[i]
+		if got := p.Algorithm == "ring-pieces"; got != pieces[i] {
+			t.Fatalf("call %d (%+v): algorithm %s, want pieces %t", i, sp, p.Algorithm, pieces[i])
 		}
 		want, err := e.program(k, c)
 		if err != nil {
