@@ -34,8 +34,8 @@ import (
 // FastboxPayload is the largest message a fastbox carries. Programs whose
 // messages all fit run synchronously on fastboxes, with no goroutine
 // hand-off: recursive doubling for small calls, the ring's segments up
-// to 512 KiB (allreduce up to 1 MiB at 2 ranks, 2 MiB at 4), and, when
-// configured, larger allreduces in pieces (ring.AllReducePieces). Measured, 2
+// to 512 KiB (allreduce up to 1 MiB at 2 ranks, 2 MiB at 4), and larger
+// allreduces in pieces (ring.AllReducePieces) where they measure faster. Measured, 2
 // ranks on 2 CPUs: 16 KiB 60 → 1.4–2.7 µs, 1 MiB 139 → 45–54 µs; 4
 // ranks, 1 MiB 572 → 146–149 µs (docs/benchmarks.md). The slots cost 2 MiB
 // of shared memory per link, untouched until used.
