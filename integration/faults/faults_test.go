@@ -22,6 +22,7 @@ var (
 	seed        = flag.Uint64("seed", 1, "seed choosing each run's target rank and step")
 	nps         = flag.String("np", "2,3,4,6,8", "rank counts to cycle through")
 	only        = flag.String("fault", "", "comma-separated faults to run (default: all)")
+	elems       = flag.Int("elems", 1<<16, "float32 elements per collective (more than 262144: past the 1 MiB allreduce piece, where shared memory chooses pieces or the plain ring by measurement)")
 	peerTimeout = flag.Duration("peer-timeout", 2*time.Second, "RINGTAIL_PEER_TIMEOUT of the jobs")
 	slack       = flag.Duration("slack", time.Second, "how much later than the peer timeout after a fault a rank may fail")
 	floodConns  = flag.Int("flood", 2000, "connections per flood (0: no floods)")
@@ -85,7 +86,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("-runs 0")
 	}
 	bins := binaries(t)
-	scs := Matrix(MatrixConfig{Runs: *runs, Seed: *seed, NPs: parseNPs(t), Faults: parseFaults(t), PeerTimeout: *peerTimeout})
+	scs := Matrix(MatrixConfig{Runs: *runs, Seed: *seed, NPs: parseNPs(t), Faults: parseFaults(t), PeerTimeout: *peerTimeout, Elems: *elems})
 	var results []Result
 	var verdicts []Verdict
 	start := time.Now()

@@ -126,6 +126,7 @@ type MatrixConfig struct {
 	Faults      []Fault       // default Faults
 	Transports  []Transport   // default shm, tcp
 	PeerTimeout time.Duration // default 2 s
+	Elems       int           // float32s per collective (default 1<<16: 256 KiB)
 }
 
 // Matrix returns cfg.Runs scenarios cycling through every fault, then
@@ -145,6 +146,9 @@ func Matrix(cfg MatrixConfig) []Scenario {
 	if cfg.PeerTimeout == 0 {
 		cfg.PeerTimeout = 2 * time.Second
 	}
+	if cfg.Elems == 0 {
+		cfg.Elems = 1 << 16
+	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	out := make([]Scenario, 0, cfg.Runs)
 	for i := range cfg.Runs {
@@ -154,7 +158,7 @@ func Matrix(cfg MatrixConfig) []Scenario {
 			Fault:     cfg.Faults[i%len(cfg.Faults)],
 			Transport: cfg.Transports[(i/len(cfg.Faults))%len(cfg.Transports)],
 			NP:        np, Target: rng.IntN(np), At: at, Steps: at + 40,
-			Elems: 1 << 16, Pace: 5 * time.Millisecond, PeerTimeout: cfg.PeerTimeout,
+			Elems: cfg.Elems, Pace: 5 * time.Millisecond, PeerTimeout: cfg.PeerTimeout,
 		})
 	}
 	return out
