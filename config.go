@@ -347,9 +347,9 @@ func (c *Config) controlPlane() string {
 	return "libp2p"
 }
 
-// tunables are the settings that choose algorithms (internal/algo): with
-// PieceBytes only when Pieces is "always" (the engine's tuner decides
-// otherwise; DumpPlan shows the plain ring, where it starts).
+// tunables are the settings that choose algorithms (internal/algo), as
+// DumpPlan shows them: with PieceBytes only when Pieces is "always" (with
+// "auto" the engine's tuner starts from the plain ring).
 func (c *Config) tunables() algo.Tunables {
 	t := algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes}
 	if c.Pieces == "always" {
@@ -358,19 +358,13 @@ func (c *Config) tunables() algo.Tunables {
 	return t
 }
 
-// pieceBytes is the engine's piece size: PieceBytes, or 0 when Pieces is
-// "off".
-func (c *Config) pieceBytes() int {
-	if c.Pieces == "off" {
-		return 0
-	}
-	return c.PieceBytes
-}
-
-// settings maps a validated Config to the engine's.
+// settings maps a validated Config to the engine's, whose PieceBytes is
+// the piece whenever pieces may run ("auto" or "always").
 func (c *Config) settings() engine.Settings {
 	t := c.tunables()
-	t.PieceBytes = c.pieceBytes()
+	if c.Pieces != "off" {
+		t.PieceBytes = c.PieceBytes
+	}
 	return engine.Settings{
 		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,

@@ -115,13 +115,15 @@ func (t *Tuner) Report(bytes int) float64 {
 }
 
 // Agreed ends the window of the call of bytes bytes with the agreed (every
-// rank's largest) time per byte and chooses the next window's variant.
-func (t *Tuner) Agreed(bytes int, perByte float64) {
+// rank's largest) time per byte and chooses the next window's variant; it
+// reports whether the variant in use (see Choice) changed.
+func (t *Tuner) Agreed(bytes int, perByte float64) bool {
 	c := t.class(bytes)
-	ran := c.pieces
+	ran, was := c.pieces, c.best
 	c.last[variant(ran)] = max(perByte, 1e-30) // 0 means not run
 	c.calls, c.timed, c.sum = 0, 0, 0
 	c.pieces = c.decide(ran, perByte)
+	return c.best != was
 }
 
 // decide returns the variant of the window after one of variant ran that

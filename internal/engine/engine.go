@@ -101,14 +101,13 @@ type Engine struct {
 
 	mesh     *transport.Mesh
 	executor *exec.Executor
-	// pieceBytes is the configured Tunables.PieceBytes, in force (pieces)
-	// only once every rank has agreed on fastboxes (agreeOnFastboxes):
-	// pieces pay where ranks exchange at memory speed, not over sockets.
-	// tuner, when set, chooses between pieces and the plain ring for
-	// each large AllReduce of the world; tuneBuf is its agreement's
-	// buffer.
+	// pieceBytes is the piece of an AllReduce in pieces: 0 until every
+	// rank has agreed on fastboxes (agreeOnFastboxes), then the configured
+	// Tunables.PieceBytes: pieces pay where ranks exchange at memory
+	// speed, not over sockets. tuner, when set, chooses between pieces
+	// and the plain ring for each large AllReduce of the world; tuneBuf
+	// and tuneCall are its agreement's.
 	pieceBytes int
-	pieces     bool
 	tuner      *algo.Tuner
 	tuneBuf    [8]byte
 	tuneCall   Call
@@ -126,8 +125,7 @@ type Engine struct {
 // to every other rank and agrees on the transport. It returns when the
 // mesh is complete, or with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, s Settings) (*Engine, error) {
-	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}, pieceBytes: s.Tunables.PieceBytes}
-	e.s.Tunables.PieceBytes = 0 // set per program (progKey.pieces)
+	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
 	e.doneFn = e.groupDone
 	if s.World == 1 {
 		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
@@ -186,7 +184,7 @@ func (e *Engine) connect(ctx context.Context) error {
 	ep, _ := json.Marshal(ln.Endpoint())
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
-		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(e.pieceBytes), "tune_pieces": strconv.FormatBool(s.TunePieces), "generation": strconv.FormatUint(s.Generation, 10),
+		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "tune_pieces": strconv.FormatBool(s.TunePieces), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 	}
 	req := rendezvous.Request{
@@ -269,8 +267,8 @@ func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	}
 	fast := all[0] == 1
 	e.executor.EnableFast(fast)
-	if fast && e.pieceBytes > 0 {
-		e.pieces = true
+	if fast && e.s.Tunables.PieceBytes > 0 {
+		e.pieceBytes = e.s.Tunables.PieceBytes
 		if e.s.TunePieces {
 			e.tuner = &algo.Tuner{}
 		}

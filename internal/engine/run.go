@@ -232,6 +232,7 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	sp := c.Spec
 	sp.Rank, sp.World = e.s.Rank, e.s.World
 	t := e.s.Tunables
+	t.PieceBytes = 0
 	if k.pieces {
 		t.PieceBytes = e.pieceBytes
 	}
@@ -308,7 +309,7 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 }
 
 func (e *Engine) runLocked(ctx context.Context, c *Call) error {
-	if !e.pieces || c.Spec.Collective != wire.AllReduce {
+	if e.pieceBytes == 0 || c.Spec.Collective != wire.AllReduce {
 		return e.execLocked(ctx, c, false, e.s.Tracer)
 	}
 	if e.tuner == nil {
@@ -346,9 +347,8 @@ func (e *Engine) runTunedLocked(ctx context.Context, c *Call, bytes int) error {
 	if err := e.execLocked(ctx, agree, false, nil); err != nil {
 		return err
 	}
-	was, _, _ := e.tuner.Choice(bytes)
-	e.tuner.Agreed(bytes, math.Float64frombits(binary.NativeEndian.Uint64(e.tuneBuf[:])))
-	if now, ring, inPieces := e.tuner.Choice(bytes); now != was {
+	if e.tuner.Agreed(bytes, math.Float64frombits(binary.NativeEndian.Uint64(e.tuneBuf[:]))) {
+		now, ring, inPieces := e.tuner.Choice(bytes)
 		e.s.Logger.Debug().Int("bytes", bytes).Bool("pieces", now).Float64("ring_ns_per_byte", ring*1e9).
 			Float64("pieces_ns_per_byte", inPieces*1e9).Msg("allreduce: the measured choice changed")
 	}
