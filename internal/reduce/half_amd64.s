@@ -76,11 +76,24 @@
 	F16NAN(Y4, Y6) \
 	VMOVDQU     Y4, off(DI)
 
+// AHEAD asks for the cache line of d (DI) and of s (SI) that the loop
+// reaches six iterations later. The 16-bit folds compute for about as
+// long as they wait for memory, and the hardware prefetcher alone does not
+// overlap the two: out of cache (64 MiB buffers, BenchmarkHalfFold) every
+// op gains 1.2–1.35×, float16 Sum 8.6 → 11.6 GB/s (float32's kernel,
+// which waits only for memory, gains nothing; nor do the one-buffer
+// Scale loops). In cache it changes nothing; a prefetch past the end of a
+// buffer is harmless (it never faults).
+#define AHEAD \
+	PREFETCHT0 384(DI) \
+	PREFETCHT0 384(SI)
+
 // F16LOOP folds 32 float16 elements (one cache line of each buffer) per
 // iteration, CX iterations.
 #define F16LOOP(OP) \
 	F16CONSTS \
 loop: \
+	AHEAD \
 	F16BLOCK(OP, 0) \
 	F16BLOCK(OP, 32) \
 	ADDQ $64, DI \
@@ -147,6 +160,7 @@ loop: \
 #define BF16LOOP(OP) \
 	BF16CONSTS \
 loop: \
+	AHEAD \
 	BF16BLOCK(OP, 0) \
 	BF16BLOCK(OP, 32) \
 	ADDQ $64, DI \
