@@ -176,9 +176,9 @@ func TestRanksChooseTheSameAllReduceAlgorithm(t *testing.T) {
 				t.Fatalf("shm %t: rank %d's timeline shows %d 8-byte AllReduces: the tuner's agreements", !noShm, r, len(agreements))
 			}
 		}
-		want := "ring ring ring ring-pieces ring-pieces "
+		want := "ring ring ring ring-pieces ring-pieces ring-pieces "
 		if noShm {
-			want = strings.Repeat("ring ", 5)
+			want = strings.Repeat("ring ", 6)
 		}
 		if got := strings.Join(first, " ") + " "; !strings.HasPrefix(got, want) {
 			t.Fatalf("shm %t: ran %q, want the ring's window, then pieces' (%q)", !noShm, first, want)

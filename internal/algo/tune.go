@@ -15,16 +15,19 @@ import (
 // communicator runs both and keeps the faster, as STAR-MPI's online tuning
 // of collectives does.
 
-// Window lengths, in calls of one size class: the best variant runs
+// Window lengths, in timed calls of one size class: the best variant runs
 // tuneWindow calls between agreements, the other tuneProbe when probed.
-// The first window is the plain ring's, tuneFirst calls of which the
-// first is not timed (it touches the buffers and builds the programs),
-// then pieces are probed: a job decides within its first five calls of
-// a size, and under load a probe of pieces costs two slow calls.
+// The first window is the plain ring's, then pieces are probed. A
+// variant's first call is not timed and adds a call to its window: it
+// builds the variant's programs and touches its buffers and shared-memory
+// slots for the first time, and once the host's memory is cold (a job
+// that freed gigabytes just ran) such a call took up to 8× a later one,
+// which decided a whole short run for the ring (docs/benchmarks.md). So a
+// job decides within its first six calls of a size, and under load a
+// probe of pieces costs two slow calls.
 const (
 	tuneWindow = 8
 	tuneProbe  = 2
-	tuneFirst  = 3
 )
 
 // Probe intervals, in windows of the best: the other variant is run again
@@ -62,10 +65,9 @@ type Tuner struct {
 
 // tuneClass is the tuning of one size class.
 type tuneClass struct {
-	pieces bool // the current window's variant
-	seen   bool // a call of the class has run
-	calls  int  // calls of the current window
-	timed  int  // of them, timed
+	pieces bool    // the current window's variant
+	seen   [2]bool // each variant has run a call (see variant)
+	timed  int     // timed calls of the current window
 	sum    float64
 
 	best    bool       // the variant in use: pieces or the plain ring
@@ -87,17 +89,14 @@ func (t *Tuner) class(bytes int) *tuneClass { return &t.classes[bits.Len(uint(ma
 // Next returns what the next call of bytes bytes should do.
 func (t *Tuner) Next(bytes int) TuneStep {
 	c := t.class(bytes)
-	c.calls++
 	n := tuneWindow
-	switch {
-	case c.last[0] == 0:
-		n = tuneFirst
-	case c.pieces != c.best:
-		n = tuneProbe
+	if c.last[0] == 0 || c.pieces != c.best {
+		n = tuneProbe // the first window, or a probe
 	}
-	timed := c.seen
-	c.seen = true
-	return TuneStep{Pieces: c.pieces, Timed: timed, Agree: c.calls >= n}
+	v := variant(c.pieces)
+	timed := c.seen[v]
+	c.seen[v] = true
+	return TuneStep{Pieces: c.pieces, Timed: timed, Agree: c.timed+1 >= n && timed}
 }
 
 // Observe records the duration of a timed call of bytes bytes.
@@ -121,7 +120,7 @@ func (t *Tuner) Agreed(bytes int, perByte float64) bool {
 	c := t.class(bytes)
 	ran, was := c.pieces, c.best
 	c.last[variant(ran)] = max(perByte, 1e-30) // 0 means not run
-	c.calls, c.timed, c.sum = 0, 0, 0
+	c.timed, c.sum = 0, 0
 	c.pieces = c.decide(ran, perByte)
 	return c.best != was
 }

@@ -57,19 +57,60 @@ func TestTunerKeepsTheFasterVariant(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var tu Tuner
 			ran := tuneRun(&tu, bytes, 10000, cost(tc.ring, tc.pieces))
-			for i := range tuneFirst + tuneProbe {
-				if ran[i] != (i >= tuneFirst) {
-					t.Fatalf("first windows ran %v, want %d calls of the ring then %d in pieces", ran[:tuneFirst+tuneProbe], tuneFirst, tuneProbe)
+			const first = 1 + tuneProbe // a variant's first window: one untimed call more
+			for i := range 2 * first {
+				if ran[i] != (i >= first) {
+					t.Fatalf("first windows ran %v, want %d calls of the ring then %d in pieces", ran[:2*first], first, first)
 				}
 			}
 			if got, _, _ := tu.Choice(bytes); got != tc.want {
 				t.Fatalf("chose pieces %t, want %t", got, tc.want)
 			}
-			if other := count(ran[tuneFirst+tuneProbe:], !tc.want); other > 100 {
+			if other := count(ran[2*first:], !tc.want); other > 100 {
 				t.Fatalf("%d of 10000 calls ran the slower variant, want at most 100 (probes backing off)", other)
 			}
 			if tail := count(ran[5000:], !tc.want); tail > 2*tuneProbe {
 				t.Fatalf("%d of the last 5000 calls ran the slower variant, want the probes of the longest interval only", tail)
+			}
+		})
+	}
+}
+
+// A variant's first call builds its programs and first touches its
+// memory, and may take many times what later calls take; it is not timed,
+// so it cannot decide the choice (a short job would keep the slower
+// variant for the whole run).
+func TestTunerDoesNotTimeAVariantsFirstCall(t *testing.T) {
+	const bytes = 64 << 20
+	for _, tc := range []struct {
+		name         string
+		ring, pieces float64
+		want         bool
+	}{{"pieces faster", 0.6, 0.28, true}, {"the ring faster", 0.28, 0.6, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tu Tuner
+			var ran []bool
+			first := map[bool]bool{false: true, true: true}
+			for range 25 {
+				st := tu.Next(bytes)
+				ran = append(ran, st.Pieces)
+				ns := cost(tc.ring, tc.pieces)(st.Pieces)
+				if first[st.Pieces] {
+					first[st.Pieces] = false
+					ns *= 8
+				}
+				if st.Timed {
+					tu.Observe(bytes, time.Duration(ns*bytes))
+				}
+				if st.Agree {
+					tu.Agreed(bytes, tu.Report(bytes))
+				}
+			}
+			if got, _, _ := tu.Choice(bytes); got != tc.want {
+				t.Fatalf("chose pieces %t after %v, want %t", got, ran, tc.want)
+			}
+			if n := count(ran[len(ran)-10:], tc.want); n != 10 {
+				t.Fatalf("the last 10 of 25 calls ran %v, want the faster variant", ran[len(ran)-10:])
 			}
 		})
 	}
