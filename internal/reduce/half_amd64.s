@@ -81,8 +81,8 @@
 // long as they wait for memory, and the hardware prefetcher alone does not
 // overlap the two: out of cache (64 MiB buffers, BenchmarkHalfFold) every
 // op gains 1.2–1.35×, float16 Sum 8.6 → 11.6 GB/s (float32's kernel,
-// which waits only for memory, gains nothing; nor do the one-buffer
-// Scale loops). In cache it changes nothing; a prefetch past the end of a
+// already at memory speed, showed no clear gain; the one-buffer Scale
+// loops none). In cache it changes nothing; a prefetch past the end of a
 // buffer is harmless (it never faults).
 #define AHEAD \
 	PREFETCHT0 384(DI) \
