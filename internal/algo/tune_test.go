@@ -6,16 +6,18 @@ import (
 )
 
 // tuneRun drives a Tuner as one rank would for calls calls of bytes
-// bytes, each taking cost(pieces) nanoseconds per byte, the agreement
-// being this rank's own report (a Max over one rank). It returns each
-// call's variant.
+// bytes, each taking cost(pieces) nanoseconds per byte (asked of every
+// call, timed or not, as every call takes its time), the agreement being
+// this rank's own report (a Max over one rank). It returns each call's
+// variant.
 func tuneRun(tu *Tuner, bytes, calls int, cost func(pieces bool) float64) []bool {
 	ran := make([]bool, 0, calls)
 	for range calls {
 		st := tu.Next(bytes)
 		ran = append(ran, st.Pieces)
+		ns := cost(st.Pieces)
 		if st.Timed {
-			tu.Observe(bytes, time.Duration(cost(st.Pieces)*float64(bytes)))
+			tu.Observe(bytes, time.Duration(ns*float64(bytes)))
 		}
 		if st.Agree {
 			tu.Agreed(bytes, tu.Report(bytes))
@@ -34,6 +36,13 @@ func count(ran []bool, pieces bool) int {
 	return n
 }
 
+// tuneCase is a pair of costs (ns per byte) and the variant that must win.
+type tuneCase struct {
+	name         string
+	ring, pieces float64
+	want         bool
+}
+
 // cost returns a cost function: ns per byte of the plain ring and of
 // pieces.
 func cost(ring, pieces float64) func(bool) float64 {
@@ -49,11 +58,7 @@ func cost(ring, pieces float64) func(bool) float64 {
 // stays, and the slower is probed again ever more rarely.
 func TestTunerKeepsTheFasterVariant(t *testing.T) {
 	const bytes = 16 << 20
-	for _, tc := range []struct {
-		name         string
-		ring, pieces float64
-		want         bool
-	}{{"quiet cores: pieces", 0.4, 0.2, true}, {"busy cores: the ring", 0.8, 6, false}} {
+	for _, tc := range []tuneCase{{"quiet cores: pieces", 0.4, 0.2, true}, {"busy cores: the ring", 0.8, 6, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tu Tuner
 			ran := tuneRun(&tu, bytes, 10000, cost(tc.ring, tc.pieces))
@@ -82,35 +87,23 @@ func TestTunerKeepsTheFasterVariant(t *testing.T) {
 // variant for the whole run).
 func TestTunerDoesNotTimeAVariantsFirstCall(t *testing.T) {
 	const bytes = 64 << 20
-	for _, tc := range []struct {
-		name         string
-		ring, pieces float64
-		want         bool
-	}{{"pieces faster", 0.6, 0.28, true}, {"the ring faster", 0.28, 0.6, false}} {
+	for _, tc := range []tuneCase{{"pieces faster", 0.6, 0.28, true}, {"the ring faster", 0.28, 0.6, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tu Tuner
-			var ran []bool
-			first := map[bool]bool{false: true, true: true}
-			for range 25 {
-				st := tu.Next(bytes)
-				ran = append(ran, st.Pieces)
-				ns := cost(tc.ring, tc.pieces)(st.Pieces)
-				if first[st.Pieces] {
-					first[st.Pieces] = false
-					ns *= 8
+			ran := map[bool]bool{}
+			firstSlow := func(p bool) float64 { // each variant's first call 8× the later ones
+				c := cost(tc.ring, tc.pieces)(p)
+				if !ran[p] {
+					ran[p], c = true, 8*c
 				}
-				if st.Timed {
-					tu.Observe(bytes, time.Duration(ns*bytes))
-				}
-				if st.Agree {
-					tu.Agreed(bytes, tu.Report(bytes))
-				}
+				return c
 			}
+			calls := tuneRun(&tu, bytes, 25, firstSlow)
 			if got, _, _ := tu.Choice(bytes); got != tc.want {
-				t.Fatalf("chose pieces %t after %v, want %t", got, ran, tc.want)
+				t.Fatalf("chose pieces %t after %v, want %t", got, calls, tc.want)
 			}
-			if n := count(ran[len(ran)-10:], tc.want); n != 10 {
-				t.Fatalf("the last 10 of 25 calls ran %v, want the faster variant", ran[len(ran)-10:])
+			if n := count(calls[len(calls)-10:], tc.want); n != 10 {
+				t.Fatalf("the last 10 of 25 calls ran %v, want the faster variant", calls[len(calls)-10:])
 			}
 		})
 	}
