@@ -82,8 +82,10 @@ func TestRunCLIRejectsBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-np", "x", "--", "true"}, `invalid value "x"`},
-		{[]string{"--bogus", "-np", "1", "--", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"-np", "x", "--", "true"}, `-np "x" is not a whole number`},
+		{[]string{"--bogus", "-np", "1", "--", "true"}, "unknown flag --bogus (run 'ringtail run --help')"},
+		{[]string{"--timeout", "5", "-np", "1", "--", "true"}, "--timeout 5: a duration needs a unit: use 5s"},
+		{[]string{"--timeot", "5s", "-np", "1", "--", "true"}, "unknown flag --timeot; did you mean --timeout?"},
 		{[]string{"-np", "2"}, "no command given"},
 		{[]string{"--", "true"}, "-np is required"},
 		{[]string{"-np", "3", "-H", "a:2", "--", "true"}, "invalid config: -np 3 exceeds the 2 slots"},
@@ -100,9 +102,9 @@ func TestRunCLIRejectsBadUsage(t *testing.T) {
 		{[]string{"-np", "1", "--env", "NOEQUALS", "--", "true"}, "not NAME=VALUE"},
 		{[]string{"-np", "1", "--grace", "0s", "--", "true"}, "--grace 0s must be positive"},
 		{[]string{"-np", "1", "--secret-file", "/nonexistent/secret", "--", "true"}, "--secret-file"},
-		{[]string{"-np", "0", "--", "true"}, "-np is required"},
+		{[]string{"-np", "0", "--", "true"}, "-np 0: a job needs at least one rank, e.g. -np 4"},
 		{[]string{"-np", "1", "--ssh", " ", "--", "true"}, "--ssh is empty"},
-		{[]string{"-np", "-1", "--", "true"}, "-np -1 must be in"},
+		{[]string{"-np", "-1", "--", "true"}, "-np -1: a job needs at least one rank"},
 	} {
 		code, _, stderr := launchCLI(t, context.Background(), tc.args...)
 		if code != 2 || !strings.HasPrefix(stderr, "ringtail run: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
