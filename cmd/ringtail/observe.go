@@ -40,6 +40,11 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 		}
 		o.timeline, o.merged = abs, abs
 	}
+	if metricsPort > 0 {
+		if err := launch.CheckMetricsPorts(np, hosts, metricsPort); err != nil {
+			return nil, err
+		}
+	}
 	if dashboard == "" {
 		if metricsPort > 0 {
 			fmt.Fprintf(stderr, "ringtail run: metrics at http://127.0.0.1:%d/metrics (rank 0; each rank on the port + its local rank)\n", metricsPort)

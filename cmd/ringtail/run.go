@@ -251,20 +251,13 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// The launcher's log and the ranks' stderr lines share stderr: one
 	// lock keeps every line whole.
 	errw := zerolog.SyncWriter(stderr)
-	logOpts, err := logging.OptionsFromLookup(os.LookupEnv)
+	// Ranks write to pipes the launcher reads, so on their own they would
+	// log JSON: they log as the launcher does, one format in one stream.
+	logger, logFormat, err := logging.ForJob(os.LookupEnv, errw, logging.IsTerminal(stderr), *verbose)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	if *verbose && logOpts.Level > zerolog.DebugLevel {
-		logOpts.Level = zerolog.DebugLevel
-	}
-	logOpts.Out, logOpts.Terminal = errw, logging.IsTerminal(stderr)
-	logger := logging.New(logOpts)
-	// Ranks write to pipes the launcher reads, so on their own they would
-	// log JSON; on a terminal they write for the human reading it too.
-	if _, set := os.LookupEnv(logging.EnvFormat); logOpts.Terminal && !set {
-		env = append(env, logging.EnvFormat+"="+string(logging.FormatConsole))
-	}
+	env = append([]string{logFormat}, env...) // --env and -x may override it
 	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, errw)
 	if err != nil {
 		return usageErr("%v", err)

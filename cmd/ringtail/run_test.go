@@ -4,8 +4,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,5 +163,23 @@ func TestRunCLIRemoteHostsOverSSH(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+}
+
+// Issue 31: a --metrics-port whose range is taken on this host is one line
+// before any rank starts (it was a rank's failure, then its peers' "context
+// canceled" and the coordinator's warnings).
+func TestRunCLIRefusesAMetricsPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	base := taken - 1 // rank 1's port is taken
+	code, stdout, stderr := launchCLI(t, context.Background(), "-np", "2", "--metrics-port", strconv.Itoa(base), "--", "sh", "-c", "echo started")
+	want := fmt.Sprintf("ringtail run: --metrics-port %d: port %d (rank 1, the port + its local rank) is in use on this host: choose another port", base, taken)
+	if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", code, stdout, stderr, want)
 	}
 }
