@@ -68,7 +68,10 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 	// it is given: none yet. The job-wide logger (RINGTAIL_LOG_LEVEL,
 	// issue 14 item 4) plugs in here, as DashboardConfig.Logger.
 	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
-		Title: fmt.Sprintf("ringtail run -np %d", np)})
+		Title: fmt.Sprintf("ringtail run -np %d", np),
+		// One line when the straggler set changes: the terminal says who
+		// straggles and what share it gets, not only the page.
+		OnStragglers: func(c obs.StragglerChange) { fmt.Fprintf(stderr, "ringtail run: %s\n", c) }})
 	if err != nil {
 		return nil, fmt.Errorf("--dashboard: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -90,7 +91,9 @@ var ErrReplicasDiverged = errors.New("train: replicas' parameters differ across 
 // Config configures a Trainer. Start from DefaultConfig and fill Comm,
 // Train and Test.
 type Config struct {
-	// Comm connects this rank to the job; required.
+	// Comm connects this rank to the job; required. When it also records
+	// progress (observe.ProgressRecorder; a *ringtail.Comm does), rank 0
+	// reports each epoch's point to it: the dashboard's training curve.
 	Comm Collective
 	// Train and Test are the training and held-out sets; every rank must
 	// hold the same ones (load with the same seed).
@@ -205,6 +208,10 @@ type Trainer struct {
 	// grad holds the model's gradient followed by one slot for the loss
 	// sum, so a step is a single AllReduce.
 	grad []float32
+	// started is when Run began; steps counts the steps of the epochs
+	// ended: the progress reports' clock and step.
+	started time.Time
+	steps   int
 }
 
 // New validates cfg and builds the model (initialised from cfg.Seed; Run
@@ -248,6 +255,7 @@ func (t *Trainer) Model() *MLP { return t.model }
 // On error the Report holds the epochs completed so far.
 func (t *Trainer) Run(ctx context.Context) (Report, error) {
 	start := time.Now()
+	t.started = start
 	rep := Report{
 		Rank: t.rank, World: t.world, Params: t.model.NumParams(),
 		TrainRows: t.cfg.Train.Len(), TestRows: t.cfg.Test.Len(), Batch: t.cfg.Batch,
@@ -323,6 +331,11 @@ func (t *Trainer) endEpoch(rep *Report, es EpochStats) error {
 		if _, err := fmt.Fprintln(t.cfg.Out, es.String()); err != nil {
 			return fmt.Errorf("train: writing epoch line: %w", err)
 		}
+	}
+	t.steps += es.Steps
+	if p, ok := t.cfg.Comm.(observe.ProgressRecorder); ok && t.rank == 0 {
+		p.RecordProgress(observe.Progress{Step: t.steps, Epoch: float64(es.Epoch), Elapsed: time.Since(t.started),
+			Loss: es.Loss, Accuracy: es.TestAccuracy, SamplesPerSec: es.SamplesPerSec, StepTime: es.StepMean})
 	}
 	return nil
 }

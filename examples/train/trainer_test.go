@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -414,5 +415,55 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	good.Comm = startComms(t, 1)[0]
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// progressComm is a rank's Comm that keeps the progress reported to it.
+type progressComm struct {
+	*ringtail.Comm
+	points []observe.Progress
+}
+
+func (p *progressComm) RecordProgress(pt observe.Progress) { p.points = append(p.points, pt) }
+
+// Rank 0 reports one progress point per epoch — the numbers its epoch line
+// prints — to a Comm that records progress; the other ranks report none.
+func TestRankZeroReportsEachEpochsProgress(t *testing.T) {
+	tr, te := split(t, 256)
+	comms := startComms(t, 2)
+	rec := []*progressComm{{Comm: comms[0]}, {Comm: comms[1]}}
+	trainers := make([]*Trainer, 2)
+	for r := range trainers {
+		cfg := fastConfig(tr, te)
+		cfg.Epochs, cfg.Comm = 3, rec[r]
+		var err error
+		if trainers[r], err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reps := make([]Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, trn := range trainers {
+		wg.Go(func() { reps[r], errs[r] = trn.Run(context.Background()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec[1].points) != 0 || len(rec[0].points) != 3 {
+		t.Fatalf("rank 0 reported %d points, rank 1 %d; want 3 and 0", len(rec[0].points), len(rec[1].points))
+	}
+	steps := 0
+	for i, p := range rec[0].points {
+		e := reps[0].Epochs[i]
+		steps += e.Steps
+		if p.Epoch != float64(i+1) || p.Step != steps || p.Loss != e.Loss || p.Accuracy != e.TestAccuracy ||
+			p.SamplesPerSec != e.SamplesPerSec || p.StepTime != e.StepMean || p.Elapsed <= 0 {
+			t.Errorf("point %d: %+v, epoch %+v", i, p, e)
+		}
+		if i > 0 && p.Elapsed <= rec[0].points[i-1].Elapsed {
+			t.Errorf("point %d: elapsed %v not after %v", i, p.Elapsed, rec[0].points[i-1].Elapsed)
+		}
 	}
 }
