@@ -268,7 +268,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
 		SSHMode: *sshMode, StartTimeout: *startTimeout, Interfaces: interfaces, OutputDir: *outputDir,
 		Launcher: *launcher, Srun: strings.Fields(*srunCmd), SecretFile: sharedSecretFile,
-		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
+		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger, Hint: launch.PythonHints(command),
 		MetricsPort: obsv.metricsPort, Timeline: obsv.timeline,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr

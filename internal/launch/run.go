@@ -50,6 +50,7 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 		}
 	}))
 	j := &job{cfg: cfg.withDefaults(), out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrefixOutput), stopping: stopping}
+	j.out.hint, j.out.name = cfg.Hint, j.cfg.Name
 	code, err := j.prepare(ctx)
 	if err == nil {
 		code, err = j.run(ctx)

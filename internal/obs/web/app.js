@@ -432,10 +432,10 @@
     // The loop's last report, each measure from the last point that has it.
     const pts = progressPoints();
     const lastWith = (f) => { for (let i = pts.length - 1; i >= 0; i--) if (f(pts[i])) return pts[i]; return null; };
-    const p = pts.length ? pts[pts.length - 1] : null;
     const a = lastWith((q) => q.accuracy != null), l = lastWith((q) => q.loss != null);
     const st = lastWith((q) => q.step_ms > 0), sp = lastWith((q) => q.samples_per_sec > 0);
-    $('epoch').textContent = p ? (Number.isInteger(p.epoch) ? String(p.epoch) : p.epoch.toFixed(2)) : '–';
+    const ep = lastWith((q) => q.epoch > 0);
+    $('epoch').textContent = ep ? (Number.isInteger(ep.epoch) ? String(ep.epoch) : ep.epoch.toFixed(2)) : '–';
     $('loss').textContent = l ? l.loss.toFixed(4) : '–';
     $('acc').textContent = a ? (100 * a.accuracy).toFixed(2) + '%' : '–';
     $('steptime').textContent = st ? fmtMs(st.step_ms) : '–';
