@@ -51,7 +51,7 @@ type gradientSync struct{ *driver.Sync }
 // Outcome describes the last step for the epoch line.
 func (s gradientSync) Outcome() train.SyncOutcome {
 	r := s.Last()
-	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == driver.RoleChild, Evicted: r.Plan.Evicted,
+	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == straggler.RoleChild, Evicted: r.Plan.Evicted,
 		Folded: r.Report.ChildSamples(), Staleness: r.Staleness}
 }
 

@@ -31,9 +31,9 @@ const (
 
 // Role and mode codes of rt_straggler_result; equal to ringtail.h's.
 const (
-	roleMember = int(driver.RoleMember)
-	roleParent = int(driver.RoleParent)
-	roleChild  = int(driver.RoleChild)
+	roleMember = int(straggler.RoleMember)
+	roleParent = int(straggler.RoleParent)
+	roleChild  = int(straggler.RoleChild)
 
 	modeRing    = int(straggler.ModeRing)
 	modeOverlap = int(straggler.ModeOverlap)

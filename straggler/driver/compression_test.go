@@ -80,7 +80,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 			}
 		}
 		for i := 0; ; i++ {
-			if d.Role() != RoleChild && d.Plan().Step >= steps {
+			if d.Role() != straggler.RoleChild && d.Plan().Step >= steps {
 				break
 			}
 			samples := d.Plan().Shares[r]
@@ -97,7 +97,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 			if err != nil {
 				return err
 			}
-			if res.Role == RoleChild {
+			if res.Role == straggler.RoleChild {
 				out.childSteps++
 				out.wire = res.Wire
 				if res.Wire.Compressed {

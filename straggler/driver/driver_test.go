@@ -82,7 +82,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			if err != nil {
 				return err
 			}
-			if res.Role == RoleChild {
+			if res.Role == straggler.RoleChild {
 				run.child++
 				if res.StateReplaced {
 					run.replaced++
@@ -97,7 +97,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			run.payloads[res.Step] = slices.Clone(d.Buffer())
 			apply(res.Applied)
 		}
-		run.lastChild = d.Role() == RoleChild && !done
+		run.lastChild = d.Role() == straggler.RoleChild && !done
 		f, err := d.Flush(ctx)
 		if err != nil {
 			return err

@@ -318,7 +318,7 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 	stepStart := time.Now()
 	stalled := false
 	for {
-		member := d.Role() != RoleChild
+		member := d.Role() != straggler.RoleChild
 		if member && d.Plan().Step >= total {
 			break
 		}
@@ -366,7 +366,7 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 		if err != nil {
 			return err
 		}
-		if res.Role == RoleChild {
+		if res.Role == straggler.RoleChild {
 			if res.Done {
 				break
 			}
