@@ -94,19 +94,53 @@ func ChooseMode(in ModeInput) (Choice, error) {
 	case !(in.Phi >= 0) || math.IsInf(in.Phi, 0) || !(in.Threshold >= 0) || in.MaxEvict < 0:
 		return Choice{}, fmt.Errorf("choose mode: need finite φ ≥ 0, threshold ≥ 0, MaxEvict ≥ 0: %w", ErrInvalidConfig)
 	}
-	order := make([]int, n) // ranks by predicted arrival, earliest first
-	for r := range order {
-		order[r] = r
+	// Ranks by predicted arrival, earliest first, ties by rank: only the
+	// latest few matter (the stragglers, and the two latest for the exact
+	// mode), so only they are sorted — at 16,384 ranks a full sort would
+	// be a good part of a decision.
+	byArrival := func(x, y int) int {
+		if c := cmp.Compare(in.Arrivals[x], in.Arrivals[y]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
 	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(in.Arrivals[x], in.Arrivals[y]) })
-	amin := in.Arrivals[order[0]]
+	amin := slices.Min(in.Arrivals)
 	var stragglers []int
-	for _, r := range order {
-		if float64(in.Arrivals[r]) > float64(amin)*(1+in.Threshold) {
+	for r, a := range in.Arrivals {
+		if float64(a) > float64(amin)*(1+in.Threshold) {
 			stragglers = append(stragglers, r)
 		}
 	}
-	slices.Sort(stragglers)
+	late := slices.SortedStableFunc(slices.Values(stragglers), byArrival)
+	// latest returns order[n−1−i] of the full order: the (i+1)-th latest.
+	latestOf := func(i int) int {
+		if i < len(late) {
+			return late[len(late)-1-i]
+		}
+		// Among the ranks that are not stragglers, the k-th latest (k ≤ 2
+		// here: one scan keeping the k latest).
+		k := i - len(late) + 1
+		top := make([]int, k) // latest first; −1: none yet
+		for j := range top {
+			top[j] = -1
+		}
+		s := 0 // stragglers[s] is the next straggler by rank
+		for r, a := range in.Arrivals {
+			if s < len(stragglers) && stragglers[s] == r {
+				s++
+				continue
+			}
+			if top[k-1] >= 0 && a < in.Arrivals[top[k-1]] {
+				continue // earlier than the k latest so far (ties go to the higher rank)
+			}
+			j := k - 1
+			for ; j > 0 && (top[j-1] < 0 || byArrival(r, top[j-1]) > 0); j-- {
+				top[j] = top[j-1]
+			}
+			top[j] = r
+		}
+		return top[k-1]
+	}
 
 	all := make([]int, n)
 	for r := range all {
@@ -131,15 +165,16 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		}
 	}
 	cAll := in.Collective(all)
-	latest := in.Arrivals[order[n-1]]
+	last := latestOf(0)
+	latest := in.Arrivals[last]
 	ring := latest + cAll
 	consider(ModeCost{Mode: ModeRing, Late: -1, Time: ring, Samples: float64(total), Cost: cost(ring, float64(total))}, all)
 
-	if in.Overlap && n > 2 && slices.Contains(stragglers, order[n-1]) {
+	if in.Overlap && n > 2 && slices.Contains(stragglers, last) {
 		// Only for a rank predicted late (Threshold): the model's margin
 		// for one merely a little behind is smaller than the exact
 		// mode's costs it leaves out (more, smaller messages).
-		second := in.Arrivals[order[n-2]]
+		second := in.Arrivals[latestOf(1)]
 		// The ring moves G/B·2(n−1)/n; the early ranks' reduce-scatter
 		// G/B·(m−1)/m; the completion G/B·(1 + (2m−2)/(u·m)) — so with
 		// nobody late the exact mode costs more than the ring, and is
@@ -153,7 +188,7 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		before := time.Duration(gb * (m - 1) / m)
 		after := time.Duration(gb * (1 + (2*m-2)/(u*m)))
 		t := max(latest, second+before) + after
-		consider(ModeCost{Mode: ModeOverlap, Late: order[n-1], Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
+		consider(ModeCost{Mode: ModeOverlap, Late: last, Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
 	}
 
 	if in.Evict && n > 1 {
@@ -195,7 +230,7 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		}
 		for x := 1; x <= min(in.MaxEvict, n-1); x++ {
 			if x <= len(stragglers) {
-				tryEvict(order[n-x:])
+				tryEvict(late[len(late)-x:])
 			}
 			if len(in.WorstLinks) >= x {
 				tryEvict(in.WorstLinks[:x])

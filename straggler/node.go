@@ -67,8 +67,8 @@ func (k CallKind) String() string {
 // turns into one collective.
 type Call struct {
 	Kind CallKind
-	// Members are the ranks reducing (every rank for CallRing and
-	// CallLate), ascending.
+	// Members are the ranks reducing, ascending (CallRing and CallLate
+	// reduce over every rank; Members may then be nil).
 	Members []int
 	// Edges are the parent edges of CallTree.
 	Edges []Edge
@@ -158,10 +158,6 @@ type MemberResult struct {
 	// Forward are the children of this rank in the step: each gets the
 	// step's report, so that its policy decides what the members decide.
 	Forward []int
-	// Folded is the number of child gradients the step folded (over
-	// every parent), Staleness their mean staleness in steps.
-	Folded    int
-	Staleness float64
 	// Evicted says this rank computes as a child from the next step.
 	Evicted bool
 }
@@ -317,7 +313,7 @@ func callOf(p Plan) Call {
 		return Call{Kind: CallTree, Members: p.Members, Edges: p.Parents, WaitUntil: p.WaitUntil, Late: -1}
 	case p.Mode == ModeOverlap && p.Late >= 0:
 		return Call{Kind: CallLate, Members: p.Members, Late: p.Late}
-	case len(p.Members) == len(p.Shares):
+	case len(p.Members) == len(p.Shares) && p.Mode != ModeEvict:
 		return Call{Kind: CallRing, Members: p.Members, Late: -1}
 	}
 	return Call{Kind: CallAmong, Members: p.Members, Late: -1}
@@ -345,22 +341,16 @@ func (n *Node) AdvanceMember(out MemberOutcome) (MemberResult, error) {
 	if rep.Step != p.Step {
 		return MemberResult{}, fmt.Errorf("straggler: rank %d: report of step %d for member step %d: %w", n.rank, rep.Step, p.Step, ErrOutOfOrder)
 	}
+	if len(rep.Child) != n.world {
+		return MemberResult{}, fmt.Errorf("straggler: rank %d: report of step %d has %d child entries for %d ranks: %w", n.rank, rep.Step, len(rep.Child), n.world, ErrInvalidConfig)
+	}
 	var res MemberResult
-	stale := 0.0
-	for c, cr := range rep.Child {
-		if cr.Count == 0 {
-			continue
-		}
-		res.Folded += cr.Count
-		stale += cr.Staleness(p.Step) * float64(cr.Count)
-		if parent, ok := p.ParentOf(c); ok && parent == n.rank {
-			n.owed = append(n.owed, c)
+	for _, e := range p.Parents {
+		if e.Parent == n.rank && rep.Child[e.Child].Count > 0 {
+			n.owed = append(n.owed, e.Child)
 		}
 	}
 	n.owed = append(n.owed, out.Unsent...)
-	if res.Folded > 0 {
-		res.Staleness = stale / float64(res.Folded)
-	}
 	next, err := n.dec.Observe(rep)
 	if err != nil {
 		return res, fmt.Errorf("straggler: rank %d: %w", n.rank, err)
@@ -380,6 +370,20 @@ func (n *Node) AdvanceMember(out MemberOutcome) (MemberResult, error) {
 	}
 	n.plan, res.Next = next, next
 	return res, nil
+}
+
+// Folded returns the number of child gradients a report says were folded
+// and their mean staleness in steps.
+func (r Report) Folded() (count int, staleness float64) {
+	sum := 0.0
+	for _, c := range r.Child {
+		count += c.Count
+		sum += c.Staleness(r.Step) * float64(c.Count)
+	}
+	if count > 0 {
+		staleness = sum / float64(count)
+	}
+	return count, staleness
 }
 
 // AdvanceChild records that the child posted the gradient Ready described.
@@ -436,14 +440,13 @@ func (n *Node) Rejoined(version int) error {
 func (n *Node) Marker() bool { return n.done || n.Role() != RoleChild }
 
 // Flush returns the final step's work: a child still waiting for the
-// final state (FlushReady.Await) takes states until Done and sends its
-// marker; a member posts every child (and every rank about to rejoin) the
-// final state, drains their gradients up to their markers, and every rank
-// makes one ring reduction of what was folded (Call) under a plain-ring
-// plan of the step the node is at.
+// final state (Ready.Await) takes states until Done and sends its marker;
+// a member posts every child (and every rank about to rejoin) the final
+// state and drains their gradients up to their markers; then every rank
+// makes one reduction over every rank of what was folded (Call). Plan is
+// the plan in effect at the end.
 func (n *Node) Flush() Ready {
-	p := Ring(n.plan.Step, n.world, n.batch)
-	rd := Ready{Step: p.Step, Role: n.Role(), Plan: p, Call: callOf(p), Parent: -1}
+	rd := Ready{Step: n.plan.Step, Role: n.Role(), Plan: n.plan, Call: Call{Kind: CallRing, Late: -1}, Parent: -1}
 	if rd.Role == RoleChild {
 		rd.Parent, rd.Await = n.Parent(), !n.done
 		return rd

@@ -3,6 +3,7 @@ package straggler
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,12 +153,11 @@ func (p Plan) String() string {
 	return b.String()
 }
 
-// ParentOf returns rank's parent under the plan, if it is evicted.
+// ParentOf returns rank's parent under the plan, if it is evicted
+// (Parents are ordered by child).
 func (p Plan) ParentOf(rank int) (int, bool) {
-	for _, e := range p.Parents {
-		if e.Child == rank {
-			return e.Parent, true
-		}
+	if i, ok := slices.BinarySearchFunc(p.Parents, rank, func(e Edge, r int) int { return e.Child - r }); ok {
+		return p.Parents[i].Parent, true
 	}
 	return 0, false
 }
@@ -173,12 +173,8 @@ func (p Plan) Children(rank int) []Edge {
 	return out
 }
 
-// IsMember reports whether rank is in the ring.
+// IsMember reports whether rank is in the ring (Members are ascending).
 func (p Plan) IsMember(rank int) bool {
-	for _, m := range p.Members {
-		if m == rank {
-			return true
-		}
-	}
-	return false
+	_, ok := slices.BinarySearch(p.Members, rank)
+	return ok
 }

@@ -48,6 +48,10 @@ type Policy struct {
 	prev      Plan // the plan of the step before next's
 	classes   []Class
 	features  []float64
+	// all and equal are every rank and the equal shares, shared by the
+	// plans that use them (plans are never modified once made).
+	all, equal []int
+	cycles     []time.Duration // scratch: the children's cycles of one decision
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -70,6 +74,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		p.lastFold[r], p.evictedAt[r] = -1, -1
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
+	p.all, p.equal = p.next.Members, p.next.Shares
 	if cfg.Shares && cfg.Prior != nil {
 		// Device priors seed step 0's shares (AntDT-DD starts
 		// throughput-proportional); measured times replace them.
@@ -348,7 +353,8 @@ func (p *Policy) worstLinks() []int {
 func (p *Policy) decide(step int) (Plan, error) {
 	cfg := p.cfg
 	n := cfg.World
-	plan := Ring(step, n, cfg.GlobalBatch)
+	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: p.all, Late: -1, Shares: p.equal,
+		PerSample: make([]time.Duration, n), Predicted: make([]time.Duration, n)}
 	known := true
 	for r := 0; r < n; r++ {
 		if !p.seen[r] {
@@ -367,18 +373,29 @@ func (p *Policy) decide(step int) (Plan, error) {
 	if !known {
 		return plan, nil // equal shares and the ring until every rank is measured
 	}
+	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
 	if cfg.Shares {
-		shares, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
-		if err != nil {
-			return plan, err
-		}
-		if cur := p.next.Shares; makespan(shares, p.tau) >= (1-cfg.Hysteresis)*makespan(cur, p.tau) {
-			shares = slices.Clone(cur)
+		// New shares replace the current ones only when they shorten the
+		// slowest rank's compute by Hysteresis; no shares can beat the
+		// balanced time (every rank busy all the time, BalancedTime), so
+		// when that is not short enough the solve is skipped (at 16,384
+		// ranks it is most of a decision).
+		cur := p.next.Shares
+		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
+		shares := cur
+		if float64(balanced) < keep {
+			better, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
+			if err != nil {
+				return plan, err
+			}
+			if makespan(better, p.tau) < keep {
+				shares = better
+			}
 		}
 		plan.Shares = shares
 	}
 	if cfg.Budget {
-		plan.Budget = BalancedTime(cfg.GlobalBatch, p.tau, cfg.Slack)
+		plan.Budget = time.Duration(math.Round(float64(balanced) * (1 + cfg.Slack)))
 	}
 	for r := 0; r < n; r++ {
 		c := time.Duration(math.Round(float64(plan.Shares[r]) * p.tau[r]))
@@ -390,7 +407,9 @@ func (p *Policy) decide(step int) (Plan, error) {
 	if !cfg.Evict && !cfg.Overlap {
 		return plan, nil
 	}
-	cycles := make([]time.Duration, n)
+	cycles := p.cycles[:0]
+	cycles = slices.Grow(cycles, n)[:n]
+	p.cycles = cycles
 	for r := range cycles {
 		cycles[r] = time.Duration(math.Round(p.cycle[r]))
 	}
@@ -401,16 +420,18 @@ func (p *Policy) decide(step int) (Plan, error) {
 	// Evict only what was predicted slow at the previous decision too (or
 	// is already a child); a slow link is a measurement, not a prediction.
 	confirmed := append([]int{}, p.next.Evicted...)
-	for r := 0; r < n; r++ {
-		if p.lateRun[r] >= 2 && slices.Contains(stragglersOf(plan.Predicted, cfg.Threshold), r) {
+	late := stragglersOf(plan.Predicted, cfg.Threshold)
+	for _, r := range late {
+		if p.lateRun[r] >= 2 {
 			confirmed = append(confirmed, r)
 		}
 	}
-	confirmed = append(confirmed, p.worstLinks()...)
+	slow := p.worstLinks()
+	confirmed = append(confirmed, slow...)
 	choice, err := ChooseMode(ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
 		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
-		WorstLinks: p.worstLinks(), Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
+		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
 	})
 	if err != nil {
 		return plan, fmt.Errorf("straggler: step %d: %w", step, err)
@@ -451,8 +472,8 @@ func (p *Policy) decide(step int) (Plan, error) {
 			return plan, err
 		}
 	}
-	for r := 0; r < n; r++ {
-		if !slices.Contains(plan.Evicted, r) {
+	for r, at := range p.evictedAt {
+		if at >= 0 && !slices.Contains(plan.Evicted, r) {
 			p.evictedAt[r] = -1
 		}
 	}

@@ -321,7 +321,7 @@ func (d *Driver) memberStep(ctx context.Context, rd straggler.Ready, in StepInpu
 	if err != nil {
 		return res, fmt.Errorf("driver: %w", err)
 	}
-	res.Folded, res.Staleness = mr.Folded, mr.Staleness
+	res.Folded, res.Staleness = rep.Folded()
 	// The children of this step hear its report (their policies replay it).
 	d.reapReports()
 	for _, c := range mr.Forward {
@@ -658,7 +658,7 @@ func (d *Driver) Flush(ctx context.Context) (Result, error) {
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
 	rd := d.node.Flush()
-	res := Result{Step: rd.Step, Plan: rd.Plan, Next: d.node.Plan()}
+	res := Result{Step: rd.Step, Plan: straggler.Ring(rd.Step, d.world, d.pol.GlobalBatch), Next: rd.Plan}
 	if rd.Await {
 		// Evicted by the last member step's decision: there was no step
 		// left to compute as a child, but its parent's Flush sends it the
