@@ -131,9 +131,9 @@ func (m *Monitor) Classify(dst []Class) []Class {
 		switch {
 		case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
 			dst[r] = ClassDeterministic
-		case m.long[r].full() && float64(m.long[r].sum)/float64(m.long[r].n) >= m.cfg.Lambda*avgLong:
+		case m.long[r].full() && float64(m.long[r].sum) >= m.cfg.Lambda*avgLong*float64(m.long[r].n):
 			dst[r] = ClassPersistent
-		case m.short[r].n > 0 && float64(m.short[r].sum)/float64(m.short[r].n) >= m.cfg.Lambda*avgShort:
+		case m.short[r].n > 0 && float64(m.short[r].sum) >= m.cfg.Lambda*avgShort*float64(m.short[r].n):
 			dst[r] = ClassTransient
 		default:
 			dst[r] = ClassNone

@@ -22,7 +22,9 @@ func (w *window) push(v time.Duration) {
 	}
 	w.buf[w.next] = v
 	w.sum += v
-	w.next = (w.next + 1) % len(w.buf)
+	if w.next++; w.next == len(w.buf) {
+		w.next = 0
+	}
 }
 
 // full reports whether the window holds len(buf) values.
