@@ -33,6 +33,14 @@ type rankRun struct {
 // payload); a child gets its parameters from its parent. Every rank
 // flushes and applies the leftovers. Every rank's view is returned.
 func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64) []rankRun {
+	return runJobPausing(t, comms, pol, steps, perSample, slow, nil)
+}
+
+// runJobPausing is runJob whose rank r, before its i-th iteration,
+// spends pause(r, i) outside its compute — what a training loop does
+// between steps (an evaluation, a checkpoint, logging): the rank arrives
+// late at the step with no slower compute to show for it.
+func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64, pause func(r, i int) time.Duration) []rankRun {
 	t.Helper()
 	n := len(comms)
 	runs := make([]rankRun, n)
@@ -63,6 +71,11 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			// the last member step evicted, which then flushes as a child.
 			if d.Next() >= steps {
 				break
+			}
+			if pause != nil {
+				if err := ringtail.Sleep(ctx, pause(r, i)); err != nil {
+					return err
+				}
 			}
 			p := d.Plan()
 			tau := time.Duration(float64(perSample) * slow(r, i))
@@ -286,5 +299,35 @@ func TestAChildRejoinsWhenItIsNoLongerSlow(t *testing.T) {
 	t.Logf("modes by step: %v", modes)
 	if !evicted || !rejoined {
 		t.Fatalf("rank 1 (4× slow for 4 iterations) evicted %v, rejoined %v", evicted, rejoined)
+	}
+}
+
+// A training loop whose rank 0 evaluates every few steps (a pause between
+// steps, three steps long) ends cleanly under every policy: the ranks
+// agree on the last step, a rank evicted for its pauses finishes or is
+// told to stop, nothing is lost, every rank ends with the same state.
+func TestARunEndsCleanlyWhenOneRankEvaluatesEveryFewSteps(t *testing.T) {
+	const n, steps = 4, 30
+	comms := startComms(t, n)
+	for _, name := range straggler.Names() {
+		pol, err := straggler.Preset(name, n, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := runJobPausing(t, comms, pol, steps, time.Millisecond, func(int, int) float64 { return 1 },
+			func(r, i int) time.Duration {
+				if r == 0 && i%5 == 4 {
+					return 25 * time.Millisecond
+				}
+				return 0
+			})
+		view := checkRun(t, runs, steps)
+		evicted := 0
+		for _, res := range view {
+			if res.Plan.Mode == straggler.ModeEvict {
+				evicted++
+			}
+		}
+		t.Logf("%s: %d evicting steps of %d", name, evicted, steps)
 	}
 }

@@ -325,12 +325,53 @@ class StragglerState:
     def _await_final(self):
         """A child out of batches: hands in empty gradients (they carry no
         sample) until its parent sends the final state."""
-        while not self._done:
+        while not self._done and self._role == RT_ROLE_CHILD:
             res = self._drv.step(None, 0, 0, 0)
             self.stats["waits"] += 1
             _, replaced, full = self._record(res)
             if replaced:
                 self._load_state(full)
+
+    def _finish_epoch(self, batches):
+        """Ends this rank's epoch when its loader has run out: the epoch
+        ends where the members' steps end (the loader's length), whatever
+        this rank's own loader did. A child that ran ahead of its
+        parameters (it computes while it waits for them) waits for the final
+        state; if it is readmitted meanwhile, it runs the remaining member
+        steps with an empty gradient and applies each step's sum as the
+        members do (its optimizer, the same update), so every rank flushes
+        at the same point with the same parameters."""
+        if self._drv is None:
+            return
+        while not self._done:
+            if self._role == RT_ROLE_CHILD:
+                self._await_final()
+                continue
+            if self._target() >= batches:
+                return
+            self._save_state()
+            g = self._grad
+            g.zero_()
+            res = self._drv.step(g.data_ptr(), 0, 0, 0)
+            self.stats["waits"] += 1
+            applied, replaced, full = self._record(res)
+            if replaced:
+                self._load_state(full)
+            if applied > 0:
+                self._apply(g, applied)
+
+    def _apply(self, g, applied):
+        """Applies a summed gradient over applied ranks' gradients with the
+        script's optimizer, outside its loop (the flush's leftovers, a
+        rank's member steps after its loader ran out)."""
+        g.div_(applied)
+        saved = [p.grad for p in self._params]
+        for p in self._params:
+            off, n = self._offsets[id(p)]
+            p.grad = g[off:off + n].view_as(p).to(p.device, copy=True)
+        self._optimizer.step()
+        for p, old in zip(self._params, saved):
+            p.grad = old
 
     def flush(self):
         """Ends the epoch's driver: children's last gradients are folded
@@ -348,14 +389,7 @@ class StragglerState:
         applied = int(res.applied)
         self.stats["flushed"].append(applied)
         if applied > 0:
-            self._late.div_(applied)
-            saved = [p.grad for p in self._params]
-            for p in self._params:
-                off, n = self._offsets[id(p)]
-                p.grad = self._late[off:off + n].view_as(p).to(p.device, copy=True)
-            self._optimizer.step()
-            for p, g in zip(self._params, saved):
-                p.grad = g
+            self._apply(self._late, applied)
         self._drv.close()
         self._drv = None
         self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
@@ -405,6 +439,7 @@ class StragglerState:
                 self.stats["skipped"] += 1
             data = orig(it)
         except StopIteration:
+            self._finish_epoch(len(it))
             self.flush()
             raise
         self._pos += 1
