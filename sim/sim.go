@@ -419,8 +419,12 @@ func (s *simulation) step(step int) error {
 		}
 		k.drain = nil
 	}
-	// Parents fold what their children sent.
+	// Parents fold what their children sent (an exact eviction's children
+	// send nothing: the members reduce among themselves).
 	for _, e := range p.Parents {
+		if p.Mode != straggler.ModeEvict {
+			break
+		}
 		parent := &s.ranks[e.Parent]
 		deadline := max(parent.arrive, parent.start+p.WaitUntil)
 		s.advance(e.Child, deadline)
@@ -575,6 +579,23 @@ func (s *simulation) advance(c int, until time.Duration) {
 	}
 	for !k.blocked && k.free <= until && k.node.Role() == straggler.RoleChild && !k.node.Done() && k.node.Next() < s.total {
 		rd := k.node.Ready()
+		if rd.Idle {
+			// It computes nothing: it takes the next message its parent
+			// sends, when that comes.
+			at := time.Duration(math.MaxInt64)
+			if len(k.reports) > 0 {
+				at = k.reports[0].at
+			}
+			if len(k.states) > 0 {
+				at = min(at, k.states[0].at)
+			}
+			if at > until {
+				return
+			}
+			k.free = max(k.free, at)
+			s.receive(c, false)
+			continue
+		}
 		compute := s.cfg.Work.Compute(c, min(rd.Step, s.total-1), rd.Share)
 		done := k.free + compute + s.cfg.Work.Late(c, rd.Step)
 		k.queue = append(k.queue, gradient{at: done + s.msg, samples: rd.Share, compute: compute, cycle: done - k.lastPost, version: rd.Step})

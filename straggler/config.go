@@ -19,14 +19,19 @@ const (
 	NameBSP = "bsp"
 	// NameAdaptive is everything a job that can take any number of
 	// samples per step can use: shares proportional to predicted speed, a
-	// compute budget, and the mode chosen by predicted time to progress
-	// among the ring, the exact overlap and eviction.
+	// compute budget, and the mode chosen by predicted time to the same
+	// training progress among the ring, the exact overlap, the exact
+	// eviction (the evicted ranks' rows go to the members) and STAR's
+	// eviction, whose stale gradients are priced by what they buy.
 	NameAdaptive = "adaptive"
-	// NameShares is shares without the budget, and the mode choice (what
-	// a job with a fixed data order, like examples/train, can use).
+	// NameShares is shares without the budget, and the exact modes only —
+	// the ring, the overlap and the exact eviction — so that training
+	// follows synchronous SGD's curve (what a job with a fixed data
+	// order, like examples/train, uses by default).
 	NameShares = "shares"
 	// NameSTAR is STAR's eviction alone: equal shares, evicted ranks at
-	// their own pace under a staleness bound.
+	// their own pace under a staleness bound (not exact: stale gradients,
+	// and the rows of the steps a child skips are not trained on).
 	NameSTAR = "star"
 	// NameExact is the exact mode alone: no staleness, no shares; a late
 	// rank's reduction overlaps the others' reduce-scatter.
@@ -78,10 +83,17 @@ type Config struct {
 	// (× 1+Slack): a rank computes until it is spent and reports how many
 	// samples it finished. Requires Shares.
 	Budget bool `json:"budget"`
-	// Evict lets the policy evict ranks into parents when that is
-	// predicted to make faster progress (slow compute that shares cannot
-	// balance, or a slow link).
+	// Evict lets the policy evict ranks into parents, where they compute
+	// at their own pace (STAR), when that is predicted to make faster
+	// progress (slow compute that shares cannot balance, or a slow link).
 	Evict bool `json:"evict"`
+	// Exclude lets the policy take ranks out of the ring and give their
+	// rows to the members (ModeExclude): exact, when that is predicted
+	// faster — a rank behind a slow link, or stalled.
+	Exclude bool `json:"exclude,omitempty"`
+	// DiscountStale prices an evicted child's gradients by the progress
+	// they buy, 1/(1+τ) of a fresh one's for staleness τ (ModeInput).
+	DiscountStale bool `json:"discount_stale,omitempty"`
 	// Overlap lets the policy choose the exact mode: the others
 	// reduce-scatter while the rank predicted last is still computing.
 	Overlap bool `json:"overlap"`
@@ -138,9 +150,9 @@ func Preset(name string, world, globalBatch int) (Config, error) {
 	switch name {
 	case NameBSP:
 	case NameAdaptive:
-		c.Shares, c.Budget, c.Evict, c.Overlap = true, true, true, true
+		c.Shares, c.Budget, c.Evict, c.Overlap, c.Exclude, c.DiscountStale = true, true, true, true, true, true
 	case NameShares:
-		c.Shares, c.Evict, c.Overlap = true, true, true
+		c.Shares, c.Overlap, c.Exclude = true, true, true
 	case NameSTAR:
 		c.Evict = true
 	case NameExact:

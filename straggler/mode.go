@@ -29,8 +29,17 @@ type ModeInput struct {
 	Threshold float64
 	// MaxEvict caps the evicted ranks.
 	MaxEvict int
-	// Evict and Overlap enable those modes.
-	Evict, Overlap bool
+	// Evict, Overlap and Exclude enable those modes.
+	Evict, Overlap, Exclude bool
+	// Reassign predicts, for the exact eviction (ModeExclude), the
+	// arrivals (by rank) of members that take the evicted ranks' rows
+	// between them; nil: ModeExclude is not weighed.
+	Reassign func(members []int) []time.Duration
+	// DiscountStale prices a child's gradient by the progress it buys: a
+	// gradient τ steps stale counts 1/(1+τ) of a fresh one (staleness-
+	// aware SGD), τ being the steps its cycle spans, plus one. Without
+	// it, STAR's Eq. 3: a child's samples count whole.
+	DiscountStale bool
 	// LateUnits is how many units each early rank's segment is cut into
 	// in the exact mode's completion (ring.AllReduceLate; 0: 16). Fewer
 	// units pipeline worse: the completion after the late rank arrives
@@ -63,7 +72,8 @@ type Choice struct {
 }
 
 // ChooseMode picks the mode with the least predicted time to progress,
-// STAR Eq. 3 extended to the exact mode and to children at their own pace:
+// STAR Eq. 3 extended to the exact modes and to children at their own
+// pace:
 //
 //	cost = (1 + φ/B) · T
 //
@@ -79,10 +89,15 @@ type Choice struct {
 //   - evict a set E (the x latest arrivals, or the x ranks with the worst
 //     links): T = max over the members of a + C(members), B = the members'
 //     shares + each child's share at the rate its cycle keeps up,
-//     share_c · min(1, T/cycle_c).
+//     share_c · min(1, T/cycle_c) — discounted by 1/(1+τ_c) with
+//     DiscountStale, τ_c = ⌈cycle_c/T⌉ + 1 the staleness its gradients
+//     arrive with.
+//   - exclude a set E (ModeExclude; the same candidates): the members take
+//     E's rows, T = max over the members of their arrival with the larger
+//     shares (Reassign) + C(members), B = Σ shares — every sample, fresh.
 //
-// Ties go to the earlier candidate (ring, overlap, then fewer evictions),
-// so equal costs never change the mode.
+// Ties go to the earlier candidate (ring, overlap, then fewer evictions,
+// exact before stale), so equal costs never change the mode.
 func ChooseMode(in ModeInput) (Choice, error) {
 	n := len(in.Arrivals)
 	switch {
@@ -191,7 +206,8 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		consider(ModeCost{Mode: ModeOverlap, Late: last, Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
 	}
 
-	if in.Evict && n > 1 {
+	exclude := in.Exclude && in.Reassign != nil
+	if (in.Evict || exclude) && n > 1 {
 		seen := map[string]bool{}
 		tryEvict := func(evicted []int) {
 			e := slices.Clone(evicted)
@@ -212,6 +228,18 @@ func ChooseMode(in ModeInput) (Choice, error) {
 					members = append(members, r)
 				}
 			}
+			if exclude {
+				arr := in.Reassign(members)
+				slowest := time.Duration(0)
+				for _, m := range members {
+					slowest = max(slowest, arr[m])
+				}
+				t := slowest + in.Collective(members)
+				consider(ModeCost{Mode: ModeExclude, Late: -1, Evicted: e, Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, members)
+			}
+			if !in.Evict {
+				return
+			}
 			slowest := time.Duration(0)
 			samples := 0.0
 			for _, m := range members {
@@ -224,7 +252,11 @@ func ChooseMode(in ModeInput) (Choice, error) {
 				if in.Cycle != nil && in.Cycle[c] > 0 {
 					cycle = in.Cycle[c]
 				}
-				samples += float64(in.Shares[c]) * math.Min(1, float64(t)/float64(max(cycle, 1)))
+				worth := math.Min(1, float64(t)/float64(max(cycle, 1)))
+				if in.DiscountStale {
+					worth /= 2 + math.Ceil(float64(cycle)/float64(max(t, 1)))
+				}
+				samples += float64(in.Shares[c]) * worth
 			}
 			consider(ModeCost{Mode: ModeEvict, Late: -1, Evicted: e, Time: t, Samples: samples, Cost: cost(t, samples)}, members)
 		}

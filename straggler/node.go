@@ -137,9 +137,12 @@ type Ready struct {
 	// version) to Parent, then take whatever the parent sent (Receive):
 	// with Await, wait for one state first — two gradients are
 	// unanswered, and a child on a slow link must not pile up gradients
-	// on stale parameters.
+	// on stale parameters. An Idle child (ModeExclude: its rows are the
+	// members') computes and posts nothing: it waits for the next message
+	// its parent sends (a report or a state) and takes what came.
 	Parent int
 	Await  bool
+	Idle   bool
 }
 
 // MemberOutcome is what a member step's reduction brought back.
@@ -288,7 +291,12 @@ func (n *Node) Ready() Ready {
 	if rd.Role == RoleChild {
 		parent, _ := p.ParentOf(n.rank)
 		n.parent = parent
-		rd.Step, rd.Parent, rd.Await = n.version, parent, n.unacked+1 >= 2
+		rd.Step, rd.Parent = n.version, parent
+		if p.Mode == ModeExclude {
+			rd.Idle, rd.Share = true, 0
+		} else {
+			rd.Await = n.unacked+1 >= 2
+		}
 		return rd
 	}
 	rd.Call = callOf(p)
@@ -311,9 +319,11 @@ func callOf(p Plan) Call {
 	switch {
 	case p.Mode == ModeEvict:
 		return Call{Kind: CallTree, Members: p.Members, Edges: p.Parents, WaitUntil: p.WaitUntil, Late: -1}
+	case p.Mode == ModeExclude:
+		return Call{Kind: CallAmong, Members: p.Members, Late: -1}
 	case p.Mode == ModeOverlap && p.Late >= 0:
 		return Call{Kind: CallLate, Members: p.Members, Late: p.Late}
-	case len(p.Members) == len(p.Shares) && p.Mode != ModeEvict:
+	case len(p.Members) == len(p.Shares):
 		return Call{Kind: CallRing, Members: p.Members, Late: -1}
 	}
 	return Call{Kind: CallAmong, Members: p.Members, Late: -1}

@@ -23,11 +23,20 @@ const (
 	// its own pace as the child of a parent (a member) that folds what the
 	// child has sent into its contribution, and sends it fresh parameters;
 	// a child's gradients are folded within Plan.Staleness steps, none is
-	// dropped.
+	// dropped. Not exact: a child's gradients are stale, and the rows of
+	// the steps it skips are not trained on (STAR).
 	ModeEvict
+	// ModeExclude takes the evicted ranks out of the ring and gives their
+	// rows to the members (a child's share is 0): every step applies the
+	// whole global batch, fresh, as synchronous SGD does — the exact way
+	// to leave a rank behind a slow link, or one stalled, out of the
+	// ring. A child computes nothing; it follows the members' decisions
+	// (its parent forwards every report) and gets their whole state when
+	// it rejoins or training ends.
+	ModeExclude
 )
 
-// String returns "ring", "overlap" or "evict".
+// String returns "ring", "overlap", "evict" or "exclude".
 func (m Mode) String() string {
 	switch m {
 	case ModeRing:
@@ -36,6 +45,8 @@ func (m Mode) String() string {
 		return "overlap"
 	case ModeEvict:
 		return "evict"
+	case ModeExclude:
+		return "exclude"
 	}
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -141,6 +152,8 @@ func (p Plan) String() string {
 	switch p.Mode {
 	case ModeEvict:
 		fmt.Fprintf(&b, " %v staleness≤%d", p.Evicted, p.Staleness)
+	case ModeExclude:
+		fmt.Fprintf(&b, " %v", p.Evicted)
 	case ModeOverlap:
 		fmt.Fprintf(&b, " late=%d", p.Late)
 	}

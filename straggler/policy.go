@@ -44,10 +44,15 @@ type Policy struct {
 	lastFold  []int // last step a child gradient of the rank was folded (−1: none)
 	evictedAt []int // step the rank became a child (−1: a member)
 	lateRun   []int // consecutive reports in which the rank arrived late
-	next      Plan
-	prev      Plan // the plan of the step before next's
-	classes   []Class
-	features  []float64
+	// excludedAt is the step a rank was excluded (ModeExclude; −1: not
+	// excluded) and trial how many steps it stays out before it is
+	// offered back (doubled each time, up to maxTrial).
+	excludedAt []int
+	trial      []int
+	next       Plan
+	prev       Plan // the plan of the step before next's
+	classes    []Class
+	features   []float64
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
@@ -68,10 +73,10 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	n := cfg.World
 	p := &Policy{cfg: cfg, preds: make([]Predictor, n), tau: make([]float64, n), over: make([]float64, n),
 		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
-		lateRun: make([]int, n)}
+		lateRun: make([]int, n), excludedAt: make([]int, n), trial: make([]int, n)}
 	for r := range n {
 		p.preds[r] = cfg.newPredictor()
-		p.lastFold[r], p.evictedAt[r] = -1, -1
+		p.lastFold[r], p.evictedAt[r], p.excludedAt[r], p.trial[r] = -1, -1, -1, minTrial
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
 	p.all, p.equal = p.next.Members, p.next.Shares
@@ -404,7 +409,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		}
 		plan.Predicted[r] = c + time.Duration(math.Round(p.over[r]))
 	}
-	if !cfg.Evict && !cfg.Overlap {
+	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
 	cycles := p.cycles[:0]
@@ -419,20 +424,39 @@ func (p *Policy) decide(step int) (Plan, error) {
 	}
 	// Evict only what was predicted slow at the previous decision too (or
 	// is already a child); a slow link is a measurement, not a prediction.
-	confirmed := append([]int{}, p.next.Evicted...)
+	// A rank excluded for its arrivals computes nothing, so nothing says
+	// when it is on time again: after a trial period it is offered back
+	// (not confirmed), and its next reports decide.
+	slow := p.worstLinks()
+	confirmed := make([]int, 0, len(p.next.Evicted))
+	for _, c := range p.next.Evicted {
+		if p.next.Mode == ModeExclude && !slices.Contains(slow, c) && step-p.excludedAt[c] >= p.trial[c] {
+			p.trial[c] = min(2*p.trial[c], maxTrial)
+			p.lateRun[c] = 0 // only new reports may confirm it again
+			continue
+		}
+		confirmed = append(confirmed, c)
+	}
 	late := stragglersOf(plan.Predicted, cfg.Threshold)
 	for _, r := range late {
 		if p.lateRun[r] >= 2 {
 			confirmed = append(confirmed, r)
 		}
 	}
-	slow := p.worstLinks()
 	confirmed = append(confirmed, slow...)
-	choice, err := ChooseMode(ModeInput{
+	in := ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
 		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
+		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
 		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
-	})
+	}
+	if cfg.Exclude {
+		in.Reassign = func(members []int) []time.Duration {
+			shares, budget := p.membersShares(members)
+			return p.arrivals(members, shares, budget)
+		}
+	}
+	choice, err := ChooseMode(in)
 	if err != nil {
 		return plan, fmt.Errorf("straggler: step %d: %w", step, err)
 	}
@@ -445,19 +469,23 @@ func (p *Policy) decide(step int) (Plan, error) {
 	// apply every gradient of the step, so each step takes the cheaper
 	// schedule; hysteresis guards what eviction changes (who computes at
 	// its own pace, states sent down, rejoins).
+	// The mode kept must still be predicted no slower to progress than
+	// synchronous SGD (the ring, Costs[0]): hysteresis never keeps a mode
+	// that loses to it.
+	sync := choice.Costs[0].Cost
 	for _, c := range choice.Costs {
 		if c.Mode == ModeOverlap && !slices.Contains(choice.Stragglers, c.Late) {
 			continue
 		}
-		if pick.Mode != ModeEvict && p.next.Mode != ModeEvict {
+		if !pick.Mode.evicts() && !p.next.Mode.evicts() {
 			break
 		}
 		if c.Mode == p.next.Mode && slices.Equal(c.Evicted, p.next.Evicted) && c.Late == p.next.Late {
-			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) {
+			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) && c.Cost <= sync {
 				pick = c
 				members = p.next.Members
-				if c.Mode != ModeEvict {
-					members = allRanks(n)
+				if !c.Mode.evicts() {
+					members = p.all
 				}
 			}
 			break
@@ -471,14 +499,32 @@ func (p *Policy) decide(step int) (Plan, error) {
 		if err := p.evict(&plan, pick, members, cycles, step); err != nil {
 			return plan, err
 		}
+	case ModeExclude:
+		if err := p.exclude(&plan, pick, members, step); err != nil {
+			return plan, err
+		}
 	}
-	for r, at := range p.evictedAt {
-		if at >= 0 && !slices.Contains(plan.Evicted, r) {
+	for r := range n {
+		_, out := slices.BinarySearch(plan.Evicted, r)
+		if !out || plan.Mode != ModeEvict {
 			p.evictedAt[r] = -1
+		}
+		if !out || plan.Mode != ModeExclude {
+			p.excludedAt[r] = -1
 		}
 	}
 	return plan, nil
 }
+
+// minTrial is the steps a rank excluded for its arrivals first stays out.
+const minTrial = 8
+
+// maxTrial caps the steps a rank excluded for its arrivals waits before it
+// is offered back into the ring.
+const maxTrial = 64
+
+// evicts reports whether the mode takes ranks out of the ring.
+func (m Mode) evicts() bool { return m == ModeEvict || m == ModeExclude }
 
 // evict fills an evicting plan: members, parents, the staleness bound and
 // which children must be waited for.
@@ -489,29 +535,9 @@ func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.D
 	for _, m := range members {
 		plan.WaitUntil = max(plan.WaitUntil, plan.Predicted[m])
 	}
-	maxChildren := cfg.MaxChildren
-	if maxChildren == 0 {
-		maxChildren = len(plan.Evicted)
-	}
-	// A child keeps its parent while it stays a child (its gradients and
-	// its parameters are on their way along that edge); new children get
-	// parents by bandwidth and balance.
-	var parents []topology.Assignment
-	var fresh []int
-	for _, c := range plan.Evicted {
-		if parent, ok := p.next.ParentOf(c); ok && slices.Contains(members, parent) {
-			parents = append(parents, topology.Assignment{Child: c, Parent: parent})
-		} else {
-			fresh = append(fresh, c)
-		}
-	}
-	if len(fresh) > 0 {
-		more, err := topology.AssignParents(parentCandidates(members, len(fresh), cfg.Bandwidth), fresh, cfg.Bandwidth, maxChildren)
-		if err != nil {
-			return fmt.Errorf("straggler: step %d: %w", step, err)
-		}
-		parents = append(parents, more...)
-		slices.SortFunc(parents, func(a, b topology.Assignment) int { return a.Child - b.Child })
+	parents, err := p.parents(plan.Evicted, members, step)
+	if err != nil {
+		return err
 	}
 	// K: enough steps for the slowest child's cycle, plus one.
 	k := 1
@@ -531,6 +557,100 @@ func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.D
 		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent, Must: step-since >= plan.Staleness})
 	}
 	return nil
+}
+
+// exclude fills an exact-eviction plan: the members take the evicted
+// ranks' rows (shares, the budget and the predicted arrivals among the
+// members), each evicted rank gets a parent that forwards the reports and
+// sends it the whole state when it rejoins.
+func (p *Policy) exclude(plan *Plan, pick ModeCost, members []int, step int) error {
+	plan.Evicted, plan.Members = slices.Clone(pick.Evicted), slices.Clone(members)
+	plan.Shares, plan.Budget = p.membersShares(members)
+	plan.Predicted = p.arrivals(members, plan.Shares, plan.Budget)
+	parents, err := p.parents(plan.Evicted, members, step)
+	if err != nil {
+		return err
+	}
+	for _, a := range parents {
+		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent})
+		if p.excludedAt[a.Child] < 0 {
+			p.excludedAt[a.Child] = step
+		}
+	}
+	return nil
+}
+
+// membersShares splits the global batch among members only (by speed with
+// Shares, else evenly; the others get 0) and returns the members' budget
+// (with Budget).
+func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
+	cfg := p.cfg
+	shares := make([]int, cfg.World)
+	tau := make([]float64, len(members))
+	for i, m := range members {
+		tau[i] = p.tau[m]
+	}
+	var split []int
+	if cfg.Shares {
+		var err error
+		if split, err = ProportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members))); err != nil {
+			split = EqualShares(cfg.GlobalBatch, len(members))
+		}
+	} else {
+		split = EqualShares(cfg.GlobalBatch, len(members))
+	}
+	for i, m := range members {
+		shares[m] = split[i]
+	}
+	var budget time.Duration
+	if cfg.Budget {
+		budget = BalancedTime(cfg.GlobalBatch, tau, cfg.Slack)
+	}
+	return shares, budget
+}
+
+// arrivals predicts the members' arrivals under shares (or the budget);
+// the others' are 0.
+func (p *Policy) arrivals(members []int, shares []int, budget time.Duration) []time.Duration {
+	out := make([]time.Duration, p.cfg.World)
+	for _, m := range members {
+		c := time.Duration(math.Round(float64(shares[m]) * p.tau[m]))
+		if budget > 0 {
+			c = budget
+		}
+		out[m] = c + time.Duration(math.Round(p.over[m]))
+	}
+	return out
+}
+
+// parents gives every evicted rank a parent among the members: a child
+// keeps its parent while it stays a child (its gradients, parameters and
+// reports are on their way along that edge); new children get parents by
+// bandwidth and balance.
+func (p *Policy) parents(evicted, members []int, step int) ([]topology.Assignment, error) {
+	cfg := p.cfg
+	maxChildren := cfg.MaxChildren
+	if maxChildren == 0 {
+		maxChildren = len(evicted)
+	}
+	var parents []topology.Assignment
+	var fresh []int
+	for _, c := range evicted {
+		if parent, ok := p.next.ParentOf(c); ok && slices.Contains(members, parent) {
+			parents = append(parents, topology.Assignment{Child: c, Parent: parent})
+		} else {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) > 0 {
+		more, err := topology.AssignParents(parentCandidates(members, len(fresh), cfg.Bandwidth), fresh, cfg.Bandwidth, maxChildren)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: step %d: %w", step, err)
+		}
+		parents = append(parents, more...)
+		slices.SortFunc(parents, func(a, b topology.Assignment) int { return a.Child - b.Child })
+	}
+	return parents, nil
 }
 
 // stragglersOf returns the ranks predicted more than threshold after the

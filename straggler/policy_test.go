@@ -113,11 +113,20 @@ func TestPolicyLearnsSpeedsAndKeepsTheRingWhenSharesBalance(t *testing.T) {
 }
 
 // What shares cannot fix — a rank that reaches the reduction late whatever
-// its batch (here 60 ms after its compute ends) — is evicted: it computes
-// at its own pace as a child and its gradients are folded within the
+// its batch (here 60 ms after its compute ends) — is evicted, with STAR's
+// eviction (shares and stale children, no exact eviction): it computes at
+// its own pace as a child and its gradients are folded within the
 // staleness bound.
 func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
-	p := newPolicy(t, NameShares, 4, 64)
+	cfg, err := Preset(NameShares, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Evict, cfg.Exclude = true, false
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tau := durations(1, 1, 1, 1)
 	extra := durations(0, 60, 0, 0)
 	for s := 0; s < 3; s++ {
@@ -193,8 +202,56 @@ func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
 		}
 	}
 	plan := p.Plan()
-	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
-		t.Fatalf("plan %s: want rank 3, behind the slow link, evicted", plan.Dump())
+	if plan.Mode != ModeExclude || !slices.Equal(plan.Evicted, []int{3}) || plan.Shares[3] != 0 {
+		t.Fatalf("plan %s: want rank 3, behind the slow link, excluded", plan.Dump())
+	}
+}
+
+// The shares preset leaves a rank that is late whatever its batch out of
+// the ring the exact way: its rows go to the members (every step applies
+// the whole global batch, fresh), it computes nothing, and after a trial
+// period it is offered back — here it is on time again, and rejoins.
+func TestTheSharesPresetExcludesWhatSharesCannotFixAndOffersItBack(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	tau := durations(1, 1, 1, 1)
+	extra := durations(0, 60, 0, 0)
+	for s := 0; s < 3; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeExclude || !slices.Equal(plan.Evicted, []int{1}) || !slices.Equal(plan.Members, []int{0, 2, 3}) {
+		t.Fatalf("plan %s: want rank 1 excluded", plan.Dump())
+	}
+	sum := 0
+	for _, b := range plan.Shares {
+		sum += b
+	}
+	if plan.Shares[1] != 0 || sum != 64 || plan.Staleness != 0 || len(plan.Parents) != 1 || plan.Parents[0].Must {
+		t.Fatalf("plan %s: want rank 1's rows given to the members, a parent that waits for nothing", plan.Dump())
+	}
+	// Excluded ranks send nothing; the members report alone. On time
+	// again, rank 1 is offered back after the trial period and stays.
+	back := -1
+	for s := 0; s < 2*minTrial && back < 0; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if p.Plan().IsMember(1) {
+			back = p.Plan().Step
+		}
+	}
+	if back < 0 {
+		t.Fatalf("rank 1 never offered back in %d steps: %s", 2*minTrial, p.Plan().Dump())
+	}
+	for s := 0; s < 3; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan := p.Plan(); plan.Mode.evicts() || !plan.IsMember(1) {
+		t.Fatalf("rank 1, on time again, back at step %d, is out again: %s", back, plan.Dump())
 	}
 }
 

@@ -339,7 +339,7 @@ func summary(p Plan, rep Report) string {
 	switch p.Mode {
 	case ModeOverlap:
 		fmt.Fprintf(&b, " late=%d", p.Late)
-	case ModeEvict:
+	case ModeEvict, ModeExclude:
 		var edges []string
 		for _, e := range p.Parents {
 			must := ""
@@ -348,7 +348,10 @@ func summary(p Plan, rep Report) string {
 			}
 			edges = append(edges, fmt.Sprintf("%d→%d%s", e.Child, e.Parent, must))
 		}
-		fmt.Fprintf(&b, " [%s] K=%d", strings.Join(edges, " "), p.Staleness)
+		fmt.Fprintf(&b, " [%s]", strings.Join(edges, " "))
+		if p.Mode == ModeEvict {
+			fmt.Fprintf(&b, " K=%d", p.Staleness)
+		}
 	}
 	fmt.Fprintf(&b, " shares=[%s]", ints(p.Shares))
 	if p.Budget > 0 {
@@ -386,8 +389,10 @@ func describePlan(p Plan, costs bool) string {
 		}
 		fmt.Fprintf(&b, "evicted: %s\n", ints(p.Evicted))
 		fmt.Fprintf(&b, "parents: %s\n", strings.Join(edges, ", "))
-		fmt.Fprintf(&b, "staleness: %d\n", p.Staleness)
-		fmt.Fprintf(&b, "wait until: %s\n", fmtMs(p.WaitUntil))
+		if p.Mode == ModeEvict {
+			fmt.Fprintf(&b, "staleness: %d\n", p.Staleness)
+			fmt.Fprintf(&b, "wait until: %s\n", fmtMs(p.WaitUntil))
+		}
 	}
 	fmt.Fprintf(&b, "shares: %s\n", ints(p.Shares))
 	if p.Budget > 0 {
@@ -413,7 +418,7 @@ func describePlan(p Plan, costs bool) string {
 			switch c.Mode {
 			case ModeOverlap:
 				what += fmt.Sprintf(" late=%d", c.Late)
-			case ModeEvict:
+			case ModeEvict, ModeExclude:
 				what += fmt.Sprintf(" [%s]", ints(c.Evicted))
 			}
 			fmt.Fprintf(&b, "cost: %s time=%s samples=%.1f cost=%.4f\n", what, fmtMs(c.Time), c.Samples, c.Cost)

@@ -100,8 +100,10 @@ func stragglerConfig(s *session, payload int64, policy string, globalBatch int64
 	}
 	if flags&flagEqualShares != 0 {
 		// A fixed data order (DistributedSampler) cannot take shares: the
-		// modes alone remain.
-		pol.Shares, pol.Budget = false, false
+		// modes alone remain, and not the exact eviction, which gives the
+		// evicted ranks' rows to the members (a fixed order would drop
+		// them).
+		pol.Shares, pol.Budget, pol.Exclude = false, false, false
 	}
 	return driver.Config{
 		Comm: s.comm, Payload: int(payload), Policy: pol, Probe: flags&flagProbe != 0,

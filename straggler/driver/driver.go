@@ -507,6 +507,9 @@ func f32(b []byte) []float32 {
 func (d *Driver) childStep(ctx context.Context, rd straggler.Ready, in StepInput) (Result, error) {
 	start := time.Now()
 	res := Result{Step: rd.Step, Plan: rd.Plan, Role: straggler.RoleChild}
+	if rd.Idle {
+		return d.idleStep(ctx, rd, res, start)
+	}
 	cycle := in.Arrival
 	if !d.lastPost.IsZero() {
 		cycle = start.Sub(d.lastPost)
@@ -543,6 +546,44 @@ func (d *Driver) childStep(ctx context.Context, rd straggler.Ready, in StepInput
 	if d.node.Marker() {
 		// The last gradient before rejoining (or the end) is followed by
 		// a marker, so the old parent folds exactly what was sent.
+		if err := d.post(ctx, rd.Parent, d.buf[:0], tag(kindMarker, d.node.Next())); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// idleStep is a child's iteration that computes nothing (its rows are
+// the members'): it waits for the next message from its parent — the
+// report of the members' next step, or a state — takes it and whatever
+// else came, and sends the marker when it rejoins or training ends.
+func (d *Driver) idleStep(ctx context.Context, rd straggler.Ready, res Result, start time.Time) (Result, error) {
+	c, err := d.comm.TakeContributionMatching(ctx, rd.Parent, 0, 0)
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d: waiting for the members' next step from rank %d: %w", d.rank, rd.Parent, err)
+	}
+	switch c.Tag & kindMask {
+	case kindReport:
+		err = d.replay(c)
+	case kindState:
+		var a straggler.Adoption
+		a, err = d.adopt(c)
+		res.StateReplaced, res.Done = a.Take, a.Done
+	default:
+		c.Release()
+		err = fmt.Errorf("driver: rank %d: unexpected message (tag %#x) from its parent, rank %d", d.rank, c.Tag, rd.Parent)
+	}
+	if err != nil {
+		return res, err
+	}
+	if !res.Done {
+		if err := d.receive(ctx, &res, false); err != nil {
+			return res, err
+		}
+	}
+	res.Wait = time.Since(start)
+	res.Next = d.node.Plan()
+	if d.node.Marker() {
 		if err := d.post(ctx, rd.Parent, d.buf[:0], tag(kindMarker, d.node.Next())); err != nil {
 			return res, err
 		}
@@ -593,21 +634,33 @@ func (d *Driver) replayReports() error {
 		if !ok {
 			return nil
 		}
-		tail := f32(c.Data.Bytes)
-		if len(tail) != d.layout.Tail() {
-			c.Release()
-			return fmt.Errorf("driver: rank %d: report of step %d has %d elements, want %d", d.rank, step, len(tail), d.layout.Tail())
-		}
-		copy(d.buf[d.layout.Payload:], tail)
-		c.Release()
-		rep, err := d.layout.Read(d.buf, step)
-		if err != nil {
+		if err := d.replay(c); err != nil {
 			return err
 		}
-		if err := d.node.Replay(rep); err != nil {
-			return fmt.Errorf("driver: %w", err)
-		}
 	}
+}
+
+// replay feeds the Node one forwarded report (it must be of the step the
+// Node expects: the parent forwards them in step order).
+func (d *Driver) replay(c *ringtail.Contribution) error {
+	defer c.Release()
+	_, step := d.node.ExpectReport()
+	if got := int(c.Tag >> 2); got != step {
+		return fmt.Errorf("driver: rank %d: report of step %d from rank %d, expected step %d", d.rank, got, c.From, step)
+	}
+	tail := f32(c.Data.Bytes)
+	if len(tail) != d.layout.Tail() {
+		return fmt.Errorf("driver: rank %d: report of step %d has %d elements, want %d", d.rank, step, len(tail), d.layout.Tail())
+	}
+	copy(d.buf[d.layout.Payload:], tail)
+	rep, err := d.layout.Read(d.buf, step)
+	if err != nil {
+		return err
+	}
+	if err := d.node.Replay(rep); err != nil {
+		return fmt.Errorf("driver: %w", err)
+	}
+	return nil
 }
 
 // adopt copies a state message into the caller's state when the Node

@@ -322,12 +322,47 @@ func TestARunEndsCleanlyWhenOneRankEvaluatesEveryFewSteps(t *testing.T) {
 				return 0
 			})
 		view := checkRun(t, runs, steps)
-		evicted := 0
+		modes := map[straggler.Mode]int{}
 		for _, res := range view {
-			if res.Plan.Mode == straggler.ModeEvict {
-				evicted++
-			}
+			modes[res.Plan.Mode]++
 		}
-		t.Logf("%s: %d evicting steps of %d", name, evicted, steps)
+		t.Logf("%s: steps by mode %v", name, modes)
+	}
+}
+
+// A rank late at every step whatever its batch (30 ms between steps: a
+// slow link, a stall) is left out of the ring the exact way under the
+// shares preset: while it is out it computes nothing and every step
+// applies the whole global batch — the members take its rows — and no
+// sample is lost or folded twice.
+func TestAnExcludedRankComputesNothingWhileTheMembersApplyTheWholeBatch(t *testing.T) {
+	const n, steps, batch = 4, 30, 32
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameShares, n, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runJobPausing(t, comms, pol, steps, time.Millisecond, func(int, int) float64 { return 1 },
+		func(r, _ int) time.Duration {
+			if r == 3 {
+				return 30 * time.Millisecond
+			}
+			return 0
+		})
+	view := checkRun(t, runs, steps)
+	excluded := 0
+	for _, res := range view {
+		if res.Plan.Mode != straggler.ModeExclude {
+			continue
+		}
+		excluded++
+		if res.Applied != batch || res.Plan.Shares[3] != 0 || !slices.Equal(res.Plan.Evicted, []int{3}) {
+			t.Fatalf("step %d excludes %v with shares %v and applies %d samples, want rank 3 out and all %d applied",
+				res.Step, res.Plan.Evicted, res.Plan.Shares, res.Applied, batch)
+		}
+	}
+	t.Logf("%d of %d steps excluded rank 3; it ran %d iterations as a child", excluded, steps, runs[3].child)
+	if excluded == 0 {
+		t.Fatalf("rank 3, 30 ms late at every step, was never excluded")
 	}
 }
