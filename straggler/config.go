@@ -67,6 +67,8 @@ const (
 	DefaultModeHysteresis = 0.1
 	// DefaultMaxStaleness is Config.MaxStaleness's default.
 	DefaultMaxStaleness = 8
+	// DefaultNoiseAlpha is Config.NoiseAlpha's default.
+	DefaultNoiseAlpha = 0.1
 )
 
 // Config configures a Policy. Zero fields take defaults (WithDefaults);
@@ -120,8 +122,14 @@ type Config struct {
 	// forgetting factor.
 	EWMAAlpha     float64 `json:"ewma_alpha,omitempty"`
 	RLSForgetting float64 `json:"rls_forgetting,omitempty"`
-	// Phi is the gradient noise scale φ for Eq. 3 (default M).
+	// Phi fixes the gradient noise scale φ of Eq. 3, in samples. Zero (the
+	// default) estimates it online from the reports' gradient norms
+	// (McCandlish et al.'s simple noise scale, B_simple = tr Σ / |G|²,
+	// from every member's gradient and the reduced one), M until measured.
 	Phi float64 `json:"phi,omitempty"`
+	// NoiseAlpha smooths the noise-scale estimate's two parts (default
+	// 0.1: they are noisy).
+	NoiseAlpha float64 `json:"noise_alpha,omitempty"`
 	// Threshold is the straggler deviation ratio (default 0.2).
 	Threshold float64 `json:"threshold,omitempty"`
 	// MaxEvictFraction caps evictions at this fraction of World (0.5).
@@ -179,7 +187,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.CollectiveAlpha, DefaultCollectiveAlpha)
 	set(&c.Hysteresis, DefaultHysteresis)
 	set(&c.ModeHysteresis, DefaultModeHysteresis)
-	set(&c.Phi, float64(c.GlobalBatch))
+	set(&c.NoiseAlpha, DefaultNoiseAlpha)
 	set(&c.Threshold, DefaultThreshold)
 	set(&c.MaxEvictFraction, DefaultMaxEvictFraction)
 	set(&c.Lambda, DefaultLambda)
@@ -215,8 +223,10 @@ func (c Config) Validate() error {
 		return bad("min share %d × world %d exceeds global batch %d (or is negative)", c.MinShare, c.World, c.GlobalBatch)
 	case !unit(c.SpeedAlpha) || !unit(c.CollectiveAlpha):
 		return bad("speed alpha %v and collective alpha %v must be in (0,1]", c.SpeedAlpha, c.CollectiveAlpha)
-	case !(c.Phi > 0) || math.IsInf(c.Phi, 0):
-		return bad("φ=%v must be finite and > 0", c.Phi)
+	case !(c.Phi >= 0) || math.IsInf(c.Phi, 0):
+		return bad("φ=%v must be finite and ≥ 0 (0: estimated)", c.Phi)
+	case !unit(c.NoiseAlpha):
+		return bad("noise alpha %v must be in (0,1]", c.NoiseAlpha)
 	case !(c.Threshold > 0) || math.IsInf(c.Threshold, 0):
 		return bad("threshold %v must be finite and > 0", c.Threshold)
 	case !(c.MaxEvictFraction > 0 && c.MaxEvictFraction < 1):

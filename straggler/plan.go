@@ -122,6 +122,9 @@ type Plan struct {
 	Predicted []time.Duration `json:"predicted_ns"`
 	// Collective is the predicted reduction time among every rank.
 	Collective time.Duration `json:"collective_ns"`
+	// Phi is the gradient noise scale φ the costs were priced with
+	// (samples; 0 in the initial plan).
+	Phi float64 `json:"phi,omitempty"`
 	// Cost is the chosen mode's Eq. 3 cost, seconds (0 when not weighed);
 	// Costs lists every mode weighed.
 	Cost  float64    `json:"cost"`

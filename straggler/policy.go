@@ -53,6 +53,11 @@ type Policy struct {
 	prev       Plan // the plan of the step before next's
 	classes    []Class
 	features   []float64
+	// noiseS and noiseG are the smoothed estimates of tr Σ (the per-sample
+	// gradient variance) and |G|² (the true gradient's squared norm);
+	// their ratio is the noise scale φ.
+	noiseS, noiseG float64
+	noiseN         int
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
@@ -119,6 +124,7 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
 	p.countLateArrivals(rep)
+	p.observeNoise(rep)
 	minWait := time.Duration(-1)
 	for r := 0; r < n; r++ {
 		if c := rep.Child[r]; c.Count > 0 {
@@ -147,6 +153,62 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	plan.DecidedAt = rep.Step
 	p.prev, p.next = p.next, plan
 	return plan, nil
+}
+
+// observeNoise updates the gradient-noise-scale estimate from a report
+// whose members measured their gradients' norms (McCandlish et al., "An
+// Empirical Model of Large-Batch Training", App. A): for a member's sum of
+// b samples and the reduced sum of B, with |G_b|², |G_B|² the squared
+// norms of the mean gradients,
+//
+//	|G|² ≈ (B|G_B|² − b|G_b|²)/(B − b),   tr Σ ≈ (|G_b|² − |G_B|²)/(1/b − 1/B),
+//
+// averaged over the members, each part smoothed on its own (their ratio
+// of noisy estimates is biased; the ratio of smoothed ones much less). A
+// step that folded children's (stale) gradients is skipped.
+func (p *Policy) observeNoise(rep Report) {
+	if !(rep.GradSq > 0) || rep.ChildSamples() > 0 || rep.Applied < 2 {
+		return
+	}
+	big := float64(rep.Applied)
+	gBig := rep.GradSq / (big * big)
+	sumS, sumG, k := 0.0, 0.0, 0
+	for _, rr := range rep.Current {
+		if !rr.Present || !(rr.GradSq > 0) || rr.Samples <= 0 || rr.Samples >= rep.Applied {
+			continue
+		}
+		b := float64(rr.Samples)
+		gSmall := rr.GradSq / (b * b)
+		sumS += (gSmall - gBig) / (1/b - 1/big)
+		sumG += (big*gBig - b*gSmall) / (big - b)
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	s, g := sumS/float64(k), sumG/float64(k)
+	if math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(g) || math.IsInf(g, 0) {
+		return
+	}
+	if p.noiseN == 0 {
+		p.noiseS, p.noiseG = s, g
+	} else {
+		p.noiseS += p.cfg.NoiseAlpha * (s - p.noiseS)
+		p.noiseG += p.cfg.NoiseAlpha * (g - p.noiseG)
+	}
+	p.noiseN++
+}
+
+// phi is the noise scale φ in effect: Config.Phi when set, else the
+// estimate (between 1 and 10⁶ samples), else the global batch.
+func (p *Policy) phi() float64 {
+	switch {
+	case p.cfg.Phi > 0:
+		return p.cfg.Phi
+	case p.noiseS > 0 && p.noiseG > 0:
+		return min(max(p.noiseS/p.noiseG, 1), 1e6)
+	}
+	return float64(p.cfg.GlobalBatch)
 }
 
 // countLateArrivals counts, per rank, the consecutive reports in which it
@@ -369,6 +431,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		plan.PerSample[r] = time.Duration(math.Round(p.tau[r]))
 	}
 	plan.Collective = p.collective(plan.Members)
+	plan.Phi = p.phi()
 	p.classes = p.monitor.Classify(p.classes)
 	for r, cl := range p.classes {
 		if cl != ClassNone {
@@ -446,7 +509,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 	confirmed = append(confirmed, slow...)
 	in := ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
-		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
+		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
 		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
 		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
 	}

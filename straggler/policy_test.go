@@ -3,6 +3,7 @@ package straggler
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -527,5 +528,114 @@ func TestDevicePriorsSeedTheFirstShares(t *testing.T) {
 	cfg.Prior = nil
 	if p, err = NewPolicy(cfg); err != nil || !slices.Equal(p.Plan().Shares, []int{16, 16, 16, 16}) {
 		t.Fatalf("no priors: %v, %v; want equal shares", p.Plan().Shares, err)
+	}
+}
+
+// noisyReport is report with gradient norms: every rank's gradient sum is
+// b·G plus the sum of b per-sample noises of variance sigma² per
+// coordinate, and the reduced sum their total, so the noise scale the
+// reports imply is tr Σ / |G|² = dim·sigma² / |G|².
+func noisyReport(plan Plan, tau, extra []time.Duration, g []float64, sigma float64, rng *rand.Rand) Report {
+	rep := report(plan, tau, extra)
+	sum := make([]float64, len(g))
+	for r, rr := range rep.Current {
+		if !rr.Present {
+			continue
+		}
+		b := float64(rr.Samples)
+		sq := 0.0
+		for i, gi := range g {
+			x := b*gi + math.Sqrt(b)*sigma*rng.NormFloat64()
+			sum[i] += x
+			sq += x * x
+		}
+		rep.Current[r].GradSq = sq
+	}
+	for _, x := range sum {
+		rep.GradSq += x * x
+	}
+	return rep
+}
+
+// The gradient noise scale is estimated from the members' gradient norms
+// and the reduced one (McCandlish et al.): 1000 coordinates, |G|² = 10,
+// per-sample variance 1 per coordinate: B_simple = 100 samples.
+func TestTheGradientNoiseScaleIsEstimatedFromGradientNorms(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	g := make([]float64, 1000)
+	for i := range g {
+		g[i] = 0.1
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	tau := durations(1, 1, 1, 1)
+	if got := p.phi(); got != 64 {
+		t.Fatalf("φ before any gradient norm = %v, want the global batch, 64", got)
+	}
+	for s := 0; s < 200; s++ {
+		if _, err := p.Observe(noisyReport(p.Plan(), tau, nil, g, 1, rng)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.Plan().Phi; got < 80 || got > 125 {
+		t.Fatalf("estimated φ = %.1f, want about 100", got)
+	}
+}
+
+// TTA is the objective: STAR's eviction of a rank 25% late saves a fifth
+// of the step but loses a quarter of the samples (its gradients are
+// stale, worth 1/(1+τ)). While the gradient noise is small against the
+// batch, a step's samples matter little and the faster step wins; when
+// the noise scale is large, progress is proportional to samples and the
+// policy refuses the stale mode for synchronous SGD's ring.
+func TestThePolicyRefusesAStaleModeWhosePredictedTimeToAccuracyIsWorse(t *testing.T) {
+	in := ModeInput{Arrivals: arrivalsMs(100, 100, 100, 125), Shares: equalShares(4, 16), Collective: flat(80 * ms),
+		Threshold: 0.2, MaxEvict: 2, Evict: true, DiscountStale: true}
+	for _, tc := range []struct {
+		phi  float64
+		want Mode
+	}{{phi: 4, want: ModeEvict}, {phi: 10000, want: ModeRing}} {
+		in.Phi = tc.phi
+		ch, err := ChooseMode(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Mode != tc.want {
+			t.Fatalf("φ=%v: chose %+v, want %v (costs %+v)", tc.phi, ch.ModeCost, tc.want, ch.Costs)
+		}
+	}
+	// The same from the policy, φ estimated from the gradients: noise
+	// scale 100 against a batch of 64 makes samples count.
+	cfg, err := Preset(NameSTAR, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DiscountStale = true
+	for _, tc := range []struct {
+		sigma float64
+		want  Mode
+	}{{sigma: 0.05, want: ModeEvict}, {sigma: 3, want: ModeRing}} {
+		p, err := NewPolicy(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := make([]float64, 1000)
+		for i := range g {
+			g[i] = 0.1
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		tau, extra := durations(6, 6, 6, 6), durations(0, 0, 0, 25)
+		for s := 0; s < 40; s++ {
+			rep := noisyReport(p.Plan(), tau, extra, g, tc.sigma, rng)
+			for r := range rep.Current {
+				rep.Current[r].Wait = 70 * time.Millisecond
+			}
+			if _, err := p.Observe(rep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan := p.Plan()
+		if plan.Mode != tc.want {
+			t.Fatalf("per-sample noise %v (φ %.0f): plan %s, want %v", tc.sigma, plan.Phi, plan.Dump(), tc.want)
+		}
 	}
 }

@@ -53,6 +53,11 @@ type Config struct {
 	// Payload is the number of float32 elements the caller reduces each
 	// step (gradient sums, a loss sum …); ≥ 0.
 	Payload int
+	// Gradient is how many of the payload's first elements are the
+	// gradient sum (the rest — a loss sum — is not): their norms estimate
+	// the gradient noise scale the policy prices modes with. Default: the
+	// whole payload.
+	Gradient int
 	// Policy configures the decisions; World defaults to Comm.Size().
 	Policy straggler.Config
 	// Probe measures the links between ranks when the Driver starts (a
@@ -188,6 +193,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Payload < 0 {
 		return nil, fmt.Errorf("driver: payload %d must be ≥ 0: %w", cfg.Payload, ErrInvalidConfig)
 	}
+	if cfg.Gradient == 0 {
+		cfg.Gradient = cfg.Payload
+	}
+	if cfg.Gradient < 0 || cfg.Gradient > cfg.Payload {
+		return nil, fmt.Errorf("driver: gradient of %d elements in a payload of %d: %w", cfg.Gradient, cfg.Payload, ErrInvalidConfig)
+	}
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = DefaultOpTimeout
 	}
@@ -301,7 +312,8 @@ func (d *Driver) memberStep(ctx context.Context, rd straggler.Ready, in StepInpu
 	}
 	d.log.Trace().Int("step", p.Step).Str("mode", p.Mode.String()).Ints("members", p.Members).Interface("parents", p.Parents).Ints("drain", rd.Drain).Msg("driver: member step")
 	d.layout.Clear(d.buf)
-	rr := straggler.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait}
+	rr := straggler.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait,
+		GradSq: straggler.SquaredNorm(d.buf[:d.cfg.Gradient])}
 	d.telemetry(&rr)
 	d.layout.WriteMember(d.buf, d.rank, rr)
 	if err := d.drain(ctx, p.Step, rd.Drain); err != nil {
@@ -312,6 +324,7 @@ func (d *Driver) memberStep(ctx context.Context, rd straggler.Ready, in StepInpu
 	}
 	d.wait = time.Since(start)
 	res.Wait = d.wait
+	d.layout.WriteSum(d.buf, straggler.SquaredNorm(d.buf[:d.cfg.Gradient]))
 	rep, err := d.layout.Read(d.buf, p.Step)
 	if err != nil {
 		return res, err
