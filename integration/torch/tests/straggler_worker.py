@@ -56,9 +56,17 @@ def out(line):
 
 def train(args, rank, world):
     xtr, ytr, xte, yte = digits.load()
-    sampler, loader = loader_for(xtr, ytr, args.batch)
+    if args.sampler == "hetero":
+        # ringtail's HeteroBatchSampler: the same global batches, split by
+        # the straggler policy's shares (enable_straggler_handling below).
+        sampler = rt.HeteroBatchSampler(TensorDataset(xtr, ytr), rank, world, global_batch=args.batch * world, seed=0)
+        loader = DataLoader(TensorDataset(xtr, ytr), batch_sampler=sampler)
+    else:
+        sampler, loader = loader_for(xtr, ytr, args.batch)
     model = DDP(digits.mlp(hidden=(args.hidden,), seed=1))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    if args.sampler == "hetero":
+        rt.enable_straggler_handling(model, opt, policy=args.policy, loader=loader, sampler=sampler)
     slow = args.slow if rank == args.slow_rank else 1.0
     epochs, accs, curve, step = [], [], [], 0
     dist.barrier()
@@ -71,6 +79,9 @@ def train(args, rank, world):
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
             factor = slow if args.slow_for <= 0 or start - begin < args.slow_for else 1.0
+            # The simulated device's compute scales with the rows computed
+            # (a sampler may give this rank more or fewer than --batch).
+            factor *= len(y) / args.batch
             left = args.pad_ms / 1000.0 * factor - (time.perf_counter() - start)
             if left > 0:
                 time.sleep(left)  # the simulated device's compute
@@ -142,6 +153,8 @@ def main():
     p.add_argument("--pad-ms", type=float, default=0.0)
     p.add_argument("--slow-for", type=float, default=0.0, help="seconds the slow rank is slow (0: throughout)")
     p.add_argument("--policy", default="exact", help="parity mode's policy")
+    p.add_argument("--sampler", choices=["distributed", "hetero"], default="distributed",
+                   help="hetero: ringtail's HeteroBatchSampler, split by the straggler policy's shares (--policy)")
     p.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates the held-out set every N steps (0: never)")
     p.add_argument("--eval-ms", type=float, default=0.0, help="extra pause of each evaluation, ms (a bigger held-out set)")
     args = p.parse_args()
