@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -80,7 +80,7 @@ func TestTheSimulatorAndTheLiveDriverDecideAlike(t *testing.T) {
 	const n, warm, steps = 4, 2, 10
 	in := injector(t, "slow=2:3x", n)
 	for _, name := range []string{straggler.NameSTAR, straggler.NameAdaptive} {
-		live, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
+		live, err := synthetic.Run(context.Background(), synthetic.Config{Ranks: n, Policy: name, Injector: in,
 			Warmup: warm, Steps: steps, GlobalBatch: 64, PerSample: time.Millisecond, GradBytes: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 		real := map[string]time.Duration{}
 		simulated := map[string]time.Duration{}
 		for _, name := range []string{straggler.NameBSP, straggler.NameAdaptive} {
-			r, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
+			r, err := synthetic.Run(context.Background(), synthetic.Config{Ranks: n, Policy: name, Injector: in,
 				Warmup: warm, Steps: steps, GlobalBatch: batch, PerSample: perSample, GradBytes: grad})
 			if err != nil {
 				t.Fatal(err)

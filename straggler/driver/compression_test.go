@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/topology"
+	"github.com/rs/zerolog"
 )
 
 // sparseFill writes the gradient of samples samples: nine elements in ten
@@ -63,7 +63,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 	outs := make([]rankOut, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	noErrors(t, each(n, func(r int) error {
+	commtest.NoErrors(t, commtest.Each(n, func(r int) error {
 		d, err := New(ctx, Config{Comm: comms[r], Payload: payload, Policy: pol, OpTimeout: 30 * time.Second})
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/straggler"
 )
 
@@ -46,7 +47,7 @@ func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, s
 	runs := make([]rankRun, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	noErrors(t, each(n, func(r int) error {
+	commtest.NoErrors(t, commtest.Each(n, func(r int) error {
 		d, err := New(ctx, Config{Comm: comms[r], Payload: 8, Policy: pol, OpTimeout: 30 * time.Second})
 		if err != nil {
 			return err
