@@ -488,23 +488,10 @@ func (d *Driver) drain(ctx context.Context, step int, ranks []int) error {
 // fold adds a child's gradient message (payload and child slots) to the
 // buffer.
 func (d *Driver) fold(c *ringtail.Contribution) error {
-	src, err := d.view(c)
-	if err != nil {
-		return err
-	}
-	for i, v := range src {
-		d.buf[i] += v
+	if err := c.FoldInto(ringtail.Float32s(d.buf)); err != nil {
+		return fmt.Errorf("driver: rank %d: %w", d.rank, err)
 	}
 	return nil
-}
-
-// view returns a contribution's data as float32s of the buffer's length.
-func (d *Driver) view(c *ringtail.Contribution) ([]float32, error) {
-	if c.Data.DType != ringtail.Float32 || c.Data.Len() != len(d.buf) {
-		return nil, fmt.Errorf("driver: rank %d: message from rank %d (tag %d) has %d × %v, want %d × float32",
-			d.rank, c.From, c.Tag, c.Data.Len(), c.Data.DType, len(d.buf))
-	}
-	return f32(c.Data.Bytes), nil
 }
 
 func f32(b []byte) []float32 {
