@@ -99,7 +99,11 @@ def train(args, rank, world):
                 evals += time.perf_counter() - e0
         epochs.append(time.perf_counter() - t0)
         if rank == 0:
+            e0 = time.perf_counter()
             accs.append(round(digits.accuracy(model.module, xte, yte), 2))
+            if args.eval_every > 0:
+                curve.append([round(e0 - begin - evals, 3), step, accs[-1]])
+            evals += time.perf_counter() - e0
     res = {"mode": "train", "world": world, "backend": dist.get_backend(), "hook": os.environ.get(rt.straggler.ENV, ""),
            "slow_rank": args.slow_rank, "slow": args.slow, "pad_ms": args.pad_ms, "batch": args.batch,
            "steps_per_epoch": len(loader), "epoch_s": [round(e, 3) for e in epochs],
