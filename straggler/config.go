@@ -255,15 +255,6 @@ func (c Config) monitorConfig() MonitorConfig {
 	return MonitorConfig{World: c.World, ShortWindow: c.ShortWindow, LongWindow: c.LongWindow, Lambda: c.Lambda, Prior: c.Prior}
 }
 
-func (c Config) newPredictor() Predictor {
-	if c.Predictor == PredictEWMA {
-		p, _ := NewEWMA(c.EWMAAlpha) // validated
-		return p
-	}
-	p, _ := NewRLS(c.RLSForgetting, c.EWMAAlpha) // validated
-	return p
-}
-
 // maxEvict is the cap on evicted ranks.
 func (c Config) maxEvict() int {
 	return min(c.World-1, int(math.Floor(c.MaxEvictFraction*float64(c.World))), topology.MaxEvicted)

@@ -32,7 +32,8 @@ import (
 // (Monitor) on their equal-share arrival τ_r·M/N + o_r.
 type Policy struct {
 	cfg       Config
-	preds     []Predictor
+	preds     []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
+	ewmas     []EWMA
 	tau       []float64 // ns per sample, forecast
 	over      []float64 // ns from compute end to reduction entry
 	cycle     []float64 // ns between a child's gradients (0: never a child)
@@ -76,12 +77,28 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		return nil, fmt.Errorf("straggler: %w", err)
 	}
 	n := cfg.World
-	p := &Policy{cfg: cfg, preds: make([]Predictor, n), tau: make([]float64, n), over: make([]float64, n),
+	p := &Policy{cfg: cfg, tau: make([]float64, n), over: make([]float64, n),
 		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
 		lateRun: make([]int, n), excludedAt: make([]int, n), trial: make([]int, n)}
 	for r := range n {
-		p.preds[r] = cfg.newPredictor()
 		p.lastFold[r], p.evictedAt[r], p.excludedAt[r], p.trial[r] = -1, -1, -1, minTrial
+	}
+	if cfg.Predictor == PredictEWMA {
+		e, err := NewEWMA(cfg.EWMAAlpha)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: %w", err)
+		}
+		p.ewmas = make([]EWMA, n)
+		for r := range p.ewmas {
+			p.ewmas[r] = *e
+		}
+	} else {
+		p.preds = make([]Predictor, n)
+		for r := range p.preds {
+			if p.preds[r], err = NewRLS(cfg.RLSForgetting, cfg.EWMAAlpha); err != nil {
+				return nil, fmt.Errorf("straggler: %w", err)
+			}
+		}
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
 	p.all, p.equal = p.next.Members, p.next.Shares
@@ -127,10 +144,10 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	p.observeNoise(rep)
 	minWait := time.Duration(-1)
 	for r := 0; r < n; r++ {
-		if c := rep.Child[r]; c.Count > 0 {
-			p.observeChild(r, c, rep.Step)
+		if c := &rep.Child[r]; c.Count > 0 {
+			p.observeChild(r, *c, rep.Step)
 		}
-		cur := rep.Current[r]
+		cur := &rep.Current[r]
 		p.observeMember(r, cur, p.next.Budget)
 		if cur.Present && cur.Wait > 0 && (minWait < 0 || cur.Wait < minWait) {
 			minWait = cur.Wait
@@ -236,13 +253,20 @@ func (p *Policy) countLateArrivals(rep Report) {
 // observeSpeed feeds one per-sample time (with the rank's telemetry) to
 // its predictor.
 func (p *Policy) observeSpeed(r int, tau float64, rr RankReport) {
-	o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
-	if rr.SMClockMHz > 0 {
-		o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
-	}
-	p.preds[r].Observe(o)
-	if f, ok := p.preds[r].Predict(); ok {
+	if p.ewmas != nil {
+		e := &p.ewmas[r]
+		e.update(float64(time.Duration(tau)))
+		f, _ := e.Predict()
 		p.tau[r] = float64(f)
+	} else {
+		o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
+		if rr.SMClockMHz > 0 {
+			o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
+		}
+		p.preds[r].Observe(o)
+		if f, ok := p.preds[r].Predict(); ok {
+			p.tau[r] = float64(f)
+		}
 	}
 	if p.tau[r] <= 0 {
 		p.tau[r] = tau
@@ -264,7 +288,7 @@ func (p *Policy) ewma(dst *float64, v float64, first bool) {
 // took more than the budget for one, and is taken at twice the budget.
 // The overhead is the arrival after the compute, or after the budget for a
 // cut report (the unfinished sample's time is not overhead).
-func (p *Policy) observeMember(r int, rr RankReport, budget time.Duration) {
+func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 	if !rr.Present {
 		return
 	}
@@ -281,7 +305,7 @@ func (p *Policy) observeMember(r int, rr RankReport, budget time.Duration) {
 		end = budget
 	}
 	if tau > 0 {
-		p.observeSpeed(r, tau, rr)
+		p.observeSpeed(r, tau, *rr)
 	}
 	if p.seen[r] {
 		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)

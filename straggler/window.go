@@ -11,7 +11,6 @@ type window struct {
 	sum  time.Duration
 }
 
-func newWindow(size int) window { return window{buf: make([]time.Duration, size)} }
 
 // push adds v, evicting the oldest value when the window is full.
 func (w *window) push(v time.Duration) {
