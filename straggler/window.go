@@ -11,7 +11,6 @@ type window struct {
 	sum  time.Duration
 }
 
-
 // push adds v, evicting the oldest value when the window is full.
 func (w *window) push(v time.Duration) {
 	if w.n == len(w.buf) {
