@@ -21,11 +21,11 @@ var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
 // know the "ringtail" backend, one line says which interpreter ran and
 // what to do, instead of the traceback alone:
 //
-//	rank 0: /root/.pyenv/shims/python3 cannot import torch, but /usr/bin/python3 can: run that one, or a venv over it (/usr/bin/python3 -m venv --system-site-packages DIR); see docs/pytorch.md, "Install and run"
+//	/root/.pyenv/shims/python3 cannot import torch, but /usr/bin/python3 can: run that one, or a venv over it (/usr/bin/python3 -m venv --system-site-packages DIR); see docs/pytorch.md, "Install and run"
 //
 // The interpreters that can import torch are looked for (without importing
 // it) only when a rank could not.
-func PythonHints(command []string) func(rank int, line string) string {
+func PythonHints(command []string) func(line string) string {
 	py := "the rank's python"
 	if len(command) > 0 && pythonName.MatchString(filepath.Base(command[0])) {
 		py = command[0]
@@ -35,18 +35,18 @@ func PythonHints(command []string) func(rank int, line string) string {
 	}
 	var once sync.Once
 	var withTorch string
-	return func(rank int, line string) string {
+	return func(line string) string {
 		switch {
 		case strings.Contains(line, "No module named 'torch'"):
 			once.Do(func() { withTorch = pythonWith("torch", py) })
 			if withTorch == "" {
-				return fmt.Sprintf("rank %d: %s cannot import torch: run the python that has it (Debian: apt-get install python3-torch for /usr/bin/python3), or a venv over it; see docs/pytorch.md, \"Install and run\"", rank, py)
+				return fmt.Sprintf("%s cannot import torch: run the python that has it (Debian: apt-get install python3-torch for /usr/bin/python3), or a venv over it; see docs/pytorch.md, \"Install and run\"", py)
 			}
-			return fmt.Sprintf("rank %d: %s cannot import torch, but %s can: run that one, or a venv over it (%s -m venv --system-site-packages DIR); see docs/pytorch.md, \"Install and run\"", rank, py, withTorch, withTorch)
+			return fmt.Sprintf("%s cannot import torch, but %s can: run that one, or a venv over it (%s -m venv --system-site-packages DIR); see docs/pytorch.md, \"Install and run\"", py, withTorch, withTorch)
 		case strings.Contains(line, "No module named 'ringtail_torch'"):
-			return fmt.Sprintf("rank %d: %s has no ringtail_torch: install the ringtail-torch wheel into it, or into a venv over it (make wheel; see docs/pytorch.md, \"Install and run\")", rank, py)
+			return fmt.Sprintf("%s has no ringtail_torch: install the ringtail-torch wheel into it, or into a venv over it (make wheel; see docs/pytorch.md, \"Install and run\")", py)
 		case strings.Contains(line, "Invalid backend: 'ringtail'"):
-			return fmt.Sprintf("rank %d: torch in %s does not know the \"ringtail\" backend: install the ringtail-torch wheel into it (the backend then registers itself), or add `import ringtail_torch` before init_process_group; see docs/pytorch.md", rank, py)
+			return fmt.Sprintf("torch in %s does not know the \"ringtail\" backend: install the ringtail-torch wheel into it (the backend then registers itself), or add `import ringtail_torch` before init_process_group; see docs/pytorch.md", py)
 		}
 		return ""
 	}

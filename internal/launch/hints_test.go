@@ -31,23 +31,23 @@ func TestPythonHintsNameTheInterpreter(t *testing.T) {
 	other := fakePython(t, filepath.Join(root, "system"), 0)
 	t.Setenv("PATH", filepath.Dir(shim)+string(os.PathListSeparator)+filepath.Dir(other))
 	hint := PythonHints([]string{"python3", "train.py"})
-	if got := hint(0, "Traceback (most recent call last):"); got != "" {
+	if got := hint("Traceback (most recent call last):"); got != "" {
 		t.Errorf("a traceback's first line: hint %q", got)
 	}
-	got := hint(2, "ModuleNotFoundError: No module named 'torch'")
-	want := "rank 2: " + shim + " cannot import torch, but " + other + " can: run that one, or a venv over it (" + other + " -m venv --system-site-packages DIR)"
+	got := hint("ModuleNotFoundError: No module named 'torch'")
+	want := shim + " cannot import torch, but " + other + " can: run that one, or a venv over it (" + other + " -m venv --system-site-packages DIR)"
 	if !strings.HasPrefix(got, want) {
 		t.Errorf("no torch:\n got %q\nwant %q...", got, want)
 	}
-	if got := hint(1, "ValueError: Invalid backend: 'ringtail'"); !strings.Contains(got, "rank 1: torch in "+shim+` does not know the "ringtail" backend: install the ringtail-torch wheel`) ||
+	if got := hint("ValueError: Invalid backend: 'ringtail'"); !strings.Contains(got, "torch in "+shim+` does not know the "ringtail" backend: install the ringtail-torch wheel`) ||
 		!strings.Contains(got, "add `import ringtail_torch`") {
 		t.Errorf("invalid backend: %q", got)
 	}
-	if got := hint(0, "ModuleNotFoundError: No module named 'ringtail_torch'"); !strings.Contains(got, shim+" has no ringtail_torch: install the ringtail-torch wheel into it") {
+	if got := hint("ModuleNotFoundError: No module named 'ringtail_torch'"); !strings.Contains(got, shim+" has no ringtail_torch: install the ringtail-torch wheel into it") {
 		t.Errorf("no ringtail_torch: %q", got)
 	}
 	// Not a python command: the hint says "the rank's python".
-	if got := PythonHints([]string{"./train.sh"})(0, "No module named 'torch'"); !strings.Contains(got, "the rank's python cannot import torch") {
+	if got := PythonHints([]string{"./train.sh"})("No module named 'torch'"); !strings.Contains(got, "the rank's python cannot import torch") {
 		t.Errorf("script: %q", got)
 	}
 }
@@ -57,7 +57,7 @@ func TestPythonHintsNameTheInterpreter(t *testing.T) {
 func TestOutputWritesEachHintOnce(t *testing.T) {
 	var buf bytes.Buffer
 	o := newOutput(&buf, &buf, true)
-	o.hint = func(rank int, line string) string {
+	o.hint = func(line string) string {
 		if strings.Contains(line, "boom") {
 			return "do X"
 		}
@@ -69,7 +69,7 @@ func TestOutputWritesEachHintOnce(t *testing.T) {
 		lw.Write([]byte("fine\nboom here\n"))
 	}
 	o.stream(0, false, nil).Write([]byte("boom on stdout\n"))
-	want := "[0] fine\n[0] boom here\nringtail run: do X\n[1] fine\n[1] boom here\n[0] boom on stdout\n"
+	want := "[0] fine\n[0] boom here\nringtail run: rank 0: do X\n[1] fine\n[1] boom here\n[0] boom on stdout\n"
 	if buf.String() != want {
 		t.Fatalf("output:\n%s\nwant:\n%s", buf.String(), want)
 	}

@@ -20,9 +20,10 @@ type output struct {
 	stderr io.Writer
 	prefix bool
 	// hint, if set, is asked about every stderr line of a rank; each
-	// different answer is written once, as a line of the launcher's own
-	// starting with name (see Config.Hint).
-	hint   func(rank int, line string) string
+	// different answer is written once, for the first rank that gave
+	// it, as a line of the launcher's own starting with name (see
+	// Config.Hint).
+	hint   func(line string) string
 	name   string
 	hinted map[string]bool
 }
@@ -47,9 +48,9 @@ func (o *output) write(w io.Writer, line []byte) {
 }
 
 // hintFor writes the hint for a rank's stderr line, unless it is written
-// already.
+// already (for this rank or another).
 func (o *output) hintFor(rank int, line string) {
-	h := o.hint(rank, line)
+	h := o.hint(line)
 	if h == "" {
 		return
 	}
@@ -62,7 +63,7 @@ func (o *output) hintFor(rank int, line string) {
 		o.hinted = map[string]bool{}
 	}
 	o.hinted[h] = true
-	_, _ = o.stderr.Write([]byte(o.name + ": " + h + "\n"))
+	_, _ = o.stderr.Write([]byte(o.name + ": rank " + strconv.Itoa(rank) + ": " + h + "\n"))
 }
 
 // stream returns the writer one rank's stdout (or stderr) is copied into;
