@@ -102,7 +102,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail-train: --predictor %q: want ewma or rls\n", *predictor)
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	fail := func(err error) int {
+		if ctx.Err() != nil {
+			// Stopped by a signal: Ctrl-C, or the launcher stopping the
+			// job after another rank failed (it says which). What failed
+			// since follows from that: no line of its own.
+			return 1
+		}
 		fmt.Fprintf(stderr, "ringtail-train: %v\n", err)
 		return 1
 	}
@@ -110,9 +118,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--log-level or environment: %w", err))
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	if *elasticMode {
 		set := map[string]bool{}
