@@ -26,6 +26,7 @@ Usage:
                [--dashboard ADDR] [--metrics-port P] [--timeline FILE] -- CMD ARGS...
   ringtail dashboard --ranks HOST:P1-P2 [--listen ADDR]
   ringtail timeline merge -o OUT FILE...
+  ringtail debug analyze DIR | --ranks HOST:P1-P2
   ringtail coordinator --listen ADDR --np N [--secret-file F]
   ringtail bench allreduce|allgather|broadcast|reducescatter -np N [-b 8] [-e 256M] [-f 2] [-d float32] [--json]
   ringtail bench balance [--json]
@@ -49,6 +50,7 @@ func commands() map[string]subcommand {
 		"coordinator":  runCoordinator,
 		"dashboard":    runDashboard,
 		"timeline":     runTimeline,
+		"debug":        runDebug,
 		"bench":        runBench,
 		"bench-worker": runBenchWorker,
 		"gradcode":     runGradcode,

@@ -57,6 +57,12 @@ type Executor struct {
 	callDone func(group uint32) uint64
 	stall    transport.Stall
 
+	// waitHook hears of a call's long waits (the flight recorder; nil:
+	// none); began is when the running general-path call began, read
+	// only when there is a hook.
+	waitHook func(peer int, since, now time.Time)
+	began    time.Time
+
 	// Tracing (trace.go); tr is nil when off.
 	tr      Tracer
 	trPhase plan.Phase // channel 0's current phase
@@ -226,6 +232,9 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 	if e.tr != nil {
 		e.traceReset()
 	}
+	if e.waitHook != nil {
+		e.began = time.Now()
+	}
 	deaths := e.deaths()
 	var st stallWatch
 	running := 0
@@ -327,6 +336,13 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 		}
 	}
 	return nil
+}
+
+// SetWaitHook installs h, told of every wait of a call that lasts
+// transport.WaitReport (the general path tells at its first check tick),
+// with the peer waited on. Call it between calls.
+func (e *Executor) SetWaitHook(h func(peer int, since, now time.Time)) {
+	e.waitHook, e.stall.Waiting = h, h
 }
 
 // deaths signals the next peer death (tolerant meshes); nil without a mesh.

@@ -225,6 +225,10 @@ type Link struct {
 	// (one would wait for a writer that may be stuck on the peer).
 	// Only the reader closes it, once: every abort ends the read loop.
 	peerAborted chan struct{}
+
+	// fallback says why the link is not shared memory although both
+	// ranks are on one host and wanted it ("": it is, or need not be).
+	fallback string
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be

@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+)
+
+// The call-site check (RINGTAIL_DEBUG=detail, Settings.Detail). Shapes
+// travel in every frame, so ranks that call different shapes are caught
+// anyway; but a rank that skips one of two calls of the same shape makes
+// its next call where the others make the skipped one, and nothing a
+// frame carries tells them apart. Their call sites do: before each
+// collective, the members gather each other's call-site fingerprints
+// (8 bytes each), and when they differ they gather the call sites' names
+// and every member fails naming them, the same way on every rank.
+
+// siteTextLen bounds a call site's name as gathered.
+const siteTextLen = 256
+
+// checkSiteLocked runs the check before c (which carries its site).
+func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
+	sp := &c.Spec
+	if e.mesh == nil || sp.Collective == wire.PointToPoint || sp.Collective == wire.AllReduceTree || sp.Collective == wire.Eager {
+		return nil
+	}
+	n := e.ranks(c)
+	var mine [8]byte
+	binary.LittleEndian.PutUint64(mine[:], c.SiteFP)
+	fps := make([]byte, 8*n)
+	chk := &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: 8, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
+		Data: fps, Input: mine[:], Purpose: "call-site check"}
+	if err := e.execLocked(ctx, chk, false, nil); err != nil {
+		return err
+	}
+	same := true
+	for i := 8; i < len(fps); i += 8 {
+		if !bytes.Equal(fps[i:i+8], fps[:8]) {
+			same = false
+			break
+		}
+	}
+	if same {
+		return nil
+	}
+	text := make([]byte, siteTextLen)
+	copy(text, c.Site)
+	texts := make([]byte, siteTextLen*n)
+	chk = &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: siteTextLen, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
+		Data: texts, Input: text, Purpose: "call-site names"}
+	if err := e.execLocked(ctx, chk, false, nil); err != nil {
+		return err
+	}
+	ranks := sp.Members
+	if ranks == nil {
+		ranks = make([]int, n)
+		for i := range ranks {
+			ranks[i] = i
+		}
+	}
+	te := e.siteMismatch(c, ranks, fps, texts)
+	e.mesh.Fail(te)
+	return e.mesh.Err()
+}
+
+// siteMismatch builds the error every member reports: the call sites and
+// the ranks that called from each, blaming the lowest rank outside the
+// largest group of ranks calling from one site (the group holding the
+// lowest rank on a tie). Every member computes it from the same gathered
+// bytes.
+func (e *Engine) siteMismatch(c *Call, ranks []int, fps, texts []byte) *transport.Error {
+	type site struct {
+		fp    string
+		name  string
+		ranks []int
+	}
+	var sites []*site
+	for i, r := range ranks {
+		fp := string(fps[8*i : 8*i+8])
+		var s *site
+		for _, x := range sites {
+			if x.fp == fp {
+				s = x
+			}
+		}
+		if s == nil {
+			name := string(bytes.TrimRight(texts[siteTextLen*i:siteTextLen*(i+1)], "\x00"))
+			s = &site{fp: fp, name: name}
+			sites = append(sites, s)
+		}
+		s.ranks = append(s.ranks, r)
+	}
+	sort.SliceStable(sites, func(i, j int) bool {
+		if len(sites[i].ranks) != len(sites[j].ranks) {
+			return len(sites[i].ranks) < len(sites[j].ranks)
+		}
+		return sites[i].ranks[0] > sites[j].ranks[0]
+	})
+	// sites: the odd ones out first, the norm last.
+	culprit := sites[0].ranks[0]
+	for _, s := range sites[:len(sites)-1] {
+		culprit = min(culprit, s.ranks[0])
+	}
+	_, gk, _ := e.keyOf(c)
+	num := e.groupOf(gk).done + 1
+	var parts []string
+	for _, s := range sites {
+		parts = append(parts, fmt.Sprintf("%s from %s", ranksList(s.ranks), s.name))
+	}
+	me := e.s.Rank
+	detail := fmt.Sprintf("call sites differ in %v #%d (count=%d): %s: a rank skipped or added a call (RINGTAIL_DEBUG=detail)",
+		c.Spec.Collective, num, c.Spec.Count, strings.Join(parts, "; "))
+	return &transport.Error{Kind: transport.KindMismatch, Rank: culprit, Reporter: me, Local: me, Detail: detail}
+}
+
+// ranksList renders "rank 3" or "ranks 0,1,2".
+func ranksList(rs []int) string {
+	if len(rs) == 1 {
+		return "rank " + strconv.Itoa(rs[0])
+	}
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = strconv.Itoa(r)
+	}
+	return "ranks " + strings.Join(s, ",")
+}
