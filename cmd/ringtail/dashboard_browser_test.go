@@ -16,6 +16,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 // cdp is a Chrome DevTools Protocol client over --remote-debugging-pipe
@@ -87,7 +89,7 @@ func startChromium(t *testing.T) *cdp {
 		}
 	}
 	if bin == "" {
-		t.Skip("no chromium on PATH (Debian: apt-get install chromium); the dashboard's browser test needs one")
+		citest.Missing(t, "no chromium on PATH (Debian: apt-get install chromium); the dashboard's browser test needs one")
 	}
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {

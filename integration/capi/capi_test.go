@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/citest"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
 
@@ -397,7 +398,7 @@ func TestCProgram(t *testing.T) {
 	}
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		t.Skip("no gcc")
+		citest.Missing(t, "no gcc (the C test program cannot be built)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -104,6 +104,13 @@ func Analyze(dumps []*Dump) Report {
 			story = true
 			break
 		}
+		// A rank behind the others is the story of a job that timed
+		// out waiting (or of a live one); when a peer died, went silent
+		// or sent garbage, the failure is, and ranks that were between
+		// calls then were merely not there yet.
+		if fail != nil && fail.Kind != "timeout" && fail.Kind != "canceled" {
+			continue
+		}
 		if lines, blamed := laggards(views, g, missing); lines != nil {
 			rep.Lines = append(rep.Lines, lines...)
 			for _, b := range blamed {

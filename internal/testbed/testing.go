@@ -38,9 +38,10 @@ func Missing(nft bool) string {
 }
 
 // Require skips t when a bed cannot be built here (see Missing; nft: the
-// test needs loss or the proxy). Under CI (CI=true), where .ci/run
-// installs the tools and runs as root, a missing tool fails the test
-// instead of skipping it, so a broken install step cannot pass unseen.
+// test needs loss or the proxy). Under CI (CI=true, which .ci/run sets),
+// where .ci/run installs the tools and runs as root, a missing tool fails
+// the test instead of skipping it, so a broken install step cannot pass
+// unseen.
 func Require(t testing.TB, nft bool) {
 	t.Helper()
 	why := Missing(nft)
