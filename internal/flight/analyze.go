@@ -96,7 +96,7 @@ func Analyze(dumps []*Dump) Report {
 	story := false
 	for _, g := range groupsOf(byRank) {
 		views := viewsOf(byRank, g)
-		if lines, blamed := disagreement(views, fail); lines != nil {
+		if lines, blamed := disagreement(views); lines != nil {
 			rep.Lines = append(rep.Lines, lines...)
 			for _, b := range blamed {
 				culprits[b] = true
@@ -270,9 +270,8 @@ func viewsOf(byRank map[int]*Dump, g string) []*rankView {
 
 // disagreement finds the first call number at which ranks recorded
 // different calls and describes it, blaming the ranks outside the largest
-// group of alike calls (on a tie, the group holding the rank every
-// failure blames, else the group holding the lowest rank is the norm).
-func disagreement(views []*rankView, fail *Failure) ([]string, []int) {
+// group of alike calls (every rank when no group is largest).
+func disagreement(views []*rankView) ([]string, []int) {
 	calls := map[uint64]bool{}
 	for _, v := range views {
 		for c := range v.byCall {
@@ -310,26 +309,26 @@ func disagreement(views []*rankView, fail *Failure) ([]string, []int) {
 		if len(vs) < 2 {
 			continue
 		}
-		blamedRank := -1
-		if fail != nil {
-			blamedRank = fail.Rank
-		}
 		sort.SliceStable(vs, func(i, j int) bool {
 			a, b := vs[i], vs[j]
 			if len(a.ranks) != len(b.ranks) {
 				return len(a.ranks) > len(b.ranks)
 			}
-			ab, bb := slices.Contains(a.ranks, blamedRank), slices.Contains(b.ranks, blamedRank)
-			if ab != bb {
-				return bb // the blamed rank's call is not the norm
-			}
 			return a.ranks[0] < b.ranks[0]
 		})
-		lines := []string{fmt.Sprintf("ranks disagree at call #%d of group %s (the first call where they do):", c, vs[0].e.Group)}
+		// The largest group of alike calls is the norm, and the others
+		// are to blame; with no largest group (two ranks, say), nothing
+		// tells which call was meant, and every variant is.
+		tie := len(vs[0].ranks) == len(vs[1].ranks)
+		head := fmt.Sprintf("ranks disagree at call #%d of group %s (the first call where they do):", c, vs[0].e.Group)
+		if tie {
+			head = fmt.Sprintf("ranks disagree at call #%d of group %s (the first call where they do; no majority tells which call was meant):", c, vs[0].e.Group)
+		}
+		lines := []string{head}
 		var blamed []int
 		for i, x := range vs {
 			lines = append(lines, fmt.Sprintf("  %s called %s", ranksText(x.ranks), callText(x.e)))
-			if i > 0 {
+			if i > 0 || tie {
 				blamed = append(blamed, x.ranks...)
 			}
 		}
