@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"strings"
@@ -268,5 +269,60 @@ func TestAClaimHandsTheBufferBack(t *testing.T) {
 			t.Fatal("a send to a peer that read nothing was reported sent")
 		default:
 		}
+	}
+}
+
+// A revoked guard keeps the links off a call's buffer: once it has settled
+// (no goroutine inside), the reader copies no more frames into the
+// receive's buffer, although the peer keeps sending and nothing else has
+// stopped the link. The buffer is compared after both meshes are closed,
+// which waits for every link goroutine.
+func TestARevokedGuardKeepsTheLinksOffTheBuffer(t *testing.T) {
+	s, err := NewSockets(SocketsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, errs := formMesh(t, s, false, 2, same(""), nil)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const size = 64 << 20
+	d := Desc{Collective: wire.AllReduce, DType: 1, Count: size}
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = 1
+	}
+	var g Guard
+	dst := make([]byte, size)
+	recvLink := tm.meshes[0].Link(1, 0)
+	if err := recvLink.Recv(RecvReq{Desc: d, Buf: dst, Tag: 1, Done: make(chan Result, 1), Guard: &g}, ctx.Done()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.meshes[1].Link(0, 0).Send(SendReq{Desc: d, Buf: src, Chunk: 4096, Tag: 1, Done: make(chan Result, 1)}, ctx.Done()); err != nil {
+		t.Fatal(err)
+	}
+	for recvLink.rxFrames.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no frame arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	g.Revoke()
+	if !g.settle(time.Minute) {
+		t.Fatal("a goroutine stayed inside the guard")
+	}
+	seen := append([]byte(nil), dst...)
+	for _, m := range tm.meshes {
+		m.Close()
+	}
+	if !bytes.Equal(seen, dst) {
+		t.Fatal("the reader wrote into the buffer after its guard was revoked")
+	}
+	if bytes.Equal(dst, src) {
+		t.Fatal("the whole message arrived before the guard was revoked: the test proves nothing")
 	}
 }
