@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -34,8 +35,9 @@ const (
 )
 
 // abiVersion is RT_ABI_VERSION. Version 2 added all-to-all, tagged
-// point-to-point requests and the monitored barrier.
-const abiVersion = 2
+// point-to-point requests and the monitored barrier; 3 the call sites of
+// the call-site check (rt_call_site).
+const abiVersion = 3
 
 // dtypeOf maps an RT_* element type code to its ringtail type.
 func dtypeOf(code int) (ringtail.DType, bool) {
@@ -96,6 +98,25 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	log    zerolog.Logger // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
+	site   atomic.Pointer[string] // the call site of the coming collectives (rt_call_site); nil: none
+}
+
+// callCtx is the context of a collective: the session's, naming the call
+// site rt_call_site set, if any (RINGTAIL_DEBUG=detail checks it).
+func (s *session) callCtx() context.Context {
+	if p := s.site.Load(); p != nil {
+		return ringtail.WithCallSite(s.ctx, *p)
+	}
+	return s.ctx
+}
+
+// setSite names the call site of the coming collectives ("": none).
+func (s *session) setSite(site string) {
+	if site == "" {
+		s.site.Store(nil)
+		return
+	}
+	s.site.Store(&site)
 }
 
 // open joins the job described by the environment and overrides.
@@ -179,7 +200,7 @@ func (s *session) allReduce(p unsafe.Pointer, count int64, dt, opCode int) error
 	if err != nil {
 		return err
 	}
-	return s.comm.AllReduce(s.ctx, buf, o)
+	return s.comm.AllReduce(s.callCtx(), buf, o)
 }
 
 func (s *session) broadcast(p unsafe.Pointer, count int64, dt, root int) error {
@@ -190,7 +211,7 @@ func (s *session) broadcast(p unsafe.Pointer, count int64, dt, root int) error {
 	if root < 0 || root >= s.comm.Size() {
 		return badArg("broadcast: root %d outside 0..%d", root, s.comm.Size()-1)
 	}
-	return s.comm.Broadcast(s.ctx, buf, root)
+	return s.comm.Broadcast(s.callCtx(), buf, root)
 }
 
 func (s *session) allGather(send, recv unsafe.Pointer, count int64, dt int) error {
@@ -206,7 +227,7 @@ func (s *session) allGather(send, recv unsafe.Pointer, count int64, dt int) erro
 	if err != nil {
 		return err
 	}
-	return s.comm.AllGather(s.ctx, detach(sb, rb), rb)
+	return s.comm.AllGather(s.callCtx(), detach(sb, rb), rb)
 }
 
 func (s *session) reduceScatter(send, recv unsafe.Pointer, recvCount int64, dt, opCode int) error {
@@ -226,10 +247,10 @@ func (s *session) reduceScatter(send, recv unsafe.Pointer, recvCount int64, dt, 
 	if err != nil {
 		return err
 	}
-	return s.comm.ReduceScatter(s.ctx, detach(sb, rb), rb, o)
+	return s.comm.ReduceScatter(s.callCtx(), detach(sb, rb), rb, o)
 }
 
-func (s *session) barrier() error { return s.comm.Barrier(s.ctx) }
+func (s *session) barrier() error { return s.comm.Barrier(s.callCtx()) }
 
 // close leaves the job; abort first makes it not wait for an operation in
 // flight.

@@ -14,7 +14,7 @@ import threading
 # Element type and op codes of ringtail.h.
 RT_FLOAT32, RT_FLOAT64, RT_INT32, RT_INT64, RT_FLOAT16, RT_BFLOAT16, RT_UINT8 = range(1, 8)
 RT_SUM, RT_PROD, RT_MIN, RT_MAX, RT_AVG = range(1, 6)
-ABI_VERSION = 2
+ABI_VERSION = 3
 RT_ANY_SOURCE = -1
 RT_MAX_TAG = (1 << 30) - 1
 RT_ERR_TIMEOUT = 5
@@ -100,6 +100,7 @@ def load():
             "rt_monitored_barrier": [u64, i64, i, p, sz],
             "rt_abort": [u64],
             "rt_finalize": [u64, p, sz],
+            "rt_call_site": [u64, cp, p, sz],
         }
         for name, args in sigs.items():
             fn = getattr(lib, name)
@@ -144,6 +145,11 @@ class Comm:
 
     def reduce_scatter(self, send, recv, recv_count, dtype, op):
         _call(self._lib.rt_reduce_scatter, self._h, send, recv, recv_count, dtype, op)
+
+    def call_site(self, site):
+        """Names the call site of the coming collectives (None: none), for
+        the call-site check of RINGTAIL_DEBUG=detail."""
+        _call(self._lib.rt_call_site, self._h, site.encode() if site else None)
 
     def barrier(self):
         _call(self._lib.rt_barrier, self._h)
