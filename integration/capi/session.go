@@ -97,7 +97,7 @@ type session struct {
 	mail   *ringtail.Mailbox // tagged point-to-point messages (p2p.go)
 	ctx    context.Context
 	cancel context.CancelFunc
-	log    zerolog.Logger // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
+	log    zerolog.Logger         // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
 	site   atomic.Pointer[string] // the call site of the coming collectives (rt_call_site); nil: none
 }
 
