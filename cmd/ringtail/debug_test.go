@@ -28,7 +28,7 @@ func TestDebugAnalyzeTellsTheStoryOfADumpDirectory(t *testing.T) {
 			fl.End(nil)
 		}
 		f := &flight.Failure{Kind: "timeout", Rank: 2, Reporter: 0}
-		if _, err := flight.Write(dir, fl.Snapshot("failure", f, time.Second)); err != nil {
+		if _, err := flight.Write(dir, fl.Snapshot("failure", f, time.Second, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -204,7 +204,7 @@ func dumpsOf(t *testing.T, np int, ranks []int, f *flight.Failure) []*flight.Dum
 		}
 		fl.Begin(&wire.Desc{Collective: wire.AllReduce, Group: wire.World, Call: 1, Count: 8}, "ring", "")
 		fl.End(errors.New(f.Kind))
-		out = append(out, fl.Snapshot("failure", f, time.Second))
+		out = append(out, fl.Snapshot("failure", f, time.Second, 0))
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/citest"
 	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
@@ -30,7 +31,7 @@ var (
 	floodConns  = flag.Int("flood", 2000, "connections per flood (0: no floods)")
 	floodBudget = flag.Int64("flood-budget-mib", 20, "allowed RSS growth of a flood's target, MiB")
 	verbose     = flag.Bool("verbose-runs", false, "log every run's problems and stderr")
-	strict      = flag.Bool("strict", os.Getenv("CI") == "true", "fail the test when any run misses an expectation (default under CI=true; otherwise the table is the result)")
+	strict      = flag.Bool("strict", citest.InCI(), "fail the test when any run misses an expectation (default under CI=true; otherwise the table is the result)")
 )
 
 func binaries(t *testing.T) Binaries {

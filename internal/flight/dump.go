@@ -106,12 +106,19 @@ func (e *Entry) shape() string {
 	return fmt.Sprintf("%s|%s|%d|%s|%s|%d|%d|%s", e.Group, e.Collective, e.Count, e.DType, e.Op, e.Root, e.Step, e.Site)
 }
 
-// entry renders the slot at pos, whose call was this rank's seq-th.
-func (r *Recorder) entry(pos int, seq uint64) Entry {
-	s := &r.ring[pos]
+// copied is a slot copied out of the ring under the lock, rendered after.
+type copied struct {
+	s   slot
+	x   extra
+	seq uint64
+}
+
+// entry renders a copied slot.
+func (r *Recorder) entry(c *copied, names []string) Entry {
+	s := &c.s
 	d := &s.desc
-	e := Entry{Seq: seq, Group: groupName(d.Group), Call: d.Call, Collective: d.Collective.String(), Count: d.Count,
-		Algorithm: r.names[s.algorithm], Purpose: r.names[s.purpose], State: s.state.String(), Start: r.wall(s.start),
+	e := Entry{Seq: c.seq, Group: groupName(d.Group), Call: d.Call, Collective: d.Collective.String(), Count: d.Count,
+		Algorithm: names[s.algorithm], Purpose: names[s.purpose], State: s.state.String(), Start: r.wall(s.start),
 		Approx: !s.exact, Step: d.Tag}
 	e.DType = fmt.Sprintf("dtype %d", d.DType)
 	if r.cfg.Names.DType != nil {
@@ -131,7 +138,7 @@ func (r *Recorder) entry(pos int, seq uint64) Entry {
 		e.End = &t
 	}
 	if s.extra {
-		x := &r.extras[pos]
+		x := &c.x
 		e.Site, e.Error = x.site, x.err
 		if x.waitPeer >= 0 {
 			p, t := int(x.waitPeer), r.wall(x.waitSince)
@@ -155,28 +162,30 @@ func groupName(g uint32) string {
 // wall converts the recorder's clock to wall-clock time.
 func (r *Recorder) wall(ns int64) time.Time { return r.base.Add(time.Duration(ns)).Round(0) }
 
-// Snapshot reads the recorder into a dump, waiting at most wait for a
-// call that runs without having published itself (see the package
-// comment); failure is the communicator's failure, if any.
-func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration) *Dump {
+// Snapshot reads the recorder into a dump (its last last calls when last
+// is positive), waiting at most wait for a call that runs without having
+// published itself (see the package comment); failure is the
+// communicator's failure, if any. The slots are copied under the lock and
+// rendered after it.
+func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration, last int) *Dump {
 	deadline := time.Now().Add(wait)
 	for {
 		if r.lock == nil || r.lock.TryLock() {
-			d := r.snapshot(reason, failure)
+			c, names, seq := r.copySlots(last)
 			if r.lock != nil {
 				r.lock.Unlock()
 			}
-			return d
+			return r.render(reason, failure, c, names, seq)
 		}
 		r.pub.Lock()
 		if r.live {
-			d := r.snapshot(reason, failure)
+			c, names, seq := r.copySlots(last)
 			r.pub.Unlock()
-			return d
+			return r.render(reason, failure, c, names, seq)
 		}
 		r.pub.Unlock()
 		if time.Now().After(deadline) {
-			d := r.header(reason, failure)
+			d := r.render(reason, failure, nil, nil, 0)
 			d.Partial = true
 			return d
 		}
@@ -187,47 +196,45 @@ func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration)
 // SnapshotLocked is Snapshot for a caller that holds the call lock (a
 // failed call dumping before it returns).
 func (r *Recorder) SnapshotLocked(reason string, failure *Failure) *Dump {
-	return r.snapshot(reason, failure)
+	c, names, seq := r.copySlots(0)
+	return r.render(reason, failure, c, names, seq)
 }
 
-// header is a dump without entries.
-func (r *Recorder) header(reason string, failure *Failure) *Dump {
+// copySlots copies the last last slots (all when last is not positive),
+// oldest first, with the names they index and the count of calls; the
+// caller holds the call lock or pub (with live set).
+func (r *Recorder) copySlots(last int) ([]copied, []string, uint64) {
+	n := len(r.ring)
+	kept := int(min(r.seq, uint64(n)))
+	if last > 0 {
+		kept = min(kept, last)
+	}
+	out := make([]copied, kept)
+	for i := range out {
+		pos := (r.pos - (kept - 1) + i + n) % n
+		c := &out[i]
+		c.s, c.seq = r.ring[pos], r.seq-uint64(kept-1-i)
+		if c.s.extra {
+			c.x = r.extras[pos]
+		}
+	}
+	return out, r.names, r.seq
+}
+
+// render makes the dump of copied slots.
+func (r *Recorder) render(reason string, failure *Failure, slots []copied, names []string, seq uint64) *Dump {
 	d := &Dump{Version: Version, Job: r.cfg.JobID, Generation: r.cfg.Generation, Rank: r.cfg.Rank, World: r.cfg.World,
 		Host: r.host, PID: os.Getpid(), Reason: reason, Time: time.Now().Round(0), Failure: failure, Size: len(r.ring),
-		Entries: []Entry{}}
+		Recorded: seq, Entries: make([]Entry, 0, len(slots))}
+	for i := range slots {
+		d.Entries = append(d.Entries, r.entry(&slots[i], names))
+	}
 	r.pub.Lock()
 	for _, q := range r.queued {
 		d.Queued = append(d.Queued, Entry{Group: groupName(q.desc.Group), Collective: q.desc.Collective.String(),
 			Count: q.desc.Count, State: Queued.String(), Start: r.wall(q.since)})
 	}
 	r.pub.Unlock()
-	return d
-}
-
-// snapshot reads the slots; the caller holds the call lock or pub (with
-// live set).
-func (r *Recorder) snapshot(reason string, failure *Failure) *Dump {
-	n := len(r.ring)
-	seq := r.seq
-	var d *Dump
-	if r.live {
-		// pub is held: header takes it too, so build it without.
-		d = &Dump{Version: Version, Job: r.cfg.JobID, Generation: r.cfg.Generation, Rank: r.cfg.Rank, World: r.cfg.World,
-			Host: r.host, PID: os.Getpid(), Reason: reason, Time: time.Now().Round(0), Failure: failure, Size: n}
-		for _, q := range r.queued {
-			d.Queued = append(d.Queued, Entry{Group: groupName(q.desc.Group), Collective: q.desc.Collective.String(),
-				Count: q.desc.Count, State: Queued.String(), Start: r.wall(q.since)})
-		}
-	} else {
-		d = r.header(reason, failure)
-	}
-	d.Recorded = seq
-	kept := min(seq, uint64(n))
-	d.Entries = make([]Entry, 0, kept)
-	for i := uint64(0); i < kept; i++ {
-		pos := (r.pos - int(kept-1) + int(i) + n) % n
-		d.Entries = append(d.Entries, r.entry(pos, seq-kept+1+i))
-	}
 	return d
 }
 

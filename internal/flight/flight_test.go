@@ -35,7 +35,7 @@ func TestTheRingKeepsTheLastCallsInOrder(t *testing.T) {
 		r.Begin(allreduce(c, 8), "ring", "")
 		r.End(nil)
 	}
-	d := r.Snapshot("live", nil, time.Second)
+	d := r.Snapshot("live", nil, time.Second, 0)
 	if d.Recorded != 10 || len(d.Entries) != 4 {
 		t.Fatalf("recorded %d, kept %d entries; want 10 and 4", d.Recorded, len(d.Entries))
 	}
@@ -50,14 +50,14 @@ func TestAFailedCallKeepsItsErrorAndBlame(t *testing.T) {
 	r := newRec(t, 1, 3, 0)
 	r.Begin(allreduce(1, 8), "ring", "")
 	r.End(&transport.Error{Kind: transport.KindSilent, Rank: 2, Reporter: 1, Local: 1, Detail: "silent"})
-	d := r.Snapshot("failure", nil, time.Second)
+	d := r.Snapshot("failure", nil, time.Second, 0)
 	e := d.Entries[0]
 	if e.State != "failed" || e.Blamed == nil || *e.Blamed != 2 || !strings.Contains(e.Error, "silent") || e.End == nil {
 		t.Fatalf("failed entry: %+v", e)
 	}
 	r.Begin(allreduce(2, 8), "ring", "")
 	r.End(errors.New("plain"))
-	if e := r.Snapshot("failure", nil, time.Second).Entries[1]; e.Blamed != nil || e.State != "failed" {
+	if e := r.Snapshot("failure", nil, time.Second, 0).Entries[1]; e.Blamed != nil || e.State != "failed" {
 		t.Fatalf("an error that blames no rank: %+v", e)
 	}
 }
@@ -74,7 +74,7 @@ func TestTheClockIsReadLessOftenInABurst(t *testing.T) {
 		t.Fatal("5000 calls back to back: the clock is still read for every call")
 	}
 	approx := 0
-	for _, e := range r.Snapshot("live", nil, time.Second).Entries {
+	for _, e := range r.Snapshot("live", nil, time.Second, 0).Entries {
 		if e.Approx {
 			approx++
 		}
@@ -99,7 +99,7 @@ func TestAReaderSeesACallThatWaitsLong(t *testing.T) {
 	since := time.Now().Add(-2 * longWait)
 	r.Waiting(1, since, time.Now())
 	got := make(chan *Dump)
-	go func() { got <- r.Snapshot("live", nil, 10*time.Second) }()
+	go func() { got <- r.Snapshot("live", nil, 10*time.Second, 0) }()
 	d := <-got
 	r.End(nil)
 	mu.Unlock()
@@ -123,7 +123,7 @@ func TestAReaderSeesACallThatWaitsLong(t *testing.T) {
 				return
 			default:
 			}
-			if d := r.Snapshot("live", nil, time.Second); len(d.Entries) == 0 {
+			if d := r.Snapshot("live", nil, time.Second, 0); len(d.Entries) == 0 {
 				t.Error("empty snapshot")
 				return
 			}
@@ -152,12 +152,12 @@ func TestAReaderGivesUpOnACallThatNeverPublishes(t *testing.T) {
 	defer mu.Unlock()
 	r.Begin(allreduce(1, 8), "ring", "")
 	q := r.Queue(allreduce(0, 16))
-	d := r.Snapshot("live", nil, 5*time.Millisecond)
+	d := r.Snapshot("live", nil, 5*time.Millisecond, 0)
 	if !d.Partial || len(d.Entries) != 0 || len(d.Queued) != 1 || d.Queued[0].State != "queued" {
 		t.Fatalf("dump of an unpublished call: %+v", d)
 	}
 	r.Dequeue(q)
-	if d := r.Snapshot("live", nil, 0); len(d.Queued) != 0 {
+	if d := r.Snapshot("live", nil, 0, 0); len(d.Queued) != 0 {
 		t.Fatalf("dequeued call still listed: %+v", d.Queued)
 	}
 }
@@ -168,7 +168,7 @@ func TestDumpsRoundTripThroughADirectory(t *testing.T) {
 		r := newRec(t, rank, 2, 0)
 		r.Begin(allreduce(1, 8), "ring", "")
 		r.End(nil)
-		if _, err := Write(dir, r.Snapshot("failure", nil, time.Second)); err != nil {
+		if _, err := Write(dir, r.Snapshot("failure", nil, time.Second, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +221,7 @@ func (j job) dumps(t *testing.T) []*Dump {
 			r.Waiting((rank+1)%j.world, time.Now().Add(-3*time.Second), time.Now())
 			r.End(&transport.Error{Kind: transport.KindTimeout, Rank: j.failure.Rank, Reporter: rank, Local: rank})
 		}
-		out = append(out, r.Snapshot("failure", j.failure, time.Second))
+		out = append(out, r.Snapshot("failure", j.failure, time.Second, 0))
 	}
 	return out
 }

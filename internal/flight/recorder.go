@@ -213,9 +213,6 @@ func New(cfg Config) (*Recorder, error) {
 // take while no call runs.
 func (r *Recorder) SetCallLock(l CallLock) { r.lock = l }
 
-// Dir returns the directory dumps are written to ("" when none is set).
-func (r *Recorder) Dir() string { return r.cfg.Dir }
-
 // since converts a time to the recorder's clock.
 func (r *Recorder) since(t time.Time) int64 { return int64(t.Sub(r.base)) }
 

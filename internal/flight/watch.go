@@ -101,7 +101,7 @@ func (r *Recorder) DumpFailure(f *Failure, locked bool) string {
 	if locked {
 		d = r.SnapshotLocked("failure", f)
 	} else {
-		d = r.Snapshot("failure", f, failureWait)
+		d = r.Snapshot("failure", f, failureWait, 0)
 	}
 	return r.write(r.cfg.Dir, d)
 }
@@ -117,7 +117,7 @@ func (r *Recorder) dumpSignal(f *Failure) {
 			return
 		}
 	}
-	r.write(dir, r.Snapshot("signal", f, signalWait))
+	r.write(dir, r.Snapshot("signal", f, signalWait, 0))
 }
 
 func (r *Recorder) write(dir string, d *Dump) string {
@@ -141,10 +141,7 @@ func (r *Recorder) WriteLive(w io.Writer, last int) error {
 	if failure != nil {
 		f = failure()
 	}
-	d := r.Snapshot("live", f, liveWait)
-	if last > 0 && len(d.Entries) > last {
-		d.Entries = d.Entries[len(d.Entries)-last:]
-	}
+	d := r.Snapshot("live", f, liveWait, last)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
 	return enc.Encode(d)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 // Missing says why a bed cannot be built here ("" when it can): not root,
@@ -48,7 +50,7 @@ func Require(t testing.TB, nft bool) {
 	if why == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+	if citest.InCI() && os.Geteuid() == 0 {
 		t.Fatalf("testbed: %s (CI runs as root and .ci/run installs the tools)", why)
 	}
 	t.Skipf("testbed: %s", why)
