@@ -189,8 +189,9 @@ type Config struct {
 	Timeline string
 	// FlightDir is where each rank dumps its flight recorder (its last
 	// FlightSize calls, as JSON) when a collective fails on any rank, and
-	// on SIGUSR1; empty: the timeline's directory, if any (else a failure
-	// is not dumped, and SIGUSR1 dumps into the temporary directory).
+	// on SIGUSR1 (created if need be); empty: the timeline's directory, if
+	// any (else a failure is not dumped, and SIGUSR1 dumps into the
+	// temporary directory).
 	// `ringtail debug analyze DIR` tells the story. See docs/debugging.md.
 	FlightDir string
 	// FlightSize is how many calls the flight recorder keeps: 0 means

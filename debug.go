@@ -69,8 +69,8 @@ func (c *Config) validateDebug() []error {
 		errs = append(errs, fmt.Errorf("flight recorder size %d must be at most %d (%s)", c.FlightSize, flight.MaxSize, EnvFlightSize))
 	}
 	if c.FlightDir != "" {
-		if fi, err := os.Stat(c.FlightDir); err != nil || !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("flight recorder directory %q (%s) does not exist", c.FlightDir, EnvFlightDir))
+		if fi, err := os.Stat(c.FlightDir); err == nil && !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("flight recorder directory %q (%s) is a file", c.FlightDir, EnvFlightDir))
 		}
 	}
 	switch strings.ToLower(c.Debug) {

@@ -239,3 +239,48 @@ func TestSignalAndHTTPDumps(t *testing.T) {
 		}
 	}
 }
+
+// The debugging settings: the variables fill unset fields, "0" turns the
+// recorder off, and bad values are refused with the variable's name.
+func TestDebugSettingsFromTheEnvironment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "made", "by", "new")
+	t.Setenv(EnvFlightDir, dir)
+	t.Setenv(EnvFlightSize, "0")
+	t.Setenv(EnvDebug, "DETAIL")
+	cfg := DefaultConfig(0, 1)
+	if err := cfg.withProcessDebug(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FlightDir != dir || cfg.FlightSize != -1 || !cfg.detail() {
+		t.Fatalf("from the environment: %q %d %q", cfg.FlightDir, cfg.FlightSize, cfg.Debug)
+	}
+	if fl, err := cfg.flightRecorder(); err != nil || fl != nil {
+		t.Fatalf("RINGTAIL_FLIGHT_SIZE=0: recorder %v, %v", fl, err)
+	}
+	cfg.FlightSize = 10
+	if _, err := cfg.flightRecorder(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Fatalf("the dump directory was not made: %v", err)
+	}
+	explicit := DefaultConfig(0, 1)
+	explicit.FlightDir, explicit.Debug = t.TempDir(), "off"
+	if err := explicit.withProcessDebug(); err != nil || explicit.FlightDir == dir || explicit.detail() {
+		t.Fatalf("the variables override a configured field: %+v", explicit)
+	}
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	bad := DefaultConfig(0, 1)
+	bad.Debug, bad.FlightSize, bad.FlightDir = "verbose", flight.MaxSize+1, file
+	err := bad.Validate()
+	for _, want := range []string{EnvDebug, EnvFlightSize, EnvFlightDir} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate does not name %s: %v", want, err)
+		}
+	}
+	t.Setenv(EnvFlightSize, "lots")
+	if c := DefaultConfig(0, 1); c.withProcessDebug() == nil {
+		t.Error("RINGTAIL_FLIGHT_SIZE=lots accepted")
+	}
+}

@@ -78,8 +78,9 @@ type Config struct {
 	Generation  uint64
 	// Size is the number of calls kept (0: DefaultSize).
 	Size int
-	// Dir is where dumps are written ("": a failure is not dumped, and
-	// SIGUSR1 dumps into the system's temporary directory).
+	// Dir is where dumps are written, created if need be ("": a failure
+	// is not dumped, and SIGUSR1 dumps into the system's temporary
+	// directory).
 	Dir string
 	// Names renders element types and operators.
 	Names wire.Names
@@ -95,11 +96,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Size < 0 || c.Size > MaxSize {
 		errs = append(errs, fmt.Errorf("size %d outside 0..%d", c.Size, MaxSize))
-	}
-	if c.Dir != "" {
-		if fi, err := os.Stat(c.Dir); err != nil || !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("dump directory %q does not exist", c.Dir))
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("flight: invalid config: %w", err)
@@ -203,6 +199,11 @@ func New(cfg Config) (*Recorder, error) {
 	}
 	if cfg.Size == 0 {
 		cfg.Size = DefaultSize
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("flight: dump directory: %w", err)
+		}
 	}
 	host, _ := os.Hostname()
 	return &Recorder{cfg: cfg, host: host, base: time.Now(), ring: make([]slot, cfg.Size), extras: make([]extra, cfg.Size),
