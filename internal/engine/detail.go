@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
@@ -114,22 +114,10 @@ func (e *Engine) siteMismatch(c *Call, ranks []int, fps, texts []byte) *transpor
 	num := e.groupOf(gk).done + 1
 	var parts []string
 	for _, s := range sites {
-		parts = append(parts, fmt.Sprintf("%s from %s", ranksList(s.ranks), s.name))
+		parts = append(parts, fmt.Sprintf("%s from %s", flight.RanksText(s.ranks), s.name))
 	}
 	me := e.s.Rank
 	detail := fmt.Sprintf("call sites differ in %v #%d (count=%d): %s: a rank skipped or added a call (RINGTAIL_DEBUG=detail)",
 		c.Spec.Collective, num, c.Spec.Count, strings.Join(parts, "; "))
 	return &transport.Error{Kind: transport.KindMismatch, Rank: culprit, Reporter: me, Local: me, Detail: detail}
-}
-
-// ranksList renders "rank 3" or "ranks 0,1,2".
-func ranksList(rs []int) string {
-	if len(rs) == 1 {
-		return "rank " + strconv.Itoa(rs[0])
-	}
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = strconv.Itoa(r)
-	}
-	return "ranks " + strings.Join(s, ",")
 }

@@ -121,10 +121,10 @@ func Analyze(dumps []*Dump) Report {
 		}
 	}
 	if len(missing) > 0 {
-		rep.Lines = append(rep.Lines, fmt.Sprintf("%s left no dump (killed, frozen, or never failed)", ranksText(missing)))
+		rep.Lines = append(rep.Lines, fmt.Sprintf("%s left no dump (killed, frozen, or never failed)", RanksText(missing)))
 	}
 	if fail != nil {
-		line := fmt.Sprintf("failure (%s): %s", ranksText(failRanks), fail.Kind)
+		line := fmt.Sprintf("failure (%s): %s", RanksText(failRanks), fail.Kind)
 		if fail.Rank >= 0 {
 			line += fmt.Sprintf(" blaming rank %d", fail.Rank)
 			if !story {
@@ -138,14 +138,14 @@ func Analyze(dumps []*Dump) Report {
 			line += ": " + fail.Detail
 		}
 		if in, e := failedIn(byRank, failRanks); e != nil {
-			line += fmt.Sprintf("; %s failed in %s", ranksText(in), e.Describe())
+			line += fmt.Sprintf("; %s failed in %s", RanksText(in), e.Describe())
 		}
 		rep.Lines = append(rep.Lines, line)
 	} else if !story {
 		rep.Lines = append(rep.Lines, progressLine(byRank))
 	}
 	if len(partial) > 0 {
-		rep.Lines = append(rep.Lines, fmt.Sprintf("%s: partial dump (a call was running that the dump could not wait for)", ranksText(partial)))
+		rep.Lines = append(rep.Lines, fmt.Sprintf("%s: partial dump (a call was running that the dump could not wait for)", RanksText(partial)))
 	}
 	for r := range culprits {
 		rep.Culprits = append(rep.Culprits, r)
@@ -327,7 +327,7 @@ func disagreement(views []*rankView) ([]string, []int) {
 		lines := []string{head}
 		var blamed []int
 		for i, x := range vs {
-			lines = append(lines, fmt.Sprintf("  %s called %s", ranksText(x.ranks), callText(x.e)))
+			lines = append(lines, fmt.Sprintf("  %s called %s", RanksText(x.ranks), callText(x.e)))
 			if i > 0 || tie {
 				blamed = append(blamed, x.ranks...)
 			}
@@ -437,12 +437,12 @@ func laggards(views []*rankView, g string, missing []int) ([]string, []int) {
 		if live {
 			verb = "have been waiting"
 		}
-		line := fmt.Sprintf("%s %s in %s", ranksText(ranks(waited)), verb, waited[0].cur.Describe())
+		line := fmt.Sprintf("%s %s in %s", RanksText(ranks(waited)), verb, waited[0].cur.Describe())
 		if longest > 0 {
 			line += fmt.Sprintf(" for %.1f s", longest.Seconds())
 		}
 		if peers := waitedOn(waited); len(peers) > 0 {
-			line += fmt.Sprintf(" (waiting on %s)", ranksText(peers))
+			line += fmt.Sprintf(" (waiting on %s)", RanksText(peers))
 		}
 		if len(lines) == 1 {
 			lines[0] += "; " + line

@@ -335,8 +335,8 @@ func Parse(b []byte, name string) (*Dump, error) {
 	return &d, nil
 }
 
-// ranksText renders ranks as "rank 3" or "ranks 0,1,2".
-func ranksText(ranks []int) string {
+// RanksText renders ranks as "rank 3" or "ranks 0,1,2".
+func RanksText(ranks []int) string {
 	if len(ranks) == 1 {
 		return "rank " + strconv.Itoa(ranks[0])
 	}

@@ -290,14 +290,3 @@ func BenchmarkBeginEnd(b *testing.B) {
 		r.End(nil)
 	}
 }
-
-func BenchmarkBeginEndSmallRing(b *testing.B) {
-	r := newRec(b, 0, 2, 16)
-	d := allreduce(1, 2)
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		d.Call++
-		r.Begin(d, "recursive-doubling", "")
-		r.End(nil)
-	}
-}
