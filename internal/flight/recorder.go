@@ -30,6 +30,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -148,7 +149,7 @@ type Recorder struct {
 	names    []string // algorithm and purpose names (index 0: "")
 	pos      int      // slot of the current (last begun) call
 	seq      uint64   // calls begun
-	inCall   bool     // a call is between Begin and End (its slot is pos)
+	cur      *slot    // the slot of the call between Begin and End (at pos), or nil
 	now      int64    // the last clock reading
 	lastRead int64    // when the clock was last read by Begin
 	tick     uint64   // calls since the recorder started (clock pacing)
@@ -227,33 +228,42 @@ func (r *Recorder) Begin(d *wire.Desc, algorithm, purpose string) {
 		r.pos = 0
 	}
 	s := &r.ring[r.pos]
-	exact := false
-	if r.tick&r.mask == 0 {
-		r.readClock()
-		exact = true
-	}
-	r.tick++
 	// Field by field: the caller has just built d with narrow stores,
 	// and a copy's wide loads of them would stall on store forwarding.
 	sd := &s.desc
 	sd.Collective, sd.DType, sd.RedOp, sd.Root, sd.Group, sd.Tag, sd.Call, sd.Count =
 		d.Collective, d.DType, d.RedOp, d.Root, d.Group, d.Tag, d.Call, d.Count
-	s.start, s.end, s.exact, s.state, s.extra = r.now, 0, exact, Running, false
+	s.start, s.end, s.exact, s.state, s.extra = r.now, 0, false, Running, false
 	s.algorithm = r.name(algorithm)
 	s.purpose = 0
 	if purpose != "" {
 		s.purpose = r.name(purpose)
 	}
-	r.inCall = true
+	r.cur = s
+	r.tick++
+	if (r.tick-1)&r.mask == 0 {
+		r.stamp(s) // last: the registers need not survive the call
+	}
+}
+
+// stamp reads the clock for s (Begin's call).
+func (r *Recorder) stamp(s *slot) {
+	r.readClock()
+	s.start, s.exact = r.now, true
 }
 
 // name returns the index of a name (an algorithm's or a purpose's):
 // programs are cached, so the name is most often the previous call's, a
 // comparison of pointers.
 func (r *Recorder) name(n string) uint8 {
-	if n == r.names[r.lastName] {
+	if last := r.names[r.lastName]; unsafe.StringData(n) == unsafe.StringData(last) && len(n) == len(last) {
 		return r.lastName
 	}
+	return r.lookupName(n)
+}
+
+// lookupName is name's search of the names seen before.
+func (r *Recorder) lookupName(n string) uint8 {
 	for i, m := range r.names {
 		if m == n {
 			r.lastName = uint8(i)
@@ -297,7 +307,7 @@ func (r *Recorder) readClock() {
 
 // Site records the current call's call site (RINGTAIL_DEBUG=detail).
 func (r *Recorder) Site(site string) {
-	if !r.inCall {
+	if r.cur == nil {
 		return
 	}
 	if r.live {
@@ -311,10 +321,10 @@ func (r *Recorder) Site(site string) {
 // (the executor reports a wait once it has lasted a while): the call
 // publishes itself to readers once the wait is long.
 func (r *Recorder) Waiting(peer int, since, now time.Time) {
-	if !r.inCall {
+	s := r.cur
+	if s == nil {
 		return
 	}
-	s := &r.ring[r.pos]
 	if r.live {
 		r.pub.Lock()
 		x := r.extraOf(s)
@@ -336,17 +346,23 @@ func (r *Recorder) Waiting(peer int, since, now time.Time) {
 }
 
 // End records the end of the current call: done, or failed with err.
+// (Small enough to be inlined: the call that neither failed nor waited
+// long only stores its state.)
 func (r *Recorder) End(err error) {
-	if !r.inCall {
+	if s := r.cur; s != nil && err == nil && !r.live {
+		s.state, s.end, r.cur = Done, r.now, nil
 		return
 	}
-	r.inCall = false
-	s := &r.ring[r.pos]
-	if err == nil && !r.live {
-		s.state, s.end = Done, r.now
+	r.endSlow(err)
+}
+
+// endSlow is End of a call that failed, or waited long (or of none).
+func (r *Recorder) endSlow(err error) {
+	s := r.cur
+	if s == nil {
 		return
 	}
-	// The slow path: a call that failed, or waited long.
+	r.cur = nil
 	now := int64(time.Since(r.base))
 	r.now = now
 	if r.live {
