@@ -51,7 +51,7 @@ type gradientSync struct{ *driver.Sync }
 // Outcome describes the last step for the epoch line.
 func (s gradientSync) Outcome() train.SyncOutcome {
 	r := s.Last()
-	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == driver.RoleChild, Evicted: r.Plan.Evicted,
+	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == straggler.RoleChild, Evicted: r.Plan.Evicted,
 		Folded: r.Report.ChildSamples(), Staleness: r.Staleness}
 }
 
@@ -79,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticMode := fs.Bool("elastic", os.Getenv(elastic.EnvElastic) == "1", "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
 	perShard := fs.Int("batches-per-shard", 10, "with --elastic: batches in each data shard")
+	evalEvery := fs.Int("eval-every", 0, "rank 0 evaluates the held-out set every N steps, into --json's curve (time to accuracy); 0: after each epoch only")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -91,6 +92,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *mode != "bsp" && *mode != "adaptive" {
 		fmt.Fprintf(stderr, "ringtail-train: --mode %q: want bsp or adaptive\n", *mode)
+		return 2
+	}
+	if *evalEvery < 0 {
+		fmt.Fprintf(stderr, "ringtail-train: --eval-every %d: want a number of steps ≥ 0\n", *evalEvery)
 		return 2
 	}
 	if *predictor != "ewma" && *predictor != "rls" {
@@ -116,8 +121,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case set["mode"] && *mode != "bsp":
 			fmt.Fprintln(stderr, "ringtail-train: --elastic averages gradients with a plain all-reduce (BSP); the straggler driver (--mode adaptive) is not elastic")
 			return 2
-		case set["inject"] || set["policy"] || set["probe"]:
-			fmt.Fprintln(stderr, "ringtail-train: --inject, --policy and --probe do not apply to --elastic")
+		case set["inject"] || set["policy"] || set["probe"] || set["eval-every"]:
+			fmt.Fprintln(stderr, "ringtail-train: --inject, --policy, --probe and --eval-every do not apply to --elastic")
 			return 2
 		}
 		opts := elasticOptions{epochs: *epochs, batch: *batch, perShard: *perShard, lr: *lr, momentum: *momentum, hidden: *hidden,
@@ -165,7 +170,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg := train.Config{
 		Comm: comm, Train: trainSet, Test: testSet, Hidden: layers,
 		Epochs: *epochs, Batch: *batch, LR: *lr, Momentum: *momentum, Seed: *seed,
-		StepCompute: *stepCompute, Runner: runner, Out: stdout, Logger: logger,
+		StepCompute: *stepCompute, Runner: runner, Out: stdout, Logger: logger, EvalEvery: *evalEvery,
 	}
 	if *asJSON {
 		cfg.Out = stderr

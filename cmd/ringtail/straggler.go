@@ -17,12 +17,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/internal/bench"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/testbed/control"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -83,7 +83,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
 		return 2
 	}
-	cfg := driver.BenchConfig{Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
+	cfg := synthetic.BenchConfig{Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
 	var err error
 	if cfg.Ranks, err = parseRanks(*ranks, 64); err != nil {
 		return usage("--ranks: %v", err)
@@ -151,7 +151,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-16s %5s %-8s %9s %9s %9s %8s %8s %8s %8s %9s %6s\n", "pattern", "ranks", "policy",
 			"bsp_s", "policy_s", "ideal_s", "pol/id", "bsp/id", "pol/none", "bsp/none", "applied", "evict")
 	}
-	err = driver.RunBench(ctx, cfg, func(row driver.BenchRow) error {
+	err = synthetic.RunBench(ctx, cfg, func(row synthetic.BenchRow) error {
 		switch {
 		case !rank0:
 			return nil
@@ -164,7 +164,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail bench straggler: %v\n", err)
-		if errors.Is(err, driver.ErrNoLinks) {
+		if errors.Is(err, synthetic.ErrNoLinks) {
 			if external {
 				fmt.Fprintf(stderr, "ringtail bench straggler: not on a test bed: %s is unset (start the job under scripts/testbed.sh and pass it to the ranks with ringtail run -x %s)\n", control.EnvSocket, control.EnvSocket)
 			} else {

@@ -416,3 +416,31 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With EvalEvery, rank 0 records the held-out accuracy every few steps
+// against its training time (what time to accuracy is read from): a point
+// every EvalEvery steps, in order, time increasing, the last one the
+// final model's accuracy.
+func TestEvalEveryRecordsTheAccuracyCurveOnRankZero(t *testing.T) {
+	tr, te := split(t, 320)
+	cfg := fastConfig(tr, te)
+	cfg.Epochs, cfg.Batch, cfg.EvalEvery = 2, 32, 3
+	reps := newJob(t, 2, cfg, nil).mustRun(t)
+	steps := 2 * 320 / 32
+	if len(reps[1].Curve) != 0 {
+		t.Fatalf("rank 1 recorded %d points; only rank 0 evaluates", len(reps[1].Curve))
+	}
+	c := reps[0].Curve
+	if len(c) != steps/3 {
+		t.Fatalf("%d points over %d steps, want one every 3: %+v", len(c), steps, c)
+	}
+	for i, p := range c {
+		if p.Step != 3*(i+1) || p.Epoch != (p.Step-1)/(320/32)+1 || !(p.TestAccuracy >= 0 && p.TestAccuracy <= 1) ||
+			(i > 0 && p.Seconds < c[i-1].Seconds) {
+			t.Fatalf("point %d: %+v (previous %+v)", i, p, c[max(0, i-1)])
+		}
+	}
+	if reps[0].Steps != steps {
+		t.Fatalf("%d steps, want %d", reps[0].Steps, steps)
+	}
+}

@@ -193,6 +193,7 @@ typedef uint64_t rt_straggler;
 /* Flags of rt_straggler_open. */
 #define RT_STRAGGLER_EQUAL_SHARES 1 /* no shares, no budget: the caller's batches are fixed */
 #define RT_STRAGGLER_PROBE 2        /* measure the links first (a collective: every rank) */
+#define RT_STRAGGLER_SAMPLED 4      /* a sampler splits each batch by the plan's shares (rt_straggler_shares): no budget */
 
 /* Roles of a rank in a step. */
 #define RT_ROLE_MEMBER 0 /* in the ring, no children */
@@ -203,6 +204,7 @@ typedef uint64_t rt_straggler;
 #define RT_MODE_RING 0    /* the plain ring over every rank */
 #define RT_MODE_OVERLAP 1 /* the exact mode: the late rank joins a reduce-scatter in progress */
 #define RT_MODE_EVICT 2   /* evicted ranks are children of members */
+#define RT_MODE_EXCLUDE 3 /* evicted ranks compute nothing; their rows go to the members */
 
 /* What a step (or flush) did. */
 typedef struct {
@@ -233,6 +235,13 @@ typedef struct {
  * RT_STRAGGLER_PROBE. */
 int rt_straggler_open(rt_comm comm, int64_t payload, char* policy, int64_t global_batch, int flags,
                       int64_t timeout_ms, rt_straggler* out, char* errbuf, size_t errlen);
+
+/* rt_straggler_shares writes the next step's shares (samples of every
+ * rank, n = the world size) to out: with RT_STRAGGLER_SAMPLED, the
+ * caller's sampler splits the next global batch by them, and the caller
+ * passes its own share's samples to rt_straggler_step with its gradient
+ * summed (not averaged) over them. */
+int rt_straggler_shares(rt_straggler h, int64_t* out, int64_t n, char* errbuf, size_t errlen);
 
 /* rt_straggler_set_state registers the training state: `total` float32s at
  * state, the parameters first (`params` of them), then the rest (optimizer

@@ -240,11 +240,11 @@ class Request:
 
 
 # Straggler driver (rt_straggler_*, ringtail.h): flags, roles and modes.
-RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_PROBE = 1, 2
+RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_PROBE, RT_STRAGGLER_SAMPLED = 1, 2, 4
 RT_ROLE_MEMBER, RT_ROLE_PARENT, RT_ROLE_CHILD = 0, 1, 2
-RT_MODE_RING, RT_MODE_OVERLAP, RT_MODE_EVICT = 0, 1, 2
+RT_MODE_RING, RT_MODE_OVERLAP, RT_MODE_EVICT, RT_MODE_EXCLUDE = 0, 1, 2, 3
 ROLE_NAMES = {RT_ROLE_MEMBER: "member", RT_ROLE_PARENT: "parent", RT_ROLE_CHILD: "child"}
-MODE_NAMES = {RT_MODE_RING: "ring", RT_MODE_OVERLAP: "overlap", RT_MODE_EVICT: "evict"}
+MODE_NAMES = {RT_MODE_RING: "ring", RT_MODE_OVERLAP: "overlap", RT_MODE_EVICT: "evict", RT_MODE_EXCLUDE: "exclude"}
 
 
 class StragglerResult(ctypes.Structure):
@@ -284,6 +284,7 @@ def _straggler_lib():
             "rt_straggler_set_state": [u64, p, i64, i64, p, sz],
             "rt_straggler_step": [u64, p, i64, i64, i64, res, p, sz],
             "rt_straggler_flush": [u64, p, res, p, sz],
+            "rt_straggler_shares": [u64, ctypes.POINTER(i64), i64, p, sz],
             "rt_straggler_close": [u64, p, sz],
         }
         for name, args in sigs.items():
@@ -325,6 +326,12 @@ class Straggler:
     def flush(self, grad_ptr):
         _call(self._lib.rt_straggler_flush, self._h, grad_ptr, ctypes.byref(self._res))
         return self._res
+
+    def shares(self, world):
+        """The next step's shares (samples of each of world ranks)."""
+        out = (ctypes.c_int64 * world)()
+        _call(self._lib.rt_straggler_shares, self._h, out, int(world))
+        return [int(x) for x in out]
 
     def close(self):
         """Frees the handle; safe to call twice."""
