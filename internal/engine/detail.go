@@ -27,11 +27,12 @@ import (
 // siteTextLen bounds a call site's name as gathered.
 const siteTextLen = 256
 
-// checkSiteLocked runs the check before c (which carries its site).
-func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
+// checkSiteLocked runs the check before c (which carries its site): err is
+// the mismatch when differ, else the failure of the check's own exchange.
+func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) (differ bool, err error) {
 	sp := &c.Spec
 	if e.mesh == nil || sp.Collective == wire.PointToPoint || sp.Collective == wire.AllReduceTree || sp.Collective == wire.Eager {
-		return nil
+		return false, nil
 	}
 	n := e.ranks(c)
 	var mine [8]byte
@@ -40,7 +41,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
 	chk := &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: 8, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
 		Data: fps, Input: mine[:], Purpose: "call-site check"}
 	if err := e.execLocked(ctx, chk, false, nil); err != nil {
-		return err
+		return false, err
 	}
 	same := true
 	for i := 8; i < len(fps); i += 8 {
@@ -50,7 +51,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
 		}
 	}
 	if same {
-		return nil
+		return false, nil
 	}
 	text := make([]byte, siteTextLen)
 	copy(text, c.Site)
@@ -58,7 +59,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
 	chk = &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: siteTextLen, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
 		Data: texts, Input: text, Purpose: "call-site names"}
 	if err := e.execLocked(ctx, chk, false, nil); err != nil {
-		return err
+		return false, err
 	}
 	ranks := sp.Members
 	if ranks == nil {
@@ -69,7 +70,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) error {
 	}
 	te := e.siteMismatch(c, ranks, fps, texts)
 	e.mesh.Fail(te)
-	return e.mesh.Err()
+	return true, e.mesh.Err()
 }
 
 // siteMismatch builds the error every member reports: the call sites and

@@ -388,7 +388,10 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.T
 	}
 	var siteErr error
 	if c.Site != "" && e.s.Detail {
-		siteErr = e.checkSiteLocked(ctx, c)
+		var differ bool
+		if differ, siteErr = e.checkSiteLocked(ctx, c); siteErr != nil && !differ {
+			return siteErr // the check's own exchange failed: the call never began
+		}
 	}
 	g, p, err := e.lookup(c, pieces)
 	// The executor's call is filled field by field: a composite literal
