@@ -175,16 +175,26 @@ func TestDetailCatchesASkippedCallOfTheSameShape(t *testing.T) {
 
 // Without detail, calls carry no call site, and the same program runs.
 func TestCallSitesAreCheckedOnlyUnderDetail(t *testing.T) {
-	comms := startComms(t, 2, func(c *Config) { c.Debug = "detail" })
+	comms := startComms(t, 3, func(c *Config) { c.Debug = "detail" })
 	ctx := context.Background()
 	noErrors(t, each(comms, func(r int, c *Comm) error {
 		buf := []float32{float32(r + 1)}
-		// Two ranks, one call site: agreed.
+		// One call site: agreed.
 		if err := c.AllReduce(ctx, Float32s(buf), Sum); err != nil {
 			return err
 		}
-		if buf[0] != 3 {
+		if buf[0] != 6 {
 			return fmt.Errorf("sum %v", buf[0])
+		}
+		// A subgroup's members check among themselves.
+		if r != 1 {
+			sub := []float32{float32(r)}
+			if err := c.AllReduceAmong(ctx, Float32s(sub), Sum, []int{0, 2}); err != nil {
+				return err
+			}
+			if sub[0] != 2 {
+				return fmt.Errorf("subgroup sum %v", sub[0])
+			}
 		}
 		// A binding names its own call sites: the same name agrees
 		// whatever the Go stack.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -29,18 +30,33 @@ const siteTextLen = 256
 
 // checkSiteLocked runs the check before c (which carries its site): err is
 // the mismatch when differ, else the failure of the check's own exchange.
+// The members gather with a Sum allreduce of buffers in which each fills
+// only its own block (zeros elsewhere: every sum is exact), which every
+// group supports, a subgroup's too.
 func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) (differ bool, err error) {
 	sp := &c.Spec
 	if e.mesh == nil || sp.Collective == wire.PointToPoint || sp.Collective == wire.AllReduceTree || sp.Collective == wire.Eager {
 		return false, nil
 	}
-	n := e.ranks(c)
-	var mine [8]byte
-	binary.LittleEndian.PutUint64(mine[:], c.SiteFP)
-	fps := make([]byte, 8*n)
-	chk := &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: 8, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
-		Data: fps, Input: mine[:], Purpose: "call-site check"}
-	if err := e.execLocked(ctx, chk, false, nil); err != nil {
+	ranks := sp.Members
+	if ranks == nil {
+		ranks = make([]int, e.s.World)
+		for i := range ranks {
+			ranks[i] = i
+		}
+	}
+	me := slices.Index(ranks, e.s.Rank)
+	gather := func(block int, mine []byte, purpose string) ([]byte, error) {
+		all := make([]byte, block*len(ranks))
+		copy(all[block*me:], mine)
+		chk := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: len(all), ElemSize: 1, Members: sp.Members},
+			DType: reduce.Uint8, Op: reduce.Sum, Data: all, Purpose: purpose}
+		return all, e.execLocked(ctx, chk, false, nil)
+	}
+	var fp [8]byte
+	binary.LittleEndian.PutUint64(fp[:], c.SiteFP)
+	fps, err := gather(8, fp[:], "call-site check")
+	if err != nil {
 		return false, err
 	}
 	same := true
@@ -55,18 +71,9 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) (differ bool, err
 	}
 	text := make([]byte, siteTextLen)
 	copy(text, c.Site)
-	texts := make([]byte, siteTextLen*n)
-	chk = &Call{Spec: algo.Spec{Collective: wire.AllGather, Count: siteTextLen, ElemSize: 1, Members: sp.Members}, DType: reduce.Uint8,
-		Data: texts, Input: text, Purpose: "call-site names"}
-	if err := e.execLocked(ctx, chk, false, nil); err != nil {
+	texts, err := gather(siteTextLen, text, "call-site names")
+	if err != nil {
 		return false, err
-	}
-	ranks := sp.Members
-	if ranks == nil {
-		ranks = make([]int, n)
-		for i := range ranks {
-			ranks[i] = i
-		}
 	}
 	te := e.siteMismatch(c, ranks, fps, texts)
 	e.mesh.Fail(te)
