@@ -35,9 +35,9 @@ const (
 )
 
 // abiVersion is RT_ABI_VERSION. Version 2 added all-to-all, tagged
-// point-to-point requests and the monitored barrier; 3 the call sites of
-// the call-site check (rt_call_site).
-const abiVersion = 3
+// point-to-point requests and the monitored barrier (and, as new
+// functions only, the straggler driver and rt_call_site).
+const abiVersion = 2
 
 // dtypeOf maps an RT_* element type code to its ringtail type.
 func dtypeOf(code int) (ringtail.DType, bool) {

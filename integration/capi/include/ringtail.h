@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* ABI version: bumped on any incompatible change. */
-#define RT_ABI_VERSION 3
+#define RT_ABI_VERSION 2
 
 /* Element types. */
 #define RT_FLOAT32 1

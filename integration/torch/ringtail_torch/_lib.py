@@ -14,7 +14,7 @@ import threading
 # Element type and op codes of ringtail.h.
 RT_FLOAT32, RT_FLOAT64, RT_INT32, RT_INT64, RT_FLOAT16, RT_BFLOAT16, RT_UINT8 = range(1, 8)
 RT_SUM, RT_PROD, RT_MIN, RT_MAX, RT_AVG = range(1, 6)
-ABI_VERSION = 3
+ABI_VERSION = 2
 RT_ANY_SOURCE = -1
 RT_MAX_TAG = (1 << 30) - 1
 RT_ERR_TIMEOUT = 5
