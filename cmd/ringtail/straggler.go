@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/testbed/control"
@@ -58,9 +58,8 @@ Flags:
 
 // runBenchStraggler is `ringtail bench straggler`.
 func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail bench straggler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchStragglerUsage); fs.PrintDefaults() }
+	cmd := cli.New("ringtail bench straggler", benchStragglerUsage)
+	fs := cmd.Flags
 	ranks := fs.String("ranks", "4,8", "world sizes, comma-separated (started by a launcher: its world)")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; see the table)")
 	policyNames := fs.String("policy", straggler.NameAdaptive, "policies compared with BSP, comma-separated: "+strings.Join(straggler.Names(), ", "))
@@ -74,11 +73,10 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	probe := fs.Bool("probe", false, "drivers measure the links when each run starts (default: on when the ranks are processes, off in one process)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks, policy)")
 	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
-	if code, ok := parseFlags(fs, "ringtail bench straggler", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set := cmd.Given()
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
 		return 2

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -90,7 +92,9 @@ var ErrReplicasDiverged = errors.New("train: replicas' parameters differ across 
 // Config configures a Trainer. Start from DefaultConfig and fill Comm,
 // Train and Test.
 type Config struct {
-	// Comm connects this rank to the job; required.
+	// Comm connects this rank to the job; required. When it also records
+	// progress (observe.ProgressRecorder; a *ringtail.Comm does), rank 0
+	// reports each epoch's point to it: the dashboard's training curve.
 	Comm Collective
 	// Train and Test are the training and held-out sets; every rank must
 	// hold the same ones (load with the same seed).
@@ -200,7 +204,9 @@ func jobErrors(train, test *Dataset, hidden []int, epochs, batch int, lr, moment
 	return errs
 }
 
-// curve records the held-out accuracy every EvalEvery steps on rank 0.
+// curve records the held-out accuracy every EvalEvery steps on rank 0,
+// and reports each point as progress (the dashboard's training curve)
+// when progress is set.
 type curve struct {
 	every    int
 	start    time.Time
@@ -209,7 +215,12 @@ type curve struct {
 	model    *MLP
 	test     *Dataset
 	evaluate bool
+	progress observe.ProgressRecorder
 }
+
+// training is the training time so far: since start, evaluations taken
+// out.
+func (c *curve) training() time.Duration { return time.Since(c.start) - c.spent }
 
 // after records the evaluation due after steps steps (of epoch), when the
 // model holds every one of them (a member's view).
@@ -219,9 +230,15 @@ func (c *curve) after(steps, epoch int, member bool) {
 	}
 	began := time.Now()
 	loss, acc := c.model.Evaluate(c.test)
-	c.points = append(c.points, EvalPoint{Step: steps, Epoch: epoch, Seconds: began.Sub(c.start).Seconds() - c.spent.Seconds(),
+	training := began.Sub(c.start) - c.spent
+	c.points = append(c.points, EvalPoint{Step: steps, Epoch: epoch, Seconds: training.Seconds(),
 		TestLoss: loss, TestAccuracy: acc})
 	c.spent += time.Since(began)
+	if c.progress != nil {
+		// Within an epoch: the epochs done are not whole (0: the epoch
+		// lines' points say them); no training loss measured here.
+		c.progress.RecordProgress(observe.Progress{Step: steps, Elapsed: training, Loss: math.NaN(), Accuracy: acc})
+	}
 }
 
 // Trainer runs synchronous data-parallel SGD for one rank. Every rank of
@@ -239,6 +256,18 @@ type Trainer struct {
 	// sum, so a step is a single AllReduce.
 	grad  []float32
 	curve *curve
+	// steps counts the steps of the epochs ended, for the progress
+	// reports.
+	steps int
+}
+
+// progressOf is the recorder of rank 0's progress reports: comm, when it
+// records progress (a *ringtail.Comm does); nil on the other ranks.
+func progressOf(comm Collective, rank int) observe.ProgressRecorder {
+	if p, ok := comm.(observe.ProgressRecorder); ok && rank == 0 {
+		return p
+	}
+	return nil
 }
 
 // New validates cfg and builds the model (initialised from cfg.Seed; Run
@@ -270,7 +299,7 @@ func New(cfg Config) (*Trainer, error) {
 		cfg: cfg, rank: rank, world: world, model: model, opt: opt, runner: runner,
 		log:   cfg.Logger.With().Int("rank", rank).Logger(),
 		grad:  grad,
-		curve: &curve{every: cfg.EvalEvery, model: model, test: cfg.Test, evaluate: rank == 0},
+		curve: &curve{every: cfg.EvalEvery, model: model, test: cfg.Test, evaluate: rank == 0, progress: progressOf(cfg.Comm, rank)},
 	}, nil
 }
 
@@ -360,6 +389,11 @@ func (t *Trainer) endEpoch(rep *Report, es EpochStats) error {
 		if _, err := fmt.Fprintln(t.cfg.Out, es.String()); err != nil {
 			return fmt.Errorf("train: writing epoch line: %w", err)
 		}
+	}
+	t.steps += es.Steps
+	if p := t.curve.progress; p != nil {
+		p.RecordProgress(observe.Progress{Step: t.steps, Epoch: float64(es.Epoch), Elapsed: t.curve.training(),
+			Loss: es.Loss, Accuracy: es.TestAccuracy, SamplesPerSec: es.SamplesPerSec, StepTime: es.StepMean})
 	}
 	return nil
 }

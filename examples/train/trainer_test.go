@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -414,6 +415,72 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	good.Comm = startComms(t, 1)[0]
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// progressComm is a rank's Comm that keeps the progress reported to it.
+type progressComm struct {
+	*ringtail.Comm
+	points []observe.Progress
+}
+
+func (p *progressComm) RecordProgress(pt observe.Progress) { p.points = append(p.points, pt) }
+
+// Rank 0 reports one progress point per epoch — the numbers its epoch line
+// prints — and one per evaluation of EvalEvery (the held-out accuracy) to
+// a Comm that records progress; the other ranks report none.
+func TestRankZeroReportsEachEpochsProgress(t *testing.T) {
+	tr, te := split(t, 256)
+	comms := startComms(t, 2)
+	rec := []*progressComm{{Comm: comms[0]}, {Comm: comms[1]}}
+	trainers := make([]*Trainer, 2)
+	for r := range trainers {
+		cfg := fastConfig(tr, te)
+		cfg.Epochs, cfg.Comm, cfg.EvalEvery = 3, rec[r], 5
+		var err error
+		if trainers[r], err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reps := make([]Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, trn := range trainers {
+		wg.Go(func() { reps[r], errs[r] = trn.Run(context.Background()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var epochs, evals []observe.Progress
+	for _, p := range rec[0].points {
+		if p.Epoch > 0 {
+			epochs = append(epochs, p)
+		} else {
+			evals = append(evals, p)
+		}
+	}
+	if len(rec[1].points) != 0 || len(epochs) != 3 || len(evals) != len(reps[0].Curve) || len(evals) == 0 {
+		t.Fatalf("rank 0 reported %d epoch and %d evaluation points (curve %d), rank 1 %d; want 3, the curve's and 0",
+			len(epochs), len(evals), len(reps[0].Curve), len(rec[1].points))
+	}
+	for i, p := range evals {
+		c := reps[0].Curve[i]
+		if p.Step != c.Step || p.Accuracy != c.TestAccuracy || !math.IsNaN(p.Loss) || p.Elapsed.Seconds() != c.Seconds {
+			t.Errorf("evaluation point %d: %+v, curve %+v", i, p, c)
+		}
+	}
+	steps := 0
+	for i, p := range epochs {
+		e := reps[0].Epochs[i]
+		steps += e.Steps
+		if p.Epoch != float64(i+1) || p.Step != steps || p.Loss != e.Loss || p.Accuracy != e.TestAccuracy ||
+			p.SamplesPerSec != e.SamplesPerSec || p.StepTime != e.StepMean || p.Elapsed <= 0 {
+			t.Errorf("point %d: %+v, epoch %+v", i, p, e)
+		}
+		if i > 0 && p.Elapsed <= epochs[i-1].Elapsed {
+			t.Errorf("point %d: elapsed %v not after %v", i, p.Elapsed, epochs[i-1].Elapsed)
+		}
 	}
 }
 

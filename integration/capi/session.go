@@ -97,8 +97,12 @@ type session struct {
 	mail   *ringtail.Mailbox // tagged point-to-point messages (p2p.go)
 	ctx    context.Context
 	cancel context.CancelFunc
-	log    zerolog.Logger         // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
-	site   atomic.Pointer[string] // the call site of the coming collectives (rt_call_site); nil: none
+	log    zerolog.Logger // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
+	// observer, when set (rt_observe_with), is the session of this process
+	// whose observability records this one's steps and progress. Set
+	// before the session's first straggler driver; read-only after.
+	observer atomic.Uint64
+	site     atomic.Pointer[string] // the call site of the coming collectives (rt_call_site); nil: none
 }
 
 // callCtx is the context of a collective: the session's, naming the call

@@ -116,7 +116,7 @@ func stragglerConfig(s *session, payload int64, policy string, globalBatch int64
 		pol.Budget, pol.Exclude = false, false
 	}
 	return driver.Config{
-		Comm: s.comm, Payload: int(payload), Policy: pol, Probe: flags&flagProbe != 0,
+		Comm: s.recordingComm(), Payload: int(payload), Policy: pol, Probe: flags&flagProbe != 0,
 		OpTimeout: time.Duration(timeoutMS) * time.Millisecond, Logger: s.log,
 	}, nil
 }

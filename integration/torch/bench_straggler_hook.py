@@ -67,8 +67,10 @@ def main():
     configs = [("Gloo, no straggler", dict(backend="gloo", slow=1.0)),
                ("Gloo", dict(backend="gloo", slow=args.slow))]
     configs += [("hook %s" % pol, dict(backend="gloo", slow=args.slow, hook=pol)) for pol in args.policies.split(",") if pol]
-    configs += [("hook %s + HeteroBatchSampler" % pol, dict(backend="gloo", slow=args.slow, sampler_policy=pol))
-                for pol in args.sampler_policies.split(",") if pol]
+    for pol in args.sampler_policies.split(","):
+        if pol:
+            configs += [("hook %s + HeteroBatchSampler, no straggler" % pol, dict(backend="gloo", slow=1.0, sampler_policy=pol)),
+                        ("hook %s + HeteroBatchSampler" % pol, dict(backend="gloo", slow=args.slow, sampler_policy=pol))]
     runs = {name: [] for name, _ in configs}
     for t in range(args.trials):
         for name, kw in configs:

@@ -271,6 +271,29 @@ int rt_straggler_flush(rt_straggler h, float* grad, rt_straggler_result* result,
 /* rt_straggler_close frees the handle (no communication). */
 int rt_straggler_close(rt_straggler h, char* errbuf, size_t errlen);
 
+/* rt_record_progress reports a point of the training loop's progress to
+ * this rank's observability (the live dashboard's training curve and
+ * header, the ringtail_train_* metrics, the timeline): steps done, epochs
+ * done (fractional), training time so far in seconds (0: the
+ * communicator's clock), training loss, held-out accuracy in [0, 1],
+ * global samples a second and mean step time in seconds since the last
+ * point. Pass NAN for a loss or accuracy not measured at this point, 0
+ * for other unknowns. Usually rank 0 reports. No communication; does
+ * nothing unless the communicator records (RINGTAIL_METRICS_ADDR or
+ * RINGTAIL_TIMELINE, as ringtail run --dashboard sets). */
+int rt_record_progress(rt_comm comm, int64_t step, double epoch, double elapsed_s, double loss, double accuracy,
+                       double samples_per_sec, double step_time_s, char* errbuf, size_t errlen);
+
+/* rt_observe_with makes observer, another communicator of this process,
+ * record comm's straggler steps (rt_straggler_*) and progress
+ * (rt_record_progress) on its dashboard, metrics and timeline. A rank's
+ * metrics address and timeline belong to the process: open the first
+ * communicator with them and the others with RINGTAIL_METRICS_ADDR= and
+ * RINGTAIL_TIMELINE= (empty overrides), naming the first as their
+ * observer, before their first straggler driver. When the observer is
+ * finalized, comm records nothing more. */
+int rt_observe_with(rt_comm comm, rt_comm observer, char* errbuf, size_t errlen);
+
 /* rt_abort makes the operation in flight (and every later one) fail with
  * RT_ERR_CANCELED at once, and every point-to-point request finish with
  * RT_ERR_CLOSED; call rt_finalize afterwards. */

@@ -75,6 +75,7 @@ from torch.nn.parallel import DistributedDataParallel
 from . import _lib
 from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
 from .groups import agree
+from .progress import StepClock
 
 ENV = "RINGTAIL_DDP_STRAGGLER"
 ENV_TIMEOUT = "RINGTAIL_DDP_STRAGGLER_TIMEOUT"
@@ -174,6 +175,8 @@ class StragglerState:
             "computed": 0, "applied": {}, "flushed": [], "roles": collections.Counter(), "modes": collections.Counter(),
             "folded": 0, "max_staleness": 0.0, "replaced": 0, "skipped": 0, "repeated": 0, "waits": 0, "epochs": 0, "rejoined": 0,
         }
+        # Rank 0 reports step time and throughput to the dashboard.
+        self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
         _ACTIVE.add(self)
         _install_loader_patch()
@@ -230,7 +233,20 @@ class StragglerState:
             fut.set_result(bucket.buffer())
         if applied == 0 or replaced:
             self._after_backward(applied == 0, replaced, full)
+        self._tick()
         self._last_return = time.perf_counter()
+
+    def _tick(self):
+        """Counts the step for the dashboard (rank 0): the bound loader's
+        batch size on every rank makes the throughput."""
+        if self._clock is None:
+            return
+        sampler = self._loader_key() if self._loader_key is not None else None
+        batch = getattr(sampler, "batch_size", None) or 0
+        try:
+            self._clock.tick(batch * self.size)
+        except _lib.RingtailError:
+            self._clock = None  # a library without rt_record_progress
 
     def _record(self, res):
         """Takes a step's result: role, next step, statistics; returns
