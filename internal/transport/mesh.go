@@ -460,7 +460,14 @@ func (m *Mesh) failAll(e *Error) {
 	m.failOnce.Do(func() {
 		m.failing.Store(true)
 		m.err = e
-		if !m.closingNow() {
+		switch {
+		case m.closingNow():
+		case e.Kind == KindCanceled && e.Reporter == m.id.Rank:
+			// This rank's caller canceled its own call (a shutdown on
+			// Ctrl-C or SIGTERM, most often): the caller has the error,
+			// and an error line would only be noise.
+			m.log.Info().Err(e).Msg("communicator failed: the call was canceled")
+		default:
 			m.log.Error().Err(e).Msg("communicator failed")
 		}
 		a := &wire.AbortError{Origin: e.Reporter, Culprit: e.Rank, Code: uint8(e.Kind), Reason: e.Detail}
