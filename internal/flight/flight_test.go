@@ -226,56 +226,42 @@ func (j job) dumps(t *testing.T) []*Dump {
 	return out
 }
 
-func TestAnalyzeNamesTheRankThatStoppedCalling(t *testing.T) {
-	j := job{world: 4, calls: []int{6, 6, 6, 6}, running: []bool{true, true, true, false},
-		failure: &Failure{Kind: "timeout", Rank: 3, Reporter: 0}}
+// checkStory analyzes j's dumps and checks that the story holds every
+// line in wants and blames culprits (as fmt prints a []int).
+func checkStory(t *testing.T, j job, culprits string, wants ...string) {
+	t.Helper()
 	rep := Analyze(j.dumps(t))
 	text := strings.Join(rep.Lines, "\n")
-	for _, want := range []string{
-		"rank 3 completed AllReduce #6 (count=1024, dtype 1, op 1) and never called #7",
-		"ranks 0,1,2 waited in AllReduce #7 (count=1024, dtype 1, op 1) for 3.0 s",
-	} {
+	for _, want := range wants {
 		if !strings.Contains(text, want) {
-			t.Errorf("report lacks %q:\n%s", want, text)
+			t.Errorf("the story lacks %q:\n%s", want, text)
 		}
 	}
-	if fmt.Sprint(rep.Culprits) != "[3]" {
-		t.Errorf("culprits %v, want [3]:\n%s", rep.Culprits, text)
+	if got := fmt.Sprint(rep.Culprits); got != culprits {
+		t.Errorf("culprits %s, want %s:\n%s", got, culprits, text)
 	}
+}
+
+func TestAnalyzeNamesTheRankThatStoppedCalling(t *testing.T) {
+	checkStory(t, job{world: 4, calls: []int{6, 6, 6, 6}, running: []bool{true, true, true, false},
+		failure: &Failure{Kind: "timeout", Rank: 3, Reporter: 0}}, "[3]",
+		"rank 3 completed AllReduce #6 (count=1024, dtype 1, op 1) and never called #7",
+		"ranks 0,1,2 waited in AllReduce #7 (count=1024, dtype 1, op 1) for 3.0 s")
 }
 
 func TestAnalyzeFindsTheFirstCallWhereRanksDisagree(t *testing.T) {
-	j := job{world: 3, calls: []int{4, 4, 4}, running: []bool{true, true, true}, diffAt: 3, shape: []uint64{1024, 1023, 1024},
-		failure: &Failure{Kind: "collective mismatch", Rank: 1, Reporter: 0}}
-	rep := Analyze(j.dumps(t))
-	text := strings.Join(rep.Lines, "\n")
-	if !strings.Contains(text, "ranks disagree at call #3") || !strings.Contains(text, "rank 1 called AllReduce #3 (count=1023") ||
-		!strings.Contains(text, "ranks 0,2 called AllReduce #3 (count=1024") {
-		t.Errorf("report:\n%s", text)
-	}
-	if fmt.Sprint(rep.Culprits) != "[1]" {
-		t.Errorf("culprits %v, want [1]", rep.Culprits)
-	}
+	checkStory(t, job{world: 3, calls: []int{4, 4, 4}, running: []bool{true, true, true}, diffAt: 3, shape: []uint64{1024, 1023, 1024},
+		failure: &Failure{Kind: "collective mismatch", Rank: 1, Reporter: 0}}, "[1]",
+		"ranks disagree at call #3", "rank 1 called AllReduce #3 (count=1023", "ranks 0,2 called AllReduce #3 (count=1024")
 	// Two ranks: no majority tells which call was meant; both are named.
-	j = job{world: 2, calls: []int{4, 4}, diffAt: 2, shape: []uint64{1024, 1023},
-		failure: &Failure{Kind: "collective mismatch", Rank: 0, Reporter: 1}}
-	if rep := Analyze(j.dumps(t)); fmt.Sprint(rep.Culprits) != "[0 1]" || !strings.Contains(rep.Lines[0], "no majority") {
-		t.Errorf("two ranks: culprits %v:\n%s", rep.Culprits, strings.Join(rep.Lines, "\n"))
-	}
+	checkStory(t, job{world: 2, calls: []int{4, 4}, diffAt: 2, shape: []uint64{1024, 1023},
+		failure: &Failure{Kind: "collective mismatch", Rank: 0, Reporter: 1}}, "[0 1]", "no majority")
 }
 
 func TestAnalyzeNamesARankThatLeftNoDump(t *testing.T) {
-	j := job{world: 3, calls: []int{5, 5, 5}, running: []bool{true, false, true}, missing: map[int]bool{1: true},
-		failure: &Failure{Kind: "peer died", Rank: 1, Reporter: 0, Detail: "connection closed"}}
-	rep := Analyze(j.dumps(t))
-	text := strings.Join(rep.Lines, "\n")
-	if !strings.Contains(text, "rank 1 left no dump") || !strings.Contains(text, "ranks 0,2 failed in AllReduce #6") ||
-		!strings.Contains(text, "blaming rank 1") {
-		t.Errorf("report:\n%s", text)
-	}
-	if fmt.Sprint(rep.Culprits) != "[1]" {
-		t.Errorf("culprits %v, want [1]", rep.Culprits)
-	}
+	checkStory(t, job{world: 3, calls: []int{5, 5, 5}, running: []bool{true, false, true}, missing: map[int]bool{1: true},
+		failure: &Failure{Kind: "peer died", Rank: 1, Reporter: 0, Detail: "connection closed"}}, "[1]",
+		"rank 1 left no dump", "ranks 0,2 failed in AllReduce #6", "blaming rank 1")
 }
 
 // BenchmarkBeginEnd is the recorder's cost per call on the path of a small
