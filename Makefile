@@ -64,12 +64,15 @@ bench: build
 # The fault harness (integration/faults, build tag faults). CI-sized by
 # default; the campaign of docs/reliability.md is
 #   make faults FAULT_RUNS=320 FLOOD_CONNS=10000
-# FAULTS_STRICT=true fails the target on any missed expectation; FAULT_ELEMS=524288
-# (2 MiB calls) runs the large allreduces that shared memory tunes.
+# FAULTS_STRICT=true fails the target on any missed expectation (the default
+# under CI=true); FAULT_ELEMS=524288 (2 MiB calls) runs the large allreduces
+# that shared memory tunes. Each run's ranks dump their flight recorders into
+# a directory of the run, and a failed run must leave dumps that
+# `ringtail debug analyze` explains (docs/debugging.md).
 FAULT_RUNS ?= 16
 FAULT_ELEMS ?= 65536
 FLOOD_CONNS ?= 2000
-FAULTS_STRICT ?= false
+FAULTS_STRICT ?= $(if $(filter true,$(CI)),true,false)
 faults:
 	$(GO) test -tags faults -count=1 -timeout 60m -run 'TestFaults|TestFloods' -v ./integration/faults -args -runs $(FAULT_RUNS) -elems $(FAULT_ELEMS) -flood $(FLOOD_CONNS) -strict=$(FAULTS_STRICT)
 

@@ -19,9 +19,11 @@ import (
 // are serialised). After any failure it stays failed: create a new one
 // (a new generation).
 type Comm struct {
-	cfg Config
-	e   *engine.Engine
-	rec *obs.Recorder // nil: observability off (observability.go)
+	cfg    Config
+	e      *engine.Engine
+	rec    *obs.Recorder // nil: observability off (observability.go)
+	detail bool          // calls carry their call sites (Config.Debug "detail"; debug.go)
+	sites  siteCache
 }
 
 // New joins the job: it starts the rendezvous coordinator if this is rank
@@ -29,10 +31,17 @@ type Comm struct {
 // connects to every other rank. It returns when the mesh is complete, or
 // with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
+	if err := cfg.withProcessDebug(); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rec, err := cfg.recorder()
+	fl, err := cfg.flightRecorder()
+	if err != nil {
+		return nil, err
+	}
+	rec, err := cfg.recorder(fl)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +49,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	if rec != nil {
 		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
 	}
+	s.Flight, s.Detail = fl, cfg.detail()
 	e, err := engine.New(ctx, s)
 	if err != nil {
 		if rec != nil {
@@ -47,7 +57,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 		}
 		return nil, public(err)
 	}
-	c := &Comm{cfg: cfg, e: e, rec: rec}
+	c := &Comm{cfg: cfg, e: e, rec: rec, detail: s.Detail}
 	c.observeLinks()
 	return c, nil
 }
@@ -96,6 +106,9 @@ func (c *Comm) run(ctx context.Context, cl *engine.Call, errs ...error) error {
 	if err := errors.Join(errs...); err != nil {
 		return public(c.e.Invalid(cl, err))
 	}
+	if c.detail {
+		c.markSite(ctx, cl)
+	}
 	return public(c.e.Run(ctx, cl))
 }
 
@@ -120,7 +133,7 @@ func (c *Comm) AllReduce(ctx context.Context, buf Buffer, op Op) error {
 	var cl engine.Call
 	cl.Spec.Collective, cl.Spec.Count, cl.Spec.ElemSize, cl.Spec.Avg = wire.AllReduce, buf.Len(), buf.DType.Size(), op == Avg
 	cl.DType, cl.Op, cl.Data = buf.DType, op, buf.Bytes
-	if !op.Valid() || !buf.DType.Valid() || len(buf.Bytes)%buf.DType.Size() != 0 {
+	if !op.Valid() || !buf.DType.Valid() || len(buf.Bytes)%buf.DType.Size() != 0 || c.detail {
 		return c.run(ctx, &cl, checkBuffer("AllReduce", buf), opErr(op))
 	}
 	return public(c.e.Run(ctx, &cl))
@@ -168,7 +181,7 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv Buffer, op Op) erro
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.Barrier, ElemSize: 1}, DType: Uint8, Op: Sum, Data: []byte{}}
-	return public(c.e.Run(ctx, &cl))
+	return c.run(ctx, &cl)
 }
 
 // DumpPlan returns, as text, the program cfg.Rank would run for an

@@ -58,6 +58,12 @@ const (
 	EnvRingOrder      = "RINGTAIL_RING_ORDER"    // "hosts" (default) or "ranks"
 	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
 	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
+	// The flight recorder and the call-site check (docs/debugging.md).
+	// These three act on every communicator of the process, however it
+	// was configured (New fills the Config fields they set when unset).
+	EnvFlightDir  = "RINGTAIL_FLIGHT_DIR"  // dump each rank's last calls here when a collective fails (default: the timeline's directory)
+	EnvFlightSize = "RINGTAIL_FLIGHT_SIZE" // calls the flight recorder keeps (default 2000; "0": off)
+	EnvDebug      = "RINGTAIL_DEBUG"       // "detail": every collective checks that all ranks call it from the same call site
 	// EnvJobCompletionIndex is the pod's index in a Kubernetes Indexed
 	// Job: the rank when RANK is unset (see ConfigFromLookup).
 	EnvJobCompletionIndex = "JOB_COMPLETION_INDEX"
@@ -181,6 +187,24 @@ type Config struct {
 	// timeline to this file (with ".rank<r>" before the extension when
 	// WorldSize > 1); `ringtail timeline merge` joins the ranks' files.
 	Timeline string
+	// FlightDir is where each rank dumps its flight recorder (its last
+	// FlightSize calls, as JSON) when a collective fails on any rank, and
+	// on SIGUSR1 (created if need be); empty: the timeline's directory, if
+	// any (else a failure is not dumped, and SIGUSR1 dumps into the
+	// temporary directory).
+	// `ringtail debug analyze DIR` tells the story. See docs/debugging.md.
+	FlightDir string
+	// FlightSize is how many calls the flight recorder keeps: 0 means
+	// DefaultFlightSize, a negative value turns it off.
+	FlightSize int
+	// Debug "detail" makes every collective check, before it runs, that
+	// every rank calls it from the same call site (a hash of the caller's
+	// program counters; WithCallSite names one): a rank that skipped one
+	// of two calls of the same shape then fails every rank naming both
+	// call sites, where it would otherwise get a wrong result. It costs a
+	// small collective per call; "" or "off": none. Every rank must give
+	// the same value.
+	Debug string
 
 	network transport.Network // tests: an in-memory network
 }
@@ -293,6 +317,7 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	}
 	c.MetricsAddr = env.Get(EnvMetricsAddr)
 	c.Timeline = env.Get(EnvTimeline)
+	c.debugFromEnv(&env)
 	logger, err := logging.FromLookup(lookup, os.Stderr)
 	if err != nil {
 		env.Fail(err)
@@ -462,6 +487,7 @@ func (c *Config) Validate() error {
 			bad("timeline %q (%s) is a directory", c.Timeline, EnvTimeline)
 		}
 	}
+	errs = append(errs, c.validateDebug()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ringtail: invalid config: %w", err)
 	}

@@ -3,6 +3,7 @@ package ringtail
 import (
 	"fmt"
 
+	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/observe"
@@ -15,8 +16,9 @@ var (
 
 // recorder starts the rank's observability when MetricsAddr or Timeline
 // is set (nil otherwise: nothing is recorded and the calls' path makes
-// one nil check).
-func (c *Config) recorder() (*obs.Recorder, error) {
+// one nil check); its server shows fl (the flight recorder; nil: off) at
+// /debug/flight.
+func (c *Config) recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 	if c.MetricsAddr == "" && c.Timeline == "" {
 		return nil, nil
 	}
@@ -38,7 +40,11 @@ func (c *Config) recorder() (*obs.Recorder, error) {
 	}
 	// The recorder logs through the communicator's logger: the job-wide
 	// logger honouring RINGTAIL_LOG_LEVEL arrives as Config.Logger.
-	rec, err := obs.New(obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger})
+	ocfg := obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger}
+	if fl != nil {
+		ocfg.Flight = fl.WriteLive
+	}
+	rec, err := obs.New(ocfg)
 	if err != nil {
 		if gpu != nil {
 			gpu.Close()
@@ -63,7 +69,7 @@ func (c *Comm) observeLinks() {
 	}
 	var links []obs.LinkInfo
 	for _, l := range c.e.Links() {
-		links = append(links, obs.LinkInfo{Peer: l.Peer, Channel: l.Channel, Transport: l.Transport})
+		links = append(links, obs.LinkInfo{Peer: l.Peer, Channel: l.Channel, Transport: l.Transport, Fallback: l.Fallback})
 		c.cfg.Logger.Debug().Int("rank", c.cfg.Rank).Int("peer", l.Peer).Int("channel", l.Channel).Str("transport", l.Transport).Msg("ringtail: link")
 	}
 	c.rec.SetLinks(links)

@@ -23,6 +23,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,10 +107,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fail := func(err error) int {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || peerStopped(err) {
 			// Stopped by a signal: Ctrl-C, or the launcher stopping the
 			// job after another rank failed (it says which). What failed
-			// since follows from that: no line of its own.
+			// since follows from that: no line of its own. A peer's
+			// canceled or closed communicator is that stop reaching
+			// this rank before its own signal does.
 			return 1
 		}
 		fmt.Fprintf(stderr, "ringtail-train: %v\n", err)
@@ -352,4 +355,12 @@ func reportTelemetry(r nvml.Reading) *telemetryReport {
 		t.Device = r.GPU.Name
 	}
 	return t
+}
+
+// peerStopped reports whether err is another rank stopping: its call
+// canceled, or its communicator closed (a rank stopped by a signal does
+// one or the other, and the launcher names it).
+func peerStopped(err error) bool {
+	var re *ringtail.Error
+	return errors.As(err, &re) && re.Reporter != re.Local && (re.Kind == ringtail.KindCanceled || re.Kind == ringtail.KindClosed)
 }

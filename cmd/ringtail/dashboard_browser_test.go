@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/citest"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 )
@@ -95,7 +96,7 @@ func startChromium(t *testing.T) *cdp {
 		}
 	}
 	if bin == "" {
-		t.Skip("no chromium on PATH (Debian: apt-get install chromium); the dashboard's browser test needs one")
+		citest.Missing(t, "no chromium on PATH (Debian: apt-get install chromium); the dashboard's browser test needs one")
 	}
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {

@@ -27,6 +27,7 @@ Usage:
   ringtail run --elastic -np N [--min-np N] [--max-np N] [--host-discovery-script S] -- CMD ARGS...
   ringtail dashboard --ranks HOST:P1-P2 [--listen ADDR] [--timeline FILE]
   ringtail timeline merge -o OUT FILE...
+  ringtail debug analyze DIR | --ranks HOST:P1-P2
   ringtail coordinator --listen ADDR -np N [--secret-file F] [--job-id ID]
   ringtail bench allreduce|allgather|broadcast|reducescatter|alltoall -np N [-b 8] [-e 64M] [-f 2] [-d float32] [--json]
   ringtail bench balance [--json]
@@ -52,6 +53,7 @@ func commands() map[string]subcommand {
 		"coordinator":  runCoordinator,
 		"dashboard":    runDashboard,
 		"timeline":     runTimeline,
+		"debug":        runDebug,
 		"bench":        runBench,
 		"bench-worker": runBenchWorker,
 		"gradcode":     runGradcode,

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/citest"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
 )
 
@@ -397,7 +398,7 @@ func TestCProgram(t *testing.T) {
 	}
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
-		t.Skip("no gcc")
+		citest.Missing(t, "no gcc (the C test program cannot be built)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -459,5 +460,32 @@ func TestConfigLogger(t *testing.T) {
 	}
 	if _, err := configFromEnv(overridesFor(1, 2, 4567, "RINGTAIL_LOG_LEVEL=loud")); err == nil || !strings.Contains(err.Error(), "RINGTAIL_LOG_LEVEL") {
 		t.Errorf("bad level: %v", err)
+	}
+}
+
+// Under RINGTAIL_DEBUG=detail the call sites rt_call_site names are
+// compared before each collective: alike, the call runs; a rank that
+// names another site (it skipped a call of the same shape) fails every
+// rank with a mismatch naming both sites.
+func TestCallSitesAreComparedUnderDetail(t *testing.T) {
+	ss := openWorld(t, 2, "RINGTAIL_DEBUG=detail")
+	bufs := [2][]float32{make([]float32, 4), make([]float32, 4)}
+	each(t, ss, func(r int, s *session) error {
+		s.setSite("train.py:10 (step)")
+		return s.allReduce(unsafe.Pointer(&make([]float32, 4)[0]), 4, 1, 1)
+	})
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, s := range ss {
+		wg.Go(func() {
+			s.setSite([]string{"train.py:10 (step)", "train.py:12 (step)"}[r])
+			errs[r] = s.allReduce(unsafe.Pointer(&bufs[r][0]), 4, 1, 1)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if code(err) != codeMismatch || !strings.Contains(err.Error(), "train.py:10 (step)") || !strings.Contains(err.Error(), "train.py:12 (step)") {
+			t.Errorf("rank %d: %v (code %d), want a mismatch naming both call sites", r, err, code(err))
+		}
 	}
 }

@@ -149,6 +149,20 @@ func rt_barrier(h C.rt_comm, errbuf *C.char, errlen C.size_t) (rc C.int) {
 	return setError(err, errbuf, errlen)
 }
 
+//export rt_call_site
+func rt_call_site(h C.rt_comm, site *C.char, errbuf *C.char, errlen C.size_t) (rc C.int) {
+	defer guard(&rc, errbuf, errlen)
+	s, err := lookup(h)
+	if err == nil {
+		name := ""
+		if site != nil {
+			name = C.GoString(site)
+		}
+		s.setSite(name)
+	}
+	return setError(err, errbuf, errlen)
+}
+
 //export rt_abort
 func rt_abort(h C.rt_comm) (rc C.int) {
 	defer guard(&rc, nil, 0)

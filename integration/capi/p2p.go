@@ -64,7 +64,7 @@ func (s *session) allToAll(send, recv unsafe.Pointer, count int64, dt int) error
 	if err != nil {
 		return err
 	}
-	return s.comm.AllToAll(s.ctx, detach(sb, rb), rb)
+	return s.comm.AllToAll(s.callCtx(), detach(sb, rb), rb)
 }
 
 // counts reads the world's int64 split sizes at p.
@@ -105,7 +105,7 @@ func (s *session) allToAllV(send, sendCounts, recv, recvCounts unsafe.Pointer, d
 	if err != nil {
 		return err
 	}
-	return s.comm.AllToAllV(s.ctx, detach(sb, rb), sc, rb, rc)
+	return s.comm.AllToAllV(s.callCtx(), detach(sb, rb), sc, rb, rc)
 }
 
 func (s *session) isend(p unsafe.Pointer, count int64, dt, peer, tag int) (*request, error) {

@@ -35,7 +35,8 @@ const (
 )
 
 // abiVersion is RT_ABI_VERSION. Version 2 added all-to-all, tagged
-// point-to-point requests and the monitored barrier.
+// point-to-point requests and the monitored barrier (and, as new
+// functions only, the straggler driver and rt_call_site).
 const abiVersion = 2
 
 // dtypeOf maps an RT_* element type code to its ringtail type.
@@ -101,6 +102,25 @@ type session struct {
 	// whose observability records this one's steps and progress. Set
 	// before the session's first straggler driver; read-only after.
 	observer atomic.Uint64
+	site     atomic.Pointer[string] // the call site of the coming collectives (rt_call_site); nil: none
+}
+
+// callCtx is the context of a collective: the session's, naming the call
+// site rt_call_site set, if any (RINGTAIL_DEBUG=detail checks it).
+func (s *session) callCtx() context.Context {
+	if p := s.site.Load(); p != nil {
+		return ringtail.WithCallSite(s.ctx, *p)
+	}
+	return s.ctx
+}
+
+// setSite names the call site of the coming collectives ("": none).
+func (s *session) setSite(site string) {
+	if site == "" {
+		s.site.Store(nil)
+		return
+	}
+	s.site.Store(&site)
 }
 
 // open joins the job described by the environment and overrides.
@@ -184,7 +204,7 @@ func (s *session) allReduce(p unsafe.Pointer, count int64, dt, opCode int) error
 	if err != nil {
 		return err
 	}
-	return s.comm.AllReduce(s.ctx, buf, o)
+	return s.comm.AllReduce(s.callCtx(), buf, o)
 }
 
 func (s *session) broadcast(p unsafe.Pointer, count int64, dt, root int) error {
@@ -195,7 +215,7 @@ func (s *session) broadcast(p unsafe.Pointer, count int64, dt, root int) error {
 	if root < 0 || root >= s.comm.Size() {
 		return badArg("broadcast: root %d outside 0..%d", root, s.comm.Size()-1)
 	}
-	return s.comm.Broadcast(s.ctx, buf, root)
+	return s.comm.Broadcast(s.callCtx(), buf, root)
 }
 
 func (s *session) allGather(send, recv unsafe.Pointer, count int64, dt int) error {
@@ -211,7 +231,7 @@ func (s *session) allGather(send, recv unsafe.Pointer, count int64, dt int) erro
 	if err != nil {
 		return err
 	}
-	return s.comm.AllGather(s.ctx, detach(sb, rb), rb)
+	return s.comm.AllGather(s.callCtx(), detach(sb, rb), rb)
 }
 
 func (s *session) reduceScatter(send, recv unsafe.Pointer, recvCount int64, dt, opCode int) error {
@@ -231,10 +251,10 @@ func (s *session) reduceScatter(send, recv unsafe.Pointer, recvCount int64, dt, 
 	if err != nil {
 		return err
 	}
-	return s.comm.ReduceScatter(s.ctx, detach(sb, rb), rb, o)
+	return s.comm.ReduceScatter(s.callCtx(), detach(sb, rb), rb, o)
 }
 
-func (s *session) barrier() error { return s.comm.Barrier(s.ctx) }
+func (s *session) barrier() error { return s.comm.Barrier(s.callCtx()) }
 
 // close leaves the job; abort first makes it not wait for an operation in
 // flight.

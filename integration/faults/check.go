@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/integration/faults/event"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
 // Problem classes, one column each in the summary.
@@ -21,10 +22,14 @@ const (
 	ProblemHalf      = "half-failed"  // some ranks succeeded while others failed, or a rank said nothing
 	ProblemPremature = "premature"    // a frozen rank was declared dead before the peer timeout
 	ProblemSetup     = "setup"        // the job did not form (not a verdict on the fault)
+	// ProblemUnexplained: a failed run in which a rank that could have
+	// left no flight-recorder dump, or whose dumps `ringtail debug
+	// analyze` does not blame the fault's target in.
+	ProblemUnexplained = "unexplained"
 )
 
 // Problems lists the classes in table order.
-var Problems = []string{ProblemHang, ProblemWrong, ProblemBlame, ProblemLauncher, ProblemFreeze, ProblemHalf, ProblemPremature, ProblemSetup}
+var Problems = []string{ProblemHang, ProblemWrong, ProblemBlame, ProblemLauncher, ProblemFreeze, ProblemHalf, ProblemPremature, ProblemSetup, ProblemUnexplained}
 
 // Problem is one failed expectation.
 type Problem struct {
@@ -170,7 +175,34 @@ func Check(r Result, slack time.Duration) Verdict {
 		}
 		checkLauncherConsistent(r, outs, v.Launcher, add)
 	}
+	checkDumps(r, add)
 	return v
+}
+
+// checkDumps holds a failed run to its flight-recorder dumps (when the
+// harness read them): every rank left one (but a killed target), and
+// Analyze blames the fault's target.
+func checkDumps(r Result, add func(string, string, ...any)) {
+	if !r.DumpsRead {
+		return
+	}
+	sc := r.Scenario
+	have := map[int]bool{}
+	for _, d := range r.Dumps {
+		have[d.Rank] = true
+	}
+	for rank := range sc.NP {
+		if !have[rank] && !(rank == sc.Target && sc.Fault == FaultKill) {
+			add(ProblemUnexplained, "rank %d left no flight-recorder dump", rank)
+		}
+	}
+	if len(r.Dumps) == 0 {
+		return
+	}
+	rep := flight.Analyze(r.Dumps)
+	if !slices.Contains(rep.Culprits, sc.Target) {
+		add(ProblemUnexplained, "ringtail debug analyze blames ranks %v, not rank %d: %s", rep.Culprits, sc.Target, strings.Join(rep.Lines, " | "))
+	}
 }
 
 // checkLauncherConsistent checks that ringtail run named a rank and exited

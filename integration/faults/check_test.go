@@ -1,10 +1,13 @@
 package faults
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/integration/faults/event"
+	"github.com/ringtail-ml/ringtail/internal/flight"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // The checks are pure: these cases hold them to the expectations of
@@ -188,5 +191,44 @@ func TestParseLine(t *testing.T) {
 	}
 	if _, _, err := event.ParseLine(`[3] {"ev":"done","rank":2,"t":5}`); err == nil {
 		t.Fatal("a rank reporting for another was accepted")
+	}
+}
+
+// dumpsOf makes the flight-recorder dumps of ranks, each failed with f.
+func dumpsOf(t *testing.T, np int, ranks []int, f *flight.Failure) []*flight.Dump {
+	var out []*flight.Dump
+	for _, r := range ranks {
+		fl, err := flight.New(flight.Config{Rank: r, World: np, JobID: "j"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Begin(&wire.Desc{Collective: wire.AllReduce, Group: wire.World, Call: 1, Count: 8}, "ring", "")
+		fl.End(errors.New(f.Kind))
+		out = append(out, fl.Snapshot("failure", f, time.Second, 0))
+	}
+	return out
+}
+
+// A failed run must leave a dump on every rank that could write one, and
+// the dumps must blame the fault's target.
+func TestCheckHoldsAFailedRunToItsDumps(t *testing.T) {
+	good := Result{
+		Scenario: scenario(FaultKill, 3, 1), FaultAt: t0, Exit: 137, DumpsRead: true,
+		Events: []event.Event{ev(event.Failed, 0, 5*time.Millisecond, 1, "peer died"), ev(event.Failed, 2, 7*time.Millisecond, 1, "peer died")},
+		Stderr: "ringtail run: rank 1 was killed by signal 9 (killed); stopping 2 others\n",
+		Dumps:  dumpsOf(t, 3, []int{0, 2}, &flight.Failure{Kind: "peer died", Rank: 1, Reporter: 0}),
+	}
+	if v := Check(good, time.Second); !v.OK() {
+		t.Fatalf("dumps of the survivors that blame the killed rank: %v", v.Problems)
+	}
+	missing := good
+	missing.Dumps = good.Dumps[:1]
+	if v := Check(missing, time.Second); !v.Has(ProblemUnexplained) {
+		t.Fatalf("a survivor without a dump: %v", classes(v))
+	}
+	wrong := good
+	wrong.Dumps = dumpsOf(t, 3, []int{0, 2}, &flight.Failure{Kind: "peer died", Rank: 2, Reporter: 0})
+	if v := Check(wrong, time.Second); !v.Has(ProblemUnexplained) {
+		t.Fatalf("dumps blaming a survivor: %v", classes(v))
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
 // The harness: go test -tags faults ./integration/faults [-args flags].
@@ -28,7 +31,7 @@ var (
 	floodConns  = flag.Int("flood", 2000, "connections per flood (0: no floods)")
 	floodBudget = flag.Int64("flood-budget-mib", 20, "allowed RSS growth of a flood's target, MiB")
 	verbose     = flag.Bool("verbose-runs", false, "log every run's problems and stderr")
-	strict      = flag.Bool("strict", false, "fail the test when any run misses an expectation (by default the table is the result)")
+	strict      = flag.Bool("strict", citest.InCI(), "fail the test when any run misses an expectation (default under CI=true; otherwise the table is the result)")
 )
 
 func binaries(t *testing.T) Binaries {
@@ -101,6 +104,15 @@ func TestFaults(t *testing.T) {
 		t.Logf("run %d/%d %s: %s (%v)", i+1, len(scs), sc, status, r.End.Sub(r.Start).Round(time.Millisecond))
 		for _, p := range v.Problems {
 			t.Logf("    %s: %s", p.Class, p.Detail)
+		}
+		if len(r.Dumps) > 0 {
+			rep := flight.Analyze(r.Dumps)
+			t.Logf("    analyze (%d dumps): %s", len(r.Dumps), strings.Join(rep.Lines, " | "))
+		}
+		if v.OK() {
+			os.RemoveAll(r.DumpDir)
+		} else if r.DumpDir != "" {
+			t.Logf("    dumps kept in %s", r.DumpDir)
 		}
 		if *verbose && !v.OK() {
 			t.Logf("    stderr:\n%s", r.Stderr)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/integration/faults/event"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
 // lockedBuffer collects a process's output for other goroutines.
@@ -164,7 +166,13 @@ func RunScenario(ctx context.Context, bins Binaries, sc Scenario) Result {
 	// until their own collective fails (event.Terminated); the grace lets
 	// a rank that must wait out the peer timeout do so before SIGKILL.
 	grace := 2*sc.PeerTimeout + 2*time.Second
-	j, err := StartJob(bins, sc.NP, []string{"--grace", grace.String()}, sc.Env(), sc.WorkerArgs())
+	dir, err := os.MkdirTemp("", "ringtail-faults-flight-")
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.DumpDir = dir
+	j, err := StartJob(bins, sc.NP, []string{"--grace", grace.String()}, append(sc.Env(), "RINGTAIL_FLIGHT_DIR="+dir), sc.WorkerArgs())
 	if err != nil {
 		r.Err = err
 		return r
@@ -211,5 +219,7 @@ func RunScenario(ctx context.Context, bins Binaries, sc Scenario) Result {
 	default:
 	}
 	r.Events, r.Stderr = j.Events(), j.Stderr()
+	r.Dumps, _ = flight.ReadDir(dir) // none: Check says so if the run failed
+	r.DumpsRead = true
 	return r
 }

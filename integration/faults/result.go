@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/integration/faults/event"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
 // Result is what one run produced.
@@ -22,6 +23,11 @@ type Result struct {
 	HarnessKilled bool
 	// Err is a harness-level failure (could not start the job).
 	Err error
+	// Dumps are the ranks' flight-recorder dumps (RINGTAIL_FLIGHT_DIR of
+	// the run: DumpDir), read once the job ended when DumpsRead.
+	Dumps     []*flight.Dump
+	DumpsRead bool
+	DumpDir   string
 }
 
 // outcome is a rank's last word.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/exec"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
@@ -68,6 +69,13 @@ type Settings struct {
 	TracePhases bool
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
+	// Flight records every call (internal/flight); nil: none. The engine
+	// dumps it when the communicator fails, and stops it on Close.
+	Flight *flight.Recorder
+	// Detail checks, before each collective of a call site (Call.Site),
+	// that every rank makes it from the same call site
+	// (RINGTAIL_DEBUG=detail): a collective exchange per call.
+	Detail bool
 }
 
 // ErrClosed is returned by calls on a closed engine.
@@ -78,6 +86,10 @@ var names = wire.Names{
 	DType: func(d uint8) string { return reduce.DType(d).String() },
 	RedOp: func(o uint8) string { return reduce.Op(o).String() },
 }
+
+// Names returns how the engine renders element types and operators (the
+// flight recorder's dumps use it too).
+func Names() wire.Names { return names }
 
 // Engine is one rank's membership in a job's mesh and everything that runs
 // calls on it.
@@ -127,6 +139,9 @@ type Engine struct {
 func New(ctx context.Context, s Settings) (*Engine, error) {
 	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
 	e.doneFn = e.groupDone
+	if s.Flight != nil {
+		s.Flight.SetCallLock(&e.mu)
+	}
 	if s.World == 1 {
 		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
 		if err != nil {
@@ -134,6 +149,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 		}
 		e.executor = ex
 		e.traceExecutor()
+		e.watchFlight()
 		return e, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ConnectTimeout)
@@ -142,6 +158,7 @@ func New(ctx context.Context, s Settings) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.watchFlight()
 	return e, nil
 }
 
@@ -186,6 +203,7 @@ func (e *Engine) connect(ctx context.Context) error {
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
 		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "tune_pieces": strconv.FormatBool(s.TunePieces), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
+		"debug_detail": strconv.FormatBool(s.Detail),
 	}
 	req := rendezvous.Request{
 		Addr: coordAddr, JobID: s.JobID, Secret: s.Secret, World: s.World,
@@ -229,6 +247,9 @@ func (e *Engine) connect(ctx context.Context) error {
 	}
 	e.executor.SetMailbox(mailboxOf{e})
 	e.traceExecutor()
+	if s.Flight != nil {
+		e.executor.SetWaitHook(s.Flight.Waiting)
+	}
 	return e.agreeOnFastboxes(ctx)
 }
 
@@ -261,7 +282,8 @@ func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	if e.mesh.AllFast() {
 		all[0] = 1
 	}
-	c := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 4}, DType: reduce.Int32, Op: reduce.Min, Data: all}
+	c := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 4}, DType: reduce.Int32, Op: reduce.Min, Data: all,
+		Purpose: "agreeing on the transport"}
 	if err := e.Run(ctx, c); err != nil {
 		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
 	}
@@ -385,8 +407,8 @@ func (e *Engine) Left() []int {
 // and goroutine is released. Safe to call twice.
 func (e *Engine) Close() error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return nil
 	}
 	e.closed = true
@@ -399,6 +421,12 @@ func (e *Engine) Close() error {
 	}
 	for _, f := range e.closers {
 		_ = f()
+	}
+	e.mu.Unlock()
+	// After the lock: the recorder's goroutine may be dumping a failure
+	// and need it.
+	if e.s.Flight != nil {
+		e.s.Flight.Close()
 	}
 	return nil
 }

@@ -7,6 +7,9 @@ type LinkInfo struct {
 	Peer, Channel int
 	// Transport is transport.Link.Transport: "shm+fastbox", "unix", "tcp" ...
 	Transport string
+	// Fallback says why the link is not shared memory although it could
+	// be ("": it is, or need not be).
+	Fallback string
 }
 
 // Links lists this rank's links in (peer, channel) order; none in a
@@ -22,7 +25,7 @@ func (e *Engine) Links() []LinkInfo {
 		}
 		for ch := 0; ch < e.s.Tunables.Channels; ch++ {
 			if l := e.mesh.Link(peer, ch); l != nil {
-				out = append(out, LinkInfo{Peer: peer, Channel: ch, Transport: l.Transport()})
+				out = append(out, LinkInfo{Peer: peer, Channel: ch, Transport: l.Transport(), Fallback: l.Fallback()})
 			}
 		}
 	}

@@ -32,6 +32,13 @@ type Call struct {
 	// children's contributions; Collected is set to how many it folded.
 	Deadline  time.Time
 	Collected int
+	// Purpose says why the communicator makes the call itself (the flight
+	// recorder shows it); empty for the application's calls.
+	Purpose string
+	// Site names the application's call site and SiteFP is its
+	// fingerprint (RINGTAIL_DEBUG=detail: Settings.Detail); empty: none.
+	Site   string
+	SiteFP uint64
 }
 
 // group counts the calls of one group of ranks: the whole world, a member
@@ -302,8 +309,20 @@ func StepOf(ctx context.Context) (uint64, bool) {
 // that cannot be built fails the whole communicator, so peers get a clear
 // error instead of waiting.
 func (e *Engine) Run(ctx context.Context, c *Call) error {
-	e.mu.Lock()
+	if !e.mu.TryLock() {
+		// Another goroutine's call runs: this one is queued behind it.
+		if e.s.Flight == nil {
+			e.mu.Lock()
+		} else {
+			t := e.queue(c)
+			e.mu.Lock()
+			e.s.Flight.Dequeue(t)
+		}
+	}
 	err := e.runLocked(ctx, c)
+	if err != nil {
+		e.dumpFailedLocked(err)
+	}
 	e.mu.Unlock() // not deferred: this is the per-call path of every collective
 	return err
 }
@@ -343,7 +362,8 @@ func (e *Engine) runTunedLocked(ctx context.Context, c *Call, bytes int) error {
 	}
 	binary.NativeEndian.PutUint64(e.tuneBuf[:], math.Float64bits(e.tuner.Report(bytes)))
 	agree := &e.tuneCall
-	*agree = Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 8}, DType: reduce.Float64, Op: reduce.Max, Data: e.tuneBuf[:]}
+	*agree = Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 8}, DType: reduce.Float64, Op: reduce.Max, Data: e.tuneBuf[:],
+		Purpose: "agreeing on the measured allreduce"}
 	if err := e.execLocked(ctx, agree, false, nil); err != nil {
 		return err
 	}
@@ -366,6 +386,13 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.T
 			return err
 		}
 	}
+	var siteErr error
+	if c.Site != "" && e.s.Detail {
+		var differ bool
+		if differ, siteErr = e.checkSiteLocked(ctx, c); siteErr != nil && !differ {
+			return siteErr // the check's own exchange failed: the call never began
+		}
+	}
 	g, p, err := e.lookup(c, pieces)
 	// The executor's call is filled field by field: a composite literal
 	// is built in a temporary and copied, and the copy's wide loads of its
@@ -378,8 +405,26 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.T
 	if step, ok := StepOf(ctx); ok && !d.Collective.Tagged() {
 		d.Tag = uint32(step)
 	}
+	rec := e.s.Flight
 	if err != nil {
-		return e.invalidLocked(*d, err)
+		err = e.invalidLocked(*d, err)
+		if rec != nil {
+			rec.Begin(d, "", c.Purpose)
+			rec.End(err)
+		}
+		return err
+	}
+	if rec != nil {
+		rec.Begin(d, p.Algorithm, c.Purpose)
+		if c.Site != "" {
+			rec.Site(c.Site)
+		}
+		if siteErr != nil {
+			rec.End(siteErr)
+			return siteErr
+		}
+	} else if siteErr != nil {
+		return siteErr
 	}
 	if tr != nil {
 		tr.Begin(exec.CallInfo{Desc: *d, Algorithm: p.Algorithm, Bytes: max(len(c.Data), len(c.Input)), Ranks: e.ranks(c)})
@@ -389,6 +434,9 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.T
 		err = e.executor.Run(ctx, e.s.OpTimeout, p, &ec)
 	}
 	c.Collected = ec.Collected
+	if rec != nil {
+		rec.End(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -407,7 +455,13 @@ func (e *Engine) Invalid(c *Call, err error) error {
 		return ErrClosed
 	}
 	d := wire.Desc{Collective: c.Spec.Collective, DType: uint8(c.DType), RedOp: uint8(c.Op), Root: uint32(c.Spec.Root), Count: uint64(c.Spec.Count)}
-	return e.invalidLocked(d, err)
+	err = e.invalidLocked(d, err)
+	if rec := e.s.Flight; rec != nil {
+		rec.Begin(&d, "", c.Purpose)
+		rec.End(err)
+	}
+	e.dumpFailedLocked(err)
+	return err
 }
 
 func (e *Engine) invalidLocked(d wire.Desc, err error) error {

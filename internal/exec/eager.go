@@ -30,7 +30,7 @@ func (e *Executor) SetMailbox(mb Mailbox) { e.mailbox = mb }
 // post sends an eager message: the peer buffers it on arrival.
 func (e *Executor) post(ctx context.Context, c, tag int, o *plan.Op, call *Call, data []byte) error {
 	d := wire.Desc{Collective: wire.Eager, DType: uint8(call.DType), Tag: o.Tag, Count: uint64(o.Len)}
-	return e.mesh.Link(o.Peer, 0).Send(transport.SendReq{Desc: d, Buf: data, Chunk: e.chunk, Tag: tag, Done: e.compl}, ctx.Done())
+	return e.mesh.Link(o.Peer, 0).Send(transport.SendReq{Desc: d, Buf: data, Chunk: e.chunk, Tag: tag, Done: e.compl, Guard: &e.guard}, ctx.Done())
 }
 
 // collect runs a Collect op: it folds every matching message that has

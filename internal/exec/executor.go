@@ -57,6 +57,16 @@ type Executor struct {
 	callDone func(group uint32) uint64
 	stall    transport.Stall
 
+	// waitHook hears of a call's long waits (the flight recorder; nil:
+	// none); began is when the running general-path call began, read
+	// only when there is a hook.
+	waitHook func(peer int, since, now time.Time)
+	began    time.Time
+
+	// guard is the running general-path call's (transport.Guard): its
+	// sends and receives touch the caller's buffers only inside it.
+	guard transport.Guard
+
 	// Tracing (trace.go); tr is nil when off.
 	tr      Tracer
 	trPhase plan.Phase // channel 0's current phase
@@ -91,9 +101,10 @@ func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Progr
 	err := e.runGeneral(ctx, timeout, p, call)
 	if err != nil && e.mesh != nil {
 		// Sends and receives of the call may still be queued or under
-		// way: stop the failed mesh's links before the caller gets its
-		// buffers back.
-		e.mesh.Halt()
+		// way: take the call's buffers back from the failed mesh's links
+		// (no frame is copied into or out of them once Release returns)
+		// before the caller gets them.
+		e.mesh.TakeBack(&e.guard)
 	}
 	return err
 }
@@ -197,10 +208,11 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 				case plan.Post:
 					err = e.post(ctx, c, tag, o, call, region(o.Buf, o.Off, o.Len))
 				case plan.Send:
-					err = link.Send(transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl}, ctx.Done())
+					err = link.Send(transport.SendReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Chunk: e.chunk, Tag: tag, Done: e.compl,
+						Guard: &e.guard}, ctx.Done())
 				case plan.Recv, plan.RecvReduce:
 					err = link.Recv(transport.RecvReq{Desc: call.Desc, Buf: region(o.Buf, o.Off, o.Len), Reduce: o.Kind == plan.RecvReduce,
-						DType: call.DType, Op: call.Op, Tag: tag, Done: e.compl}, ctx.Done())
+						DType: call.DType, Op: call.Op, Tag: tag, Done: e.compl, Guard: &e.guard}, ctx.Done())
 				}
 				if transport.IsCanceled(err) {
 					err = ctx.Err()
@@ -226,6 +238,10 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 	if e.tr != nil {
 		e.traceReset()
 	}
+	if e.waitHook != nil {
+		e.began = time.Now()
+	}
+	e.guard.Reset()
 	deaths := e.deaths()
 	var st stallWatch
 	running := 0
@@ -327,6 +343,13 @@ func (e *Executor) runGeneral(ctx context.Context, timeout time.Duration, p *pla
 		}
 	}
 	return nil
+}
+
+// SetWaitHook installs h, told of every wait of a call that lasts
+// transport.WaitReport (the general path tells at its first check tick),
+// with the peer waited on. Call it between calls.
+func (e *Executor) SetWaitHook(h func(peer int, since, now time.Time)) {
+	e.waitHook, e.stall.Waiting = h, h
 }
 
 // deaths signals the next peer death (tolerant meshes); nil without a mesh.

@@ -76,6 +76,11 @@ func (e *Executor) expects(peer, channel int) bool {
 func (e *Executor) watchStall(st *stallWatch, now time.Time, p *plan.Program, call *Call) error {
 	if st.start.IsZero() {
 		st.start = now
+		if e.waitHook != nil {
+			if peer, _ := e.awaited(p); peer != transport.NoRank {
+				e.waitHook(peer, e.began, now)
+			}
+		}
 		return nil
 	}
 	if now.Sub(st.start) < transport.QueryAfter || now.Sub(st.asked) < transport.QueryAfter {

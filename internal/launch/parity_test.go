@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 func TestPlaceFillsHostsInOrderWhenRanksAreFewerThanSlots(t *testing.T) {
@@ -91,7 +93,7 @@ func TestExecCommandRunsTheScriptWithoutALoginShell(t *testing.T) {
 
 func TestRemoteScriptPinsTheInterface(t *testing.T) {
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (iproute2) to read interface addresses")
+		citest.Missing(t, "needs ip (iproute2) to read interface addresses")
 	}
 	r := RemoteRank{Command: []string{"sh", "-c", `echo "$RINGTAIL_LISTEN_IP"`}, Interfaces: []string{"rt-none0", "lo"}}
 	cmd := exec.Command("sh", "-c", remoteScript(r))

@@ -117,6 +117,13 @@ func NewDashboard(cfg DashboardConfig) (*Dashboard, error) {
 			d.follow(ctx, i, t)
 		}()
 	}
+	if len(cfg.Targets) > 0 {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.followFlight(ctx)
+		}()
+	}
 	return d, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -49,6 +50,10 @@ type Config struct {
 	// Logger receives the recorder's own problems (a failed scrape
 	// listener, a timeline write error).
 	Logger zerolog.Logger
+	// Flight writes the rank's flight recorder as JSON, its last last
+	// calls when last is positive (internal/flight), served at
+	// /debug/flight; nil: not served.
+	Flight func(w io.Writer, last int) error
 }
 
 // Validate reports every invalid field.
@@ -137,6 +142,9 @@ type LinkInfo struct {
 	Peer      int    `json:"peer"`
 	Channel   int    `json:"channel"`
 	Transport string `json:"transport"`
+	// Fallback says why the link is slower than it could be (a failed
+	// shared-memory upgrade); the dashboard shows it.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 var _ exec.Tracer = (*Recorder)(nil)
@@ -394,8 +402,17 @@ func (r *Recorder) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(b)
 	})
+	if r.cfg.Flight != nil {
+		mux.HandleFunc("/debug/flight", func(w http.ResponseWriter, req *http.Request) {
+			last, _ := strconv.Atoi(req.URL.Query().Get("last"))
+			w.Header().Set("Content-Type", "application/json")
+			if err := r.cfg.Flight(w, last); err != nil {
+				r.cfg.Logger.Debug().Err(err).Msg("obs: /debug/flight")
+			}
+		})
+	}
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, req *http.Request) {
-		fmt.Fprintf(w, "ringtail rank %d of %d on %s: /metrics (Prometheus), /events (event stream), /info\n", r.cfg.Rank, r.cfg.World, r.cfg.Host)
+		fmt.Fprintf(w, "ringtail rank %d of %d on %s: /metrics (Prometheus), /events (event stream), /info, /debug/flight (the flight recorder's last calls; ?last=N)\n", r.cfg.Rank, r.cfg.World, r.cfg.Host)
 	})
 	return mux
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 // Missing says why a bed cannot be built here ("" when it can): not root,
@@ -38,16 +40,17 @@ func Missing(nft bool) string {
 }
 
 // Require skips t when a bed cannot be built here (see Missing; nft: the
-// test needs loss or the proxy). Under CI (CI=true), where .ci/run
-// installs the tools and runs as root, a missing tool fails the test
-// instead of skipping it, so a broken install step cannot pass unseen.
+// test needs loss or the proxy). Under CI (CI=true, which .ci/run sets),
+// where .ci/run installs the tools and runs as root, a missing tool fails
+// the test instead of skipping it, so a broken install step cannot pass
+// unseen.
 func Require(t testing.TB, nft bool) {
 	t.Helper()
 	why := Missing(nft)
 	if why == "" {
 		return
 	}
-	if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+	if citest.InCI() && os.Geteuid() == 0 {
 		t.Fatalf("testbed: %s (CI runs as root and .ci/run installs the tools)", why)
 	}
 	t.Skipf("testbed: %s", why)

@@ -16,3 +16,7 @@ func (l *Link) Transport() string {
 	}
 	return "unknown"
 }
+
+// Fallback says why the link fell back from shared memory to a unix
+// socket ("" when it did not).
+func (l *Link) Fallback() string { return l.fallback }

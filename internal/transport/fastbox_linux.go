@@ -132,8 +132,9 @@ type waiter struct {
 	// published (the socket orders them), so the slot is looked at again
 	// before the answer is judged. Counters rather than a closure, so
 	// that a wait allocates nothing.
-	ready   *atomic.Uint64
-	readyAt uint64
+	ready    *atomic.Uint64
+	readyAt  uint64
+	reported bool // Stall.Waiting has heard of this wait
 }
 
 // check runs a long wait's stall rules; non-nil when the wait must end.
@@ -208,6 +209,10 @@ func (w *waiter) pause() error {
 		return errFastDeadline
 	}
 	if w.i&1023 == 0 {
+		if !w.reported && w.stall != nil && w.stall.Waiting != nil && now.Sub(w.start) >= WaitReport {
+			w.reported = true
+			w.stall.Waiting(w.link.peer, w.start, now)
+		}
 		if de := w.link.mesh.DeadErr(w.link.peer); de != nil {
 			w.link.mesh.Fail(de)
 			return errMeshFailed

@@ -50,6 +50,9 @@ type SendReq struct {
 	// or not (an eager message whose sender stops waiting early: Buf must
 	// not change while the writer may still read it).
 	Claim *Claim
+	// Guard, when not nil, is the call's: the writer reads each frame of
+	// Buf inside it, and drops the request once it is revoked.
+	Guard *Guard
 }
 
 // Claim arbitrates a queued send's buffer between its sender and the
@@ -114,6 +117,9 @@ type RecvReq struct {
 	Op     reduce.Op
 	Tag    int
 	Done   chan<- Result
+	// Guard, when not nil, is the call's: the reader copies or folds each
+	// frame into Buf inside it, and stops once it is revoked.
+	Guard *Guard
 }
 
 // Result reports a completed request by its Tag. Failures are not reported
@@ -225,6 +231,10 @@ type Link struct {
 	// (one would wait for a writer that may be stuck on the peer).
 	// Only the reader closes it, once: every abort ends the read loop.
 	peerAborted chan struct{}
+
+	// fallback says why the link is not shared memory although both
+	// ranks are on one host and wanted it ("": it is, or need not be).
+	fallback string
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be
@@ -433,6 +443,9 @@ func (l *Link) readLoop() {
 		}
 		n := int(h.Len)
 		dst := cur.Buf[got : got+n]
+		if !cur.Guard.enter() {
+			return // the call failed and took its buffer back (Mesh.TakeBack)
+		}
 		if cur.Reduce && l.inPlace != nil {
 			l.deadline()
 			l.fold = inPlaceFold{dst: dst, dt: cur.DType, op: cur.Op}
@@ -440,10 +453,12 @@ func (l *Link) readLoop() {
 			rerr := l.fold.err
 			l.fold = inPlaceFold{}
 			if err != nil {
+				cur.Guard.leave()
 				l.readFailed(err)
 				return
 			}
 			if rerr != nil {
+				cur.Guard.leave()
 				l.mesh.fail(&Error{Kind: KindLocal, Rank: NoRank, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Err: rerr})
 				return
 			}
@@ -453,17 +468,21 @@ func (l *Link) readLoop() {
 			}
 			src := l.scratch[:n]
 			if err := l.readFull(src); err != nil {
+				cur.Guard.leave()
 				l.readFailed(err)
 				return
 			}
 			if err := reduce.Apply(dst, src, cur.DType, cur.Op); err != nil {
+				cur.Guard.leave()
 				l.mesh.fail(&Error{Kind: KindLocal, Rank: NoRank, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Err: err})
 				return
 			}
 		} else if err := l.readFull(dst); err != nil {
+			cur.Guard.leave()
 			l.readFailed(err)
 			return
 		}
+		cur.Guard.leave()
 		got += n
 		l.rxFrames.Add(1)
 		if got == len(cur.Buf) {
@@ -775,6 +794,9 @@ func (l *Link) writeData(req *SendReq) error {
 	for off := 0; ; {
 		n := min(req.Chunk, len(buf)-off)
 		h := wire.Header{Type: wire.TypeData, Channel: uint16(l.channel), Len: uint32(n), Seq: l.sendSeq, Desc: req.Desc}
+		if !req.Guard.enter() {
+			return revokedError{} // the call failed and took its buffer back
+		}
 		payload := buf[off : off+n]
 		if st != nil {
 			payload = l.compressFrame(&h, payload, st)
@@ -786,6 +808,7 @@ func (l *Link) writeData(req *SendReq) error {
 		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
 		l.bufArr = [2][]byte{}
 		l.unlock()
+		req.Guard.leave()
 		if err != nil {
 			return err
 		}

@@ -170,6 +170,7 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	type arrival struct {
 		peer, channel int
 		conn          net.Conn
+		fallback      string // why the link is not shared memory although it could be
 		err           error
 	}
 	arrivals := make(chan arrival, n*cfg.Channels)
@@ -178,12 +179,12 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	m.acceptWG.Add(1)
 	go func() {
 		defer m.acceptWG.Done()
-		m.acceptLoop(func(peer, ch int, c net.Conn) bool {
+		m.acceptLoop(func(peer, ch int, c net.Conn, fallback string) bool {
 			if formed.Load() {
 				return false
 			}
 			select {
-			case arrivals <- arrival{peer: peer, channel: ch, conn: c}:
+			case arrivals <- arrival{peer: peer, channel: ch, conn: c, fallback: fallback}:
 				return true
 			default:
 				return false
@@ -195,8 +196,8 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	for p := me + 1; p < n; p++ {
 		for ch := 0; ch < cfg.Channels; ch++ {
 			go func(p, ch int) {
-				c, err := m.dial(dctx, p, ch)
-				arrivals <- arrival{peer: p, channel: ch, conn: c, err: err}
+				c, fallback, err := m.dial(dctx, p, ch)
+				arrivals <- arrival{peer: p, channel: ch, conn: c, fallback: fallback, err: err}
 			}(p, ch)
 		}
 	}
@@ -218,6 +219,7 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 				continue
 			}
 			m.links[a.peer][a.channel] = newLink(m, a.peer, a.channel, a.conn, cfg.Link)
+			m.links[a.peer][a.channel].fallback = a.fallback
 			got++
 		case <-ctx.Done():
 			if firstErr == nil {
@@ -245,12 +247,36 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 		m.closeAll()
 		return nil, fmt.Errorf("transport: rank %d forming mesh: %w", me, firstErr)
 	}
+	m.logFallbacks()
 	for p := range m.links {
 		for _, l := range m.links[p] {
 			l.start(&m.wg)
 		}
 	}
 	return m, nil
+}
+
+// logFallbacks says once, at warn level, which links are slower than they
+// could be and why (a failed shared-memory upgrade).
+func (m *Mesh) logFallbacks() {
+	var peers []int
+	reason := ""
+	for p, row := range m.links {
+		for _, l := range row {
+			if l != nil && l.fallback != "" {
+				if reason == "" {
+					reason = l.fallback
+				}
+				if len(peers) == 0 || peers[len(peers)-1] != p {
+					peers = append(peers, p)
+				}
+			}
+		}
+	}
+	if len(peers) > 0 {
+		m.log.Warn().Ints("peers", peers).Str("reason", reason).
+			Msg("transport: links to peers on this host fell back from shared memory to unix sockets (several times slower)")
+	}
 }
 
 func (m *Mesh) missing() string {
@@ -267,29 +293,29 @@ func (m *Mesh) missing() string {
 	return strings.Join(miss, ",")
 }
 
-func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, error) {
+func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, string, error) {
 	backoff := 10 * time.Millisecond
 	for {
 		c, err := m.cfg.Network.Dial(ctx, m.cfg.Endpoints[peer])
 		if err == nil {
 			if err = DialHandshake(ctx, c, m.id, peer, ch); err == nil {
-				sc, err := upgradeShm(c, true, m.cfg.SharedMemory)
+				sc, fallback, err := upgradeShm(c, true, m.cfg.SharedMemory)
 				if err != nil {
 					c.Close()
-					return nil, fmt.Errorf("rank %d: %w", peer, err)
+					return nil, "", fmt.Errorf("rank %d: %w", peer, err)
 				}
-				return sc, nil
+				return sc, fallback, nil
 			}
 			c.Close()
 			if errors.Is(err, ErrAuth) || errors.Is(err, wire.ErrMalformed) || ctx.Err() != nil {
-				return nil, err // refusals do not heal by retrying
+				return nil, "", err // refusals do not heal by retrying
 			}
 			// Closed before a verdict: the peer is busy refusing strangers
 			// (too many unauthenticated connections); try again.
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dial rank %d: %w (last error: %v)", peer, ctx.Err(), err)
+			return nil, "", fmt.Errorf("dial rank %d: %w (last error: %v)", peer, ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, time.Second)
@@ -311,7 +337,7 @@ const (
 // acceptLoop authenticates every incoming connection; deliver hands an
 // authenticated one to Connect (false once the mesh is complete). Refusals
 // are logged by the admission gate, rate-limited, with the remote address.
-func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
+func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn, fallback string) bool) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer m.gate.Flush()
@@ -336,14 +362,14 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn) bool) {
 			if !pass.Authenticated() {
 				return // the gate closed it meanwhile (its deadline, or to make room)
 			}
-			sc, err := upgradeShm(c, false, m.cfg.SharedMemory)
+			sc, fallback, err := upgradeShm(c, false, m.cfg.SharedMemory)
 			if err != nil {
 				m.log.Warn().Str("remote", c.RemoteAddr().String()).Err(err).Msg("shared-memory upgrade failed")
 				c.Close()
 				return
 			}
 			c = sc
-			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c) {
+			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c, fallback) {
 				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint32("rank", hello.Rank).Msg("unexpected connection closed")
 				c.Close()
 			}
@@ -434,7 +460,14 @@ func (m *Mesh) failAll(e *Error) {
 	m.failOnce.Do(func() {
 		m.failing.Store(true)
 		m.err = e
-		if !m.closingNow() {
+		switch {
+		case m.closingNow():
+		case e.Kind == KindCanceled && e.Reporter == m.id.Rank:
+			// This rank's caller canceled its own call (a shutdown on
+			// Ctrl-C or SIGTERM, most often): the caller has the error,
+			// and an error line would only be noise.
+			m.log.Info().Err(e).Msg("communicator failed: the call was canceled")
+		default:
 			m.log.Error().Err(e).Msg("communicator failed")
 		}
 		a := &wire.AbortError{Origin: e.Reporter, Culprit: e.Rank, Code: uint8(e.Kind), Reason: e.Detail}

@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -269,4 +271,68 @@ func TestAClaimHandsTheBufferBack(t *testing.T) {
 		default:
 		}
 	}
+}
+
+// A revoked guard keeps the links off a call's buffer: once it has settled
+// (no goroutine inside), the reader copies no more frames into the
+// receive's buffer, although the peer keeps sending and nothing else has
+// stopped the link. The buffer is compared after both meshes are closed,
+// which waits for every link goroutine. (A try in which the whole message
+// arrived before the guard was revoked proves nothing and is repeated.)
+func TestARevokedGuardKeepsTheLinksOffTheBuffer(t *testing.T) {
+	for try := range 3 {
+		if revokedGuardKeepsTheLinksOff(t) {
+			return
+		}
+		t.Logf("try %d: the whole message arrived before the guard was revoked", try)
+	}
+	t.Fatal("every try's message arrived before its guard was revoked")
+}
+
+func revokedGuardKeepsTheLinksOff(t *testing.T) (conclusive bool) {
+	s, err := NewSockets(SocketsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, errs := formMesh(t, s, false, 2, same(""), nil)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const size = 64 << 20
+	d := Desc{Collective: wire.AllReduce, DType: 1, Count: size}
+	src := make([]byte, size)
+	for i := range src {
+		src[i] = 1
+	}
+	var g Guard
+	dst := make([]byte, size)
+	recvLink := tm.meshes[0].Link(1, 0)
+	if err := recvLink.Recv(RecvReq{Desc: d, Buf: dst, Tag: 1, Done: make(chan Result, 1), Guard: &g}, ctx.Done()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.meshes[1].Link(0, 0).Send(SendReq{Desc: d, Buf: src, Chunk: 4096, Tag: 1, Done: make(chan Result, 1)}, ctx.Done()); err != nil {
+		t.Fatal(err)
+	}
+	for recvLink.rxFrames.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no frame arrived")
+		}
+		runtime.Gosched()
+	}
+	g.Revoke()
+	if !g.settle(time.Minute) {
+		t.Fatal("a goroutine stayed inside the guard")
+	}
+	seen := append([]byte(nil), dst...)
+	for _, m := range tm.meshes {
+		m.Close()
+	}
+	if !bytes.Equal(seen, dst) {
+		t.Fatal("the reader wrote into the buffer after its guard was revoked")
+	}
+	return !bytes.Equal(dst, src)
 }

@@ -88,11 +88,13 @@ var _ net.Conn = (*shmConn)(nil)
 // upgradeShm turns an authenticated unix-socket connection into a shared-
 // memory one. The dialer creates the memfd and offers it with SCM_RIGHTS;
 // the acceptor maps it. Either side may decline (enabled=false), and then
-// the socket is used as it is.
-func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
+// the socket is used as it is. A side that wants shared memory and cannot
+// have it returns, with the socket, the reason (fallback): the mesh logs
+// it and observability shows it, as such a link is several times slower.
+func upgradeShm(c net.Conn, dialer, enabled bool) (conn net.Conn, fallback string, err error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return c, nil
+		return c, "", nil
 	}
 	_ = uc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer uc.SetDeadline(time.Time{})
@@ -100,52 +102,56 @@ func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
 	if dialer {
 		if !enabled {
 			if _, err := uc.Write([]byte{shmDecline}); err != nil {
-				return nil, err
+				return nil, "", err
 			}
-			return c, readShmAck(uc)
+			return c, "", readShmAck(uc)
 		}
 		fd, err := unix.MemfdCreate("ringtail-link", unix.MFD_CLOEXEC)
 		if err != nil {
 			_, _ = uc.Write([]byte{shmDecline})
-			return c, readShmAck(uc)
+			return c, fmt.Sprintf("shared memory unavailable (memfd_create: %v)", err), readShmAck(uc)
 		}
 		defer unix.Close(fd)
 		if err := unix.Ftruncate(fd, int64(size)); err != nil {
-			return nil, fmt.Errorf("shm: size memfd: %w", err)
+			return nil, "", fmt.Errorf("shm: size memfd: %w", err)
 		}
 		mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 		if err != nil {
-			return nil, fmt.Errorf("shm: map memfd: %w", err)
+			return nil, "", fmt.Errorf("shm: map memfd: %w", err)
 		}
 		if _, _, err := uc.WriteMsgUnix([]byte{shmOffer}, unix.UnixRights(fd), nil); err != nil {
 			unix.Munmap(mem)
-			return nil, fmt.Errorf("shm: offer memfd: %w", err)
+			return nil, "", fmt.Errorf("shm: offer memfd: %w", err)
 		}
 		var ack [1]byte
 		if _, err := io.ReadFull(uc, ack[:]); err != nil {
 			unix.Munmap(mem)
-			return nil, fmt.Errorf("shm: read answer: %w", err)
+			return nil, "", fmt.Errorf("shm: read answer: %w", err)
 		}
 		if ack[0] != shmOffer {
 			unix.Munmap(mem)
-			return c, nil
+			return c, "shared memory declined by the peer (it could not map the segment: see its log)", nil
 		}
-		return newShmConn(uc, mem, true), nil
+		return newShmConn(uc, mem, true), "", nil
 	}
 	b := make([]byte, 1)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := uc.ReadMsgUnix(b, oob)
 	if err != nil || n != 1 {
-		return nil, fmt.Errorf("shm: read offer: %w", errors.Join(err, io.ErrUnexpectedEOF))
+		return nil, "", fmt.Errorf("shm: read offer: %w", errors.Join(err, io.ErrUnexpectedEOF))
 	}
 	if b[0] != shmOffer {
 		if b[0] != shmDecline {
-			return nil, fmt.Errorf("shm: unexpected byte %q in offer", b[0])
+			return nil, "", fmt.Errorf("shm: unexpected byte %q in offer", b[0])
 		}
 		_, err := uc.Write([]byte{shmDecline})
-		return c, err
+		if enabled {
+			fallback = "shared memory declined by the peer (it could not create the segment: see its log)"
+		}
+		return c, fallback, err
 	}
 	fd := -1
+	why := "no file descriptor came with the offer"
 	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
 		if fds, err := unix.ParseUnixRights(&msgs[0]); err == nil && len(fds) == 1 {
 			fd = fds[0]
@@ -154,8 +160,15 @@ func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
 	var mem []byte
 	if fd >= 0 {
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil && st.Size == int64(size) {
-			mem, _ = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		switch err := unix.Fstat(fd, &st); {
+		case err != nil:
+			why = fmt.Sprintf("fstat: %v", err)
+		case st.Size != int64(size):
+			why = fmt.Sprintf("the segment has %d bytes, want %d", st.Size, size)
+		default:
+			if mem, err = unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+				why = fmt.Sprintf("mmap: %v", err)
+			}
 		}
 		unix.Close(fd)
 	}
@@ -164,13 +177,16 @@ func upgradeShm(c net.Conn, dialer, enabled bool) (net.Conn, error) {
 			unix.Munmap(mem)
 		}
 		_, err := uc.Write([]byte{shmDecline})
-		return c, err
+		if enabled {
+			fallback = "shared memory unavailable (" + why + ")"
+		}
+		return c, fallback, err
 	}
 	if _, err := uc.Write([]byte{shmOffer}); err != nil {
 		unix.Munmap(mem)
-		return nil, err
+		return nil, "", err
 	}
-	return newShmConn(uc, mem, false), nil
+	return newShmConn(uc, mem, false), "", nil
 }
 
 func readShmAck(uc *net.UnixConn) error {

@@ -32,11 +32,17 @@ import (
 // Stall is what a long wait needs to judge whether the peer disagrees with
 // this rank's call: Done(g) is how many calls of group g the rank has
 // completed, Expects(peer, channel) whether the running call will still
-// receive from peer on channel. The executor owns it.
+// receive from peer on channel. Waiting, when not nil, is told once per
+// wait that has lasted WaitReport, on whom and since when (the flight
+// recorder). The executor owns it.
 type Stall struct {
 	Done    func(group uint32) uint64
 	Expects func(peer, channel int) bool
+	Waiting func(peer int, since, now time.Time)
 }
+
+// WaitReport is how long a wait lasts before Stall.Waiting hears of it.
+const WaitReport = time.Millisecond
 
 // QueryAfter is how long a wait lasts before it asks the peer what it is
 // doing, and how often it asks again while the wait lasts.

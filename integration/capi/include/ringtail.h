@@ -108,6 +108,15 @@ int rt_reduce_scatter(rt_comm comm, void* send, void* recv, int64_t recvcount, i
 /* rt_barrier returns once every rank has entered it. */
 int rt_barrier(rt_comm comm, char* errbuf, size_t errlen);
 
+/* rt_call_site names the call site of this communicator's coming
+ * collectives (NULL or "": none, the default), for the call-site check of
+ * RINGTAIL_DEBUG=detail: before each collective the ranks compare their
+ * call sites, and a rank that skipped one of two calls of the same shape
+ * fails every rank with a message naming both sites. Ranks must name the
+ * same call the same way (e.g. "train.py:42 (step)"). Without it the
+ * check sees the same site for every call made through this library. */
+int rt_call_site(rt_comm comm, char* site, char* errbuf, size_t errlen);
+
 /* rt_alltoall sends block r of send (count elements) to rank r and
  * receives rank r's block for this rank into block r of recv; send and recv
  * hold world*count elements. Every rank passes the same count. */

@@ -101,6 +101,7 @@ def load():
             "rt_monitored_barrier": [u64, i64, i, p, sz],
             "rt_abort": [u64],
             "rt_finalize": [u64, p, sz],
+            "rt_call_site": [u64, cp, p, sz],
         }
         d = ctypes.c_double
         # Added without an ABI change: a library built before it lacks it.
@@ -179,6 +180,11 @@ class Comm:
 
     def reduce_scatter(self, send, recv, recv_count, dtype, op):
         _call(self._lib.rt_reduce_scatter, self._h, send, recv, recv_count, dtype, op)
+
+    def call_site(self, site):
+        """Names the call site of the coming collectives (None: none), for
+        the call-site check of RINGTAIL_DEBUG=detail."""
+        _call(self._lib.rt_call_site, self._h, site.encode() if site else None)
 
     def barrier(self):
         _call(self._lib.rt_barrier, self._h)

@@ -11,7 +11,10 @@ order every rank must issue them in anyway.
 
 import atexit
 import collections
+import hashlib
+import os
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -73,6 +76,37 @@ wall-clock times (time.time()): when the caller issued it (its arrival at
 the collective), when the worker put it on the wire, and when it
 completed. finished - started is how long this rank waited for the others
 (plus the transfer): the last rank to arrive waits least."""
+
+
+def _detail():
+    """Whether collectives check their call sites: TORCH_DISTRIBUTED_DEBUG=DETAIL
+    (or RINGTAIL_DEBUG=detail) as the group is made."""
+    return (os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
+            or os.environ.get("RINGTAIL_DEBUG", "").lower() == "detail")
+
+
+# Frames of these packages are not call sites: the caller's frame is the
+# first one outside them.
+_NOT_SITES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+              os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
+def _call_site(depth=8):
+    """Names the Python call site of a collective for the call-site check:
+    "train.py:42 (step) <- train.py:90 (main) [hash]", the two innermost
+    frames outside torch and ringtail_torch, and a hash of up to depth of
+    them (file names, not paths: the same code on another host agrees)."""
+    f = sys._getframe(1)
+    frames = []
+    while f is not None and len(frames) < depth:
+        path = os.path.abspath(f.f_code.co_filename)
+        if not path.startswith(_NOT_SITES):
+            frames.append("%s:%d (%s)" % (os.path.basename(path), f.f_lineno, f.f_code.co_name))
+        f = f.f_back
+    if not frames:
+        return "unknown"
+    h = hashlib.sha1("\n".join(frames).encode()).hexdigest()[:8]
+    return " <- ".join(frames[:2]) + " [" + h + "]"
 
 
 def _unsupported(what):
@@ -350,6 +384,7 @@ class ProcessGroupRingtail(ProcessGroup):
         # side reads or writes their tensors until then.
         self._p2p = {}
         self._p2p_lock = threading.Lock()
+        self._detail = _detail()  # collectives carry their Python call sites
         self._weighted = False  # issue side: Eq. 7 armed for new allreduces
         self._factor = 1.0  # worker side: W*n_i/sum(n), set by the counts job
         self._finalizer = weakref.finalize(self, _close, comm, self._worker)
@@ -759,6 +794,8 @@ class ProcessGroupRingtail(ProcessGroup):
         if staging is not None and staging.active:
             staging.issued()
             job = staging.wrap(job)
+        if self._detail:
+            job = self._with_call_site(job, _call_site())
         with self._issue:
             self._seq += 1
             rec = [self._step, self._seq, name, nbytes, time.time(), 0.0, 0.0]
@@ -780,6 +817,19 @@ class ProcessGroupRingtail(ProcessGroup):
                 except KeyError:  # emptied meanwhile by another thread
                     break
         return work
+
+    def _with_call_site(self, job, site):
+        """job, making its collectives under the call site the caller
+        issued it from (the worker runs it later, on its own thread)."""
+
+        def run():
+            self._comm.call_site(site)
+            try:
+                return job()
+            finally:
+                self._comm.call_site(None)
+
+        return run
 
     def _set_local_batch(self, n):
         """Queues the counts allreduce of Eq. 7 and arms the weighting."""
@@ -829,5 +879,8 @@ class ProcessGroupRingtail(ProcessGroup):
 def create_process_group(store, rank, size, timeout):
     """The creator registered with torch.distributed.Backend: joins a new
     ringtail communicator agreed through store."""
-    comm = _lib.Comm(agree(store, rank, size, timeout))
+    over = agree(store, rank, size, timeout)
+    if _detail() and "RINGTAIL_DEBUG" not in os.environ:
+        over["RINGTAIL_DEBUG"] = "detail"
+    comm = _lib.Comm(over)
     return ProcessGroupRingtail(comm, rank, size, timeout)

@@ -81,6 +81,18 @@ class TestCollectives(unittest.TestCase):
             self.assertIn("PASS rank %d" % r, out)
 
 
+class TestDetail(unittest.TestCase):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: a rank that skips one of two calls of
+    the same shape fails every rank, naming the Python call sites
+    (detail_worker.py)."""
+
+    def test_skipped_call_names_both_call_sites(self):
+        outs = launch.run_world(2, [os.path.join(HERE, "detail_worker.py")], timeout=120,
+                                extra_env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+        for r, out in enumerate(outs):
+            self.assertIn("PASS rank %d" % r, out)
+
+
 class TestConformance(unittest.TestCase):
     """The same calls over Gloo and ringtail at world 4, every result
     compared (conformance_worker.py)."""

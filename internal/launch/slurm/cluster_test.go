@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/citest"
 	"github.com/ringtail-ml/ringtail/internal/testbed"
 )
 
@@ -89,7 +90,7 @@ func requireSlurm(t *testing.T) map[string]string {
 		if err != nil {
 			// The daemons live in /usr/sbin, which a user's PATH may lack.
 			if _, serr := os.Stat(filepath.Join("/usr/sbin", p)); serr != nil {
-				t.Skipf("Slurm is not installed (%s not found): apt-get install slurmd slurmctld slurm-client munge (.ci/run does)", p)
+				citest.Missing(t, fmt.Sprintf("Slurm is not installed (%s not found): apt-get install slurmd slurmctld slurm-client munge (.ci/run does)", p))
 			}
 			path = filepath.Join("/usr/sbin", p)
 		}
@@ -532,7 +533,7 @@ func TestSlurmOnThisMachine(t *testing.T) {
 func TestSlurmAcrossHosts(t *testing.T) {
 	requireSlurm(t)
 	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("nsenter (util-linux) not found")
+		citest.Missing(t, "nsenter (util-linux) not found")
 	}
 	b := testbed.ForTest(t, false, testbed.Config{Hosts: 2})
 	cc := clusterConfig{ctlAddr: b.HubAddr().String(), hub: b.HubName()}
