@@ -1,0 +1,178 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/internal/wire"
+	"github.com/ringtail-ml/ringtail/topology"
+)
+
+// announceKey groups calls for --log-level info: a collective, a size
+// class (the power of two of its bytes), the world's or a subgroup's.
+type announceKey struct {
+	collective wire.Collective
+	class      int
+	plain      bool
+}
+
+// announce logs, at info level, the program a call runs and why, when it
+// differs from the one last announced for calls like it: once per change,
+// not per call (it is called when a program is built, which the caches
+// make rare).
+func (e *Engine) announce(c *Call, ch algo.Choice, p *plan.Program) {
+	if c.Spec.Collective == wire.PointToPoint {
+		return // a send is a send
+	}
+	if e.announced == nil || len(e.announced) >= 1024 {
+		e.announced = map[announceKey]string{}
+	}
+	bytes := c.Spec.Bytes()
+	k := announceKey{collective: c.Spec.Collective, class: bits.Len(uint(max(bytes, 0))), plain: isPlain(c)}
+	if e.announced[k] == p.Algorithm {
+		return
+	}
+	e.announced[k] = p.Algorithm
+	path := "queued"
+	if p.Fast {
+		path = "fastbox"
+	}
+	e.s.Logger.Info().Str("collective", c.Spec.Collective.String()).Int("bytes", bytes).Str("program", p.Algorithm).
+		Str("path", path).Str("why", e.planner.Reason(&c.Spec, ch)).Msg("program chosen")
+}
+
+// Link probe sizes: each pair of hosts exchanges probeRepeats small
+// messages (latency: half the round trip) and probeRepeats large ones
+// (bandwidth), keeping the medians.
+const (
+	probeSmall   = 8
+	probeLarge   = 1 << 20
+	probeRepeats = 3
+)
+
+// probeLinksLocked measures the links between hosts for the decision
+// point (a collective: every rank takes part, at the same call, when the
+// Planner asks): the lowest rank of each host meets every other host's in
+// a round-robin tournament, measuring latency and bandwidth; a Max
+// allreduce shares the measurements, so every rank hands the Planner the
+// same matrices. Ranks of one host share its link, so one pair of ranks
+// measures a pair of hosts; links within a host are left to the defaults
+// (shared memory).
+func (e *Engine) probeLinksLocked(ctx context.Context) error {
+	host := e.planner.Facts().Host
+	n := e.s.World
+	lead := []int{} // the lowest rank of each host, by host index
+	for r, h := range host {
+		if h == len(lead) {
+			lead = append(lead, r)
+		}
+	}
+	nh := len(lead)
+	shared := make([]float64, 2*nh*nh) // latency, then bandwidth, host by host
+	start := time.Now()
+	if me := host[e.s.Rank]; lead[me] == e.s.Rank {
+		for _, other := range topology.Tournament(nh, me) {
+			if other < 0 {
+				continue
+			}
+			lat, bw, err := e.probePairLocked(ctx, lead[other], me < other)
+			if err != nil {
+				return fmt.Errorf("ringtail: rank %d: measuring the link to rank %d: %w", e.s.Rank, lead[other], err)
+			}
+			if me < other {
+				for _, ij := range [][2]int{{me, other}, {other, me}} {
+					shared[ij[0]*nh+ij[1]] = lat
+					shared[nh*nh+ij[0]*nh+ij[1]] = bw
+				}
+			}
+		}
+	}
+	buf := make([]byte, 8*len(shared))
+	for i, v := range shared {
+		binary.NativeEndian.PutUint64(buf[8*i:], math.Float64bits(v))
+	}
+	agree := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: len(shared), ElemSize: 8}, DType: reduce.Float64, Op: reduce.Max, Data: buf}
+	if err := e.execLocked(ctx, agree, algo.Choice{}, nil); err != nil {
+		return err
+	}
+	for i := range shared {
+		shared[i] = math.Float64frombits(binary.NativeEndian.Uint64(buf[8*i:]))
+	}
+	lat, bw := make([][]float64, n), make([][]float64, n)
+	for a := range n {
+		lat[a], bw[a] = make([]float64, n), make([]float64, n)
+		for b := range n {
+			if ha, hb := host[a], host[b]; ha != hb {
+				lat[a][b], bw[a][b] = shared[ha*nh+hb], shared[nh*nh+ha*nh+hb]
+			}
+		}
+	}
+	e.planner.Measured(bw, lat)
+	var links []string
+	for i := range nh {
+		for j := i + 1; j < nh; j++ {
+			links = append(links, fmt.Sprintf("%d-%d %.3g MB/s %.3g µs", i, j, shared[nh*nh+i*nh+j]/1e6, shared[i*nh+j]*1e6))
+		}
+	}
+	e.s.Logger.Info().Int("hosts", nh).Dur("took", time.Since(start)).Str("links", strings.Join(links, ", ")).
+		Msg("measured the links between hosts")
+	return nil
+}
+
+// probePairLocked measures the link to peer: as the leader (lead), it
+// times small echoes and large sends answered by a byte, and returns the
+// latency (seconds) and bandwidth (bytes per second); otherwise it
+// answers them.
+func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat, bw float64, err error) {
+	small, large, ack := make([]byte, probeSmall), make([]byte, probeLarge), make([]byte, 1)
+	p2p := func(b []byte, send bool) error {
+		c := &Call{Spec: algo.Spec{Collective: wire.PointToPoint, Count: len(b), ElemSize: 1, Peer: peer, Send: send}, DType: reduce.Uint8, Data: b}
+		return e.execLocked(ctx, c, algo.Choice{}, nil)
+	}
+	var lats, bigs []float64
+	for range probeRepeats {
+		if !lead {
+			for _, step := range []struct {
+				b    []byte
+				send bool
+			}{{small, false}, {small, true}, {large, false}, {ack, true}} {
+				if err := p2p(step.b, step.send); err != nil {
+					return 0, 0, err
+				}
+			}
+			continue
+		}
+		t0 := time.Now()
+		if err := p2p(small, true); err != nil {
+			return 0, 0, err
+		}
+		if err := p2p(small, false); err != nil {
+			return 0, 0, err
+		}
+		rtt := time.Since(t0).Seconds()
+		t1 := time.Now()
+		if err := p2p(large, true); err != nil {
+			return 0, 0, err
+		}
+		if err := p2p(ack, false); err != nil {
+			return 0, 0, err
+		}
+		lats = append(lats, rtt/2)
+		bigs = append(bigs, max(time.Since(t1).Seconds()-rtt/2, 1e-9))
+	}
+	if !lead {
+		return 0, 0, nil
+	}
+	slices.Sort(lats)
+	slices.Sort(bigs)
+	return lats[len(lats)/2], probeLarge / bigs[len(bigs)/2], nil
+}
