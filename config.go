@@ -51,6 +51,7 @@ const (
 	EnvPieceBytes     = "RINGTAIL_PIECE_BYTES" // allreduce pieces on shared memory; "0": off
 	EnvPieces         = "RINGTAIL_PIECES"      // "auto" (default: measured), "always" or "off"
 	EnvAlgorithm      = "RINGTAIL_ALGORITHM"   // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload
+	EnvStreams        = "RINGTAIL_STREAMS"     // connections per pair of ranks across hosts; 0: 8, used where measured to pay
 	EnvNoUnix         = "RINGTAIL_NO_UNIX"     // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"      // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
@@ -172,6 +173,13 @@ type Config struct {
 	// PieceBytes in pieces (a subgroup's too); "off" never. Every rank
 	// must give the same value.
 	Pieces string
+	// Streams is the number of connections per pair of ranks when the job
+	// spans hosts (0, the default: 8; at least Channels): where one TCP
+	// stream cannot fill a link (its window over a long round trip), the
+	// link probe measures one stream against all of them at once and the
+	// decision point gives programs as many channels as the cost model
+	// says pay. Every rank must give the same value.
+	Streams int
 	// Algorithm is the program of an AllReduce of every rank larger than
 	// SmallBytes: "auto" (the default; "" too) lets the decision point
 	// choose among those that apply — the ring, pieces (above), and
@@ -299,6 +307,7 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
 	env.Int(EnvPieceBytes, &c.PieceBytes)
+	env.Int(EnvStreams, &c.Streams)
 	if v := env.Get(EnvAlgorithm); v != "" {
 		c.Algorithm = v
 	}
@@ -396,7 +405,7 @@ func (c *Config) settings() engine.Settings {
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
 		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
-		Pieces: c.Pieces, Program: program, Logger: c.Logger, Network: c.network,
+		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger, Network: c.network,
 	}
 }
 
@@ -472,6 +481,9 @@ func (c *Config) Validate() error {
 	case "", "auto", "always", "off":
 	default:
 		bad("pieces %q must be auto, always or off (%s)", c.Pieces, EnvPieces)
+	}
+	if c.Streams < 0 || c.Streams > 16 {
+		bad("streams %d must be in 0..16 (%s)", c.Streams, EnvStreams)
 	}
 	if _, err := algo.ParseKind(c.Algorithm); err != nil {
 		bad("algorithm %q must be auto, ring, ring-pieces, two-level or ring-offload (%s)", c.Algorithm, EnvAlgorithm)

@@ -37,6 +37,11 @@ type Tunables struct {
 	// (KindTwoLevel): hosts in ring order, each host's ranks in ring
 	// order (nil: not known).
 	Hosts [][]int
+	// CPUGroups groups the ranks of one host by the CPU they are bound to
+	// for the small-message allreduce (KindCPUGroups): groups in ring
+	// order, each led by its first rank (nil: not known, or no CPU runs
+	// two ranks).
+	CPUGroups [][]int
 }
 
 // Spec is one rank's call, as far as the algorithm depends on it.
@@ -107,6 +112,9 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) { return Build(s, t, Choi
 // AllReduce's program of the kind chosen, any other call's (and an
 // AllReduce's with KindDefault) its collective's own algorithm.
 func Build(s Spec, t Tunables, c Choice) (*plan.Program, error) {
+	if c.Channels > 0 {
+		t.Channels = c.Channels
+	}
 	order := ringOrder(s, t)
 	rs := ring.Spec{Order: order, World: s.World, Rank: s.Rank, Channels: t.Channels}
 	switch s.Collective {
@@ -123,6 +131,11 @@ func Build(s Spec, t Tunables, c Choice) (*plan.Program, error) {
 			return ring.AllReduceTwoLevel(t.Hosts, s.World, s.Rank, t.Channels, s.Count, s.Avg)
 		case KindOffload:
 			return ring.AllReduceOffload(rs, c.Slow, s.Count, c.Rounds, s.Avg)
+		case KindCPUGroups:
+			if s.Members != nil {
+				return nil, fmt.Errorf("%w: an allreduce grouped by CPU among a subgroup", ErrUnsupported)
+			}
+			return tree.AllReduceGroups(t.CPUGroups, s.World, s.Rank, s.Count, s.Avg)
 		}
 		if s.Small(t) {
 			return tree.AllReduce(order, s.World, s.Rank, s.Count, s.Avg)
@@ -153,8 +166,12 @@ func Build(s Spec, t Tunables, c Choice) (*plan.Program, error) {
 		if s.Peer < 0 || s.Peer >= s.World || s.Peer == s.Rank {
 			return nil, fmt.Errorf("algo: peer %d is not another rank of 0..%d", s.Peer, s.World-1)
 		}
-		return &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count,
-			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
+		p := &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count}
+		for ch := range max(1, c.Channels) { // one stream, or the message split over c.Channels
+			off, n := plan.Segment(s.Count, max(1, c.Channels), ch)
+			p.Channels = append(p.Channels, plan.Channel{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Off: off, Len: n}}}}})
+		}
+		return p, nil
 	case wire.AllReduceTree:
 		return treeAllReduce(s, t)
 	case wire.AllToAll:

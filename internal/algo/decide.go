@@ -33,9 +33,12 @@ const (
 	// KindOffload is the ring with one rank's share offloaded
 	// (ring.AllReduceOffload): Choice.Slow, in Choice.Rounds rounds.
 	KindOffload
+	// KindCPUGroups is the small-message allreduce of ranks grouped by
+	// CPU (tree.AllReduceGroups over Tunables.CPUGroups).
+	KindCPUGroups
 )
 
-var kindNames = [...]string{"default", "ring", "ring-pieces", "two-level", "ring-offload"}
+var kindNames = [...]string{"default", "ring", "ring-pieces", "two-level", "ring-offload", "cpu-groups"}
 
 // String returns the kind's name, the Algorithm of the program it builds.
 func (k Kind) String() string {
@@ -45,35 +48,45 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// ParseKind parses a program name (Config.Program): "auto" or "" is
-// KindDefault (the Planner chooses), the others the names String gives.
+// ParseKind parses the name of a large AllReduce's program
+// (Config.Program): "auto" or "" is KindDefault (the Planner chooses), the
+// others the names String gives, ring to ring-offload.
 func ParseKind(s string) (Kind, error) {
 	if s == "" || s == "auto" {
 		return KindDefault, nil
 	}
-	for k, name := range kindNames {
-		if k > 0 && s == name {
-			return Kind(k), nil
+	for k := KindRing; k <= KindOffload; k++ {
+		if s == k.String() {
+			return k, nil
 		}
 	}
 	return 0, fmt.Errorf("algo: unknown program %q (want auto, ring, ring-pieces, two-level or ring-offload)", s)
 }
 
 // Choice is the program chosen for a call: its kind and, for an
-// offload, its parameters. It is comparable: the engine keys its cached
-// programs on it.
+// offload, its parameters, and its channels. It is comparable: the engine
+// keys its cached programs on it.
 type Choice struct {
 	Kind   Kind
 	Slow   int // KindOffload: the rank offloaded
 	Rounds int // KindOffload: its rounds
+	// Channels, when positive, is the program's channels (parallel
+	// streams per link) instead of the configured Tunables.Channels
+	// (a point-to-point message split over that many).
+	Channels int
 }
 
-// String names the choice: its kind, with an offload's slow rank.
+// String names the choice: its kind, with an offload's slow rank and the
+// channels when chosen.
 func (c Choice) String() string {
+	s := c.Kind.String()
 	if c.Kind == KindOffload {
-		return fmt.Sprintf("%v (rank %d offloaded, %d rounds)", c.Kind, c.Slow, c.Rounds)
+		s = fmt.Sprintf("%v (rank %d offloaded, %d rounds)", c.Kind, c.Slow, c.Rounds)
 	}
-	return c.Kind.String()
+	if c.Channels > 0 {
+		s += fmt.Sprintf(" ×%d streams", c.Channels)
+	}
+	return s
 }
 
 // Facts are what every rank of a communicator agreed on about how it
@@ -91,11 +104,20 @@ type Facts struct {
 	FastboxBytes int
 	// Host[r] is rank r's host (nil: every rank on one host).
 	Host []int
+	// CPU[r] is the CPU rank r is bound to, −1 if it is not bound to one
+	// (nil: not known).
+	CPU []int
 	// Net prices the links (zero fields: the defaults of DefaultNet).
 	// Its Bandwidth and Latency are the measured matrices, if any.
 	Net cost.Net
 	// Measured says Net holds a probe's measurements.
 	Measured bool
+	// Streams is the number of links (connections) per pair of ranks
+	// the transport opened: the most channels a program may use (0: as
+	// many as Tunables.Channels). Across hosts it may exceed the
+	// configured channels, so that where one stream cannot fill a link
+	// (a long round trip) a program can use more (Measured's stream).
+	Streams int
 }
 
 // DefaultNet is what the Planner assumes of links it has not measured:
@@ -175,10 +197,23 @@ func NewPlanner(cfg Config, f Facts) (*Planner, error) {
 	}
 	f.Net.Host = f.Host
 	f.Net.Channels, f.Net.ChunkBytes = cfg.Tunables.Channels, cfg.Tunables.ChunkBytes
+	if f.Streams < max(1, cfg.Tunables.Channels) {
+		f.Streams = max(1, cfg.Tunables.Channels)
+	}
 	p := &Planner{cfg: cfg, t: cfg.Tunables, facts: f}
 	p.t.Hosts = hostGroups(f.Host, p.t.Order)
-	p.probeDue = p.canOffload() && !f.Measured
+	if f.Fast {
+		p.t.CPUGroups = cpuGroups(f.CPU, p.order())
+	}
+	p.probeDue = p.probes() && !f.Measured
 	return p, nil
+}
+
+// probes reports whether the links are worth measuring: across hosts,
+// where a rank could be offloaded or a program could use more streams
+// than one.
+func (p *Planner) probes() bool {
+	return p.canOffload() || p.facts.Host != nil && !p.facts.Fast && p.facts.Streams > max(1, p.t.Channels)
 }
 
 // hostGroups returns the ranks grouped by host (hosts in the order the
@@ -216,6 +251,35 @@ func hostGroups(host, order []int) [][]int {
 	return groups
 }
 
+// cpuGroups returns the ranks grouped by the CPU they are bound to (in
+// ring order, each group led by its first rank), or nil when a rank is not
+// bound to one CPU or no CPU runs two ranks (there is nothing to group).
+func cpuGroups(cpu, order []int) [][]int {
+	if len(cpu) != len(order) || len(cpu) == 0 {
+		return nil
+	}
+	var groups [][]int
+	index := map[int]int{}
+	shared := false
+	for _, r := range order {
+		if cpu[r] < 0 {
+			return nil
+		}
+		g, ok := index[cpu[r]]
+		if !ok {
+			g = len(groups)
+			index[cpu[r]] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], r)
+		shared = shared || len(groups[g]) > 1
+	}
+	if !shared {
+		return nil
+	}
+	return groups
+}
+
 // Tunables returns the tunables the Planner's programs are built with.
 func (p *Planner) Tunables() Tunables { return p.t }
 
@@ -242,7 +306,13 @@ func (d Decision) Tuned() bool { return d.Timed || d.Agree }
 // Decide returns how the call s runs. It is on every call's path: a small
 // call or one of another collective costs a few comparisons.
 func (p *Planner) Decide(s *Spec) Decision {
-	if s.Collective != wire.AllReduce || s.Small(p.t) {
+	if s.Collective != wire.AllReduce {
+		return Decision{}
+	}
+	if s.Small(p.t) {
+		if p.t.CPUGroups != nil && s.Members == nil && s.Bytes() <= groupBytes {
+			return Decision{Choice: Choice{Kind: KindCPUGroups}}
+		}
 		return Decision{}
 	}
 	b := s.Bytes()
@@ -265,6 +335,11 @@ func (p *Planner) Decide(s *Spec) Decision {
 	st := p.tuner.Next(b)
 	return Decision{Choice: c.choice[st.Variant], Timed: st.Timed, Agree: st.Agree}
 }
+
+// groupBytes bounds the allreduce grouped by CPU: a leader folds and
+// sends its members' data one after the other, which pays only while
+// scheduling, not bytes, is the cost.
+const groupBytes = 1 << 10
 
 // piecesPay reports whether an AllReduce of b bytes is larger than a
 // piece.
@@ -294,7 +369,7 @@ func (p *Planner) Report(bytes int) float64 { return p.tuner.Report(bytes) }
 // measured again before the next call.
 func (p *Planner) Agreed(bytes int, perByte float64) bool {
 	changed := p.tuner.Agreed(bytes, perByte)
-	if p.tuner.Drifted(bytes) && p.canOffload() {
+	if p.tuner.Drifted(bytes) && p.probes() {
 		p.probeDue = true
 	}
 	return changed
@@ -322,11 +397,14 @@ func (p *Planner) canOffload() bool {
 }
 
 // Measured gives the Planner the agreed measurements of the links
-// (bandwidth in bytes per second, latency in seconds, rank by rank; 0: not
-// measured): the candidates of every size are priced again, and a size
-// whose candidates changed is tuned afresh.
-func (p *Planner) Measured(bandwidth, latency [][]float64) {
+// (bandwidth in bytes per second over all Streams at once, latency in
+// seconds, rank by rank; 0: not measured) and what one stream carries
+// (bytes per second; 0: as much as the link): the candidates of every
+// size are priced again, and a size whose candidates changed is tuned
+// afresh.
+func (p *Planner) Measured(bandwidth, latency [][]float64, stream float64) {
 	p.facts.Net.Bandwidth, p.facts.Net.Latency = bandwidth, latency
+	p.facts.Net.StreamBytesPerSec = stream
 	p.facts.Net.Host = p.facts.Host
 	p.facts.Measured, p.probeDue = true, false
 	for i := range p.classes {
@@ -380,9 +458,11 @@ func (p *Planner) price(c *planned, b int) {
 		}
 		return
 	}
-	add(Choice{Kind: KindRing}, ring)
+	ringCh, ring := p.streams(func(n *cost.Net) time.Duration { return n.RingOrder(order, b) })
+	add(Choice{Kind: KindRing, Channels: ringCh}, ring)
 	if p.t.Hosts != nil && len(p.t.Hosts[0]) > 1 {
-		add(Choice{Kind: KindTwoLevel}, net.TwoLevel(p.t.Hosts, b))
+		ch, t := p.streams(func(n *cost.Net) time.Duration { return n.TwoLevel(p.t.Hosts, b) })
+		add(Choice{Kind: KindTwoLevel, Channels: ch}, t)
 	}
 	if p.facts.Measured && p.canOffload() {
 		if ch, t := p.bestOffload(order, b); t > 0 && t < ring {
@@ -409,6 +489,40 @@ func (p *Planner) price(c *planned, b int) {
 	if c.n > 1 {
 		c.why += "; measured"
 	}
+}
+
+// streams returns the channels a program priced by price should use, and
+// its price there: where one stream cannot fill a link (the probe measured
+// Streams streams at once carrying more than one), the fewest of 2, 4, …
+// up to Streams at which the model prices it within 5% of its best; 0
+// (the configured channels) otherwise.
+func (p *Planner) streams(price func(*cost.Net) time.Duration) (int, time.Duration) {
+	n := p.facts.Net
+	base := price(&n)
+	if n.StreamBytesPerSec <= 0 || p.facts.Streams <= max(1, p.t.Channels) {
+		return 0, base
+	}
+	best, at := base, 0
+	var prices []time.Duration
+	var counts []int
+	for c := 2 * max(1, p.t.Channels); c <= p.facts.Streams; c *= 2 {
+		n.Channels = c
+		t := price(&n)
+		prices, counts = append(prices, t), append(counts, c)
+		if t < best {
+			best = t
+		}
+	}
+	if best == base {
+		return 0, base
+	}
+	for i, t := range prices {
+		if float64(t) <= 1.05*float64(best) {
+			at, best = counts[i], t
+			break
+		}
+	}
+	return at, best
 }
 
 // forced returns the configured program for b bytes, if it applies.
@@ -444,9 +558,19 @@ func (p *Planner) bestOffload(order []int, b int) (Choice, time.Duration) {
 		if count[p.facts.Host[r]] != 1 {
 			continue
 		}
-		rounds, t := p.facts.Net.OffloadRounds(order, r, b, p.cfg.MaxRounds)
+		var rounds int
+		ch, t := p.streams(func(n *cost.Net) time.Duration {
+			var t time.Duration
+			rounds, t = n.OffloadRounds(order, r, b, p.cfg.MaxRounds)
+			return t
+		})
+		if ch > 0 { // priced again at the streams chosen: the rounds that go with them
+			n := p.facts.Net
+			n.Channels = ch
+			rounds, t = n.OffloadRounds(order, r, b, p.cfg.MaxRounds)
+		}
 		if t > 0 && (price == 0 || t < price) {
-			best, price = Choice{Kind: KindOffload, Slow: r, Rounds: rounds}, t
+			best, price = Choice{Kind: KindOffload, Slow: r, Rounds: rounds, Channels: ch}, t
 		}
 	}
 	return best, price
@@ -492,6 +616,8 @@ func (p *Planner) Reason(s *Spec, c Choice) string {
 	switch {
 	case s.Collective != wire.AllReduce:
 		return "the collective's algorithm"
+	case c.Kind == KindCPUGroups:
+		return fmt.Sprintf("%d B, ranks sharing CPUs (%d groups): fold within a CPU's ranks, one exchange between CPUs", s.Bytes(), len(p.t.CPUGroups))
 	case s.Small(p.t):
 		members := s.Members
 		if members == nil {

@@ -113,7 +113,7 @@ func TestASlowLinkIsOffloadedOnceMeasured(t *testing.T) {
 		}
 		return bw
 	}
-	p.Measured(matrix(2, 25e6), nil)
+	p.Measured(matrix(2, 25e6), nil, 0)
 	s := Spec{Collective: wire.AllReduce, Count: bytes / 4, ElemSize: 4}
 	d := p.Decide(&s)
 	if d.Choice.Kind != KindOffload || d.Choice.Slow != 2 || d.Choice.Rounds < 2 {
@@ -123,12 +123,12 @@ func TestASlowLinkIsOffloadedOnceMeasured(t *testing.T) {
 	if ran[len(ran)-1] != KindOffload {
 		t.Fatalf("the offload measured faster, yet the last call ran %v", ran[len(ran)-1])
 	}
-	p.Measured(matrix(2, 125e6), nil)
+	p.Measured(matrix(2, 125e6), nil, 0)
 	if d := p.Decide(&s); d.Choice.Kind != KindRing || d.Tuned() {
 		t.Fatalf("with every link alike the call runs %v (tuned %t), want the ring alone", d.Choice, d.Tuned())
 	}
 	// The ring's time drifts (a link slowed): the links are measured again.
-	p.Measured(matrix(2, 25e6), nil)
+	p.Measured(matrix(2, 25e6), nil, 0)
 	ran, probed := drive(p, bytes, 60, map[Kind]float64{KindRing: 20, KindOffload: 30})
 	if probed {
 		t.Fatalf("asked for the links without a drift, after %v", ran)
@@ -218,5 +218,96 @@ func TestParseKindNamesEveryProgram(t *testing.T) {
 	}
 	if _, err := ParseKind("tree"); err == nil {
 		t.Fatal("an unknown program parsed")
+	}
+}
+
+// On one host with fastboxes, when ranks share CPUs a small allreduce of
+// the world folds within each CPU's ranks (cpu-groups), led by the first
+// rank of each CPU in ring order; a subgroup's, a larger one's, or one of
+// ranks not bound to one CPU each takes recursive doubling.
+func TestSmallAllReducesGroupRanksByCPU(t *testing.T) {
+	tun := Tunables{SmallBytes: 4096, Channels: 1, ChunkBytes: 1 << 20}
+	bound := []int{0, 1, 1, 0, 1, 0, 0, 1} // the launcher's binding of 8 ranks on 2 CPUs
+	p, err := NewPlanner(Config{Tunables: tun}, Facts{World: 8, Fast: true, FastboxBytes: 1 << 20, CPU: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]int{{0, 3, 5, 6}, {1, 2, 4, 7}}; len(p.Tunables().CPUGroups) != 2 || p.Tunables().CPUGroups[0][1] != want[0][1] || p.Tunables().CPUGroups[1][3] != want[1][3] {
+		t.Fatalf("groups %v, want %v", p.Tunables().CPUGroups, want)
+	}
+	for _, tc := range []struct {
+		s    Spec
+		want Kind
+	}{
+		{Spec{Collective: wire.AllReduce, Count: 2, ElemSize: 4}, KindCPUGroups},
+		{Spec{Collective: wire.AllReduce, Count: 2, ElemSize: 4, Members: []int{0, 5, 2}}, KindDefault},
+		{Spec{Collective: wire.AllReduce, Count: 1000, ElemSize: 4}, KindDefault},
+		{Spec{Collective: wire.Broadcast, Count: 2, ElemSize: 4}, KindDefault},
+	} {
+		d := p.Decide(&tc.s)
+		if d.Choice.Kind != tc.want {
+			t.Fatalf("%+v: %v, want %v", tc.s, d.Choice, tc.want)
+		}
+		s := tc.s
+		s.Rank, s.World = 5, 8
+		prog, err := p.Program(s, d.Choice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == KindCPUGroups && (prog.Algorithm != "cpu-groups" || !prog.Fast) {
+			t.Fatalf("%q on the fastbox path %t, want cpu-groups on it", prog.Algorithm, prog.Fast)
+		}
+	}
+	for _, cpu := range [][]int{{0, 1, 1, 0, 1, 0, -1, 1}, {0, 1, 2, 3, 4, 5, 6, 7}} {
+		p, err := NewPlanner(Config{Tunables: tun}, Facts{World: 8, Fast: true, FastboxBytes: 1 << 20, CPU: cpu})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := p.Decide(&Spec{Collective: wire.AllReduce, Count: 2, ElemSize: 4}); d.Choice.Kind != KindDefault {
+			t.Fatalf("CPUs %v: %v, want recursive doubling", cpu, d.Choice)
+		}
+	}
+}
+
+// Where one stream carries a fifth of what every stream at once does, the
+// ring across hosts runs on more channels (as few as the model says are
+// enough); where one stream fills the link it runs on the configured one.
+func TestStreamsAreUsedWhereOneDoesNotFillTheLink(t *testing.T) {
+	const n, bytes = 4, 64 << 20
+	bw := make([][]float64, n)
+	for a := range bw {
+		bw[a] = make([]float64, n)
+		for b := range bw[a] {
+			if a != b {
+				bw[a][b] = 40e6
+			}
+		}
+	}
+	for _, tc := range []struct {
+		stream float64
+		want   int
+	}{{8e6, 8}, {0, 0}} {
+		p, err := NewPlanner(Config{Tunables: Tunables{SmallBytes: 4096, Channels: 1, ChunkBytes: 1 << 20}},
+			Facts{World: n, Host: []int{0, 0, 1, 1}, Streams: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Spec{Collective: wire.AllReduce, Count: bytes / 4, ElemSize: 4}
+		if d := p.Decide(&s); !d.Probe {
+			t.Fatalf("with 8 streams across hosts the first call does not ask for the links: %+v", d)
+		}
+		p.Measured(bw, nil, tc.stream)
+		d := p.Decide(&s)
+		if d.Choice.Channels != tc.want {
+			t.Fatalf("one stream at %g B/s: %v, want %d channels", tc.stream, d.Choice, tc.want)
+		}
+		s.Rank, s.World = 0, n
+		prog, err := p.Program(s, d.Choice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(prog.Channels); got != max(1, tc.want) {
+			t.Fatalf("%v: a program of %d channels", d.Choice, got)
+		}
 	}
 }

@@ -52,11 +52,14 @@ func (e *Engine) announce(c *Call, ch algo.Choice, p *plan.Program) {
 
 // Link probe sizes: each pair of hosts exchanges probeRepeats small
 // messages (latency: half the round trip) and probeRepeats large ones
-// (bandwidth), keeping the medians.
+// (bandwidth) over one stream, and as many of probeStreamBytes split over
+// every stream, keeping the medians (a stream's share must be large
+// enough to fill its window on a long round trip).
 const (
-	probeSmall   = 8
-	probeLarge   = 1 << 20
-	probeRepeats = 3
+	probeSmall       = 8
+	probeLarge       = 1 << 20
+	probeStreamBytes = 512 << 10
+	probeRepeats     = 3
 )
 
 // probeLinksLocked measures the links between hosts for the decision
@@ -77,14 +80,14 @@ func (e *Engine) probeLinksLocked(ctx context.Context) error {
 		}
 	}
 	nh := len(lead)
-	shared := make([]float64, 2*nh*nh) // latency, then bandwidth, host by host
+	shared := make([]float64, 3*nh*nh) // latency, bandwidth over every stream, over one stream: host by host
 	start := time.Now()
 	if me := host[e.s.Rank]; lead[me] == e.s.Rank {
 		for _, other := range topology.Tournament(nh, me) {
 			if other < 0 {
 				continue
 			}
-			lat, bw, err := e.probePairLocked(ctx, lead[other], me < other)
+			lat, bw, one, err := e.probePairLocked(ctx, lead[other], me < other)
 			if err != nil {
 				return fmt.Errorf("ringtail: rank %d: measuring the link to rank %d: %w", e.s.Rank, lead[other], err)
 			}
@@ -92,6 +95,7 @@ func (e *Engine) probeLinksLocked(ctx context.Context) error {
 				for _, ij := range [][2]int{{me, other}, {other, me}} {
 					shared[ij[0]*nh+ij[1]] = lat
 					shared[nh*nh+ij[0]*nh+ij[1]] = bw
+					shared[2*nh*nh+ij[0]*nh+ij[1]] = one
 				}
 			}
 		}
@@ -116,63 +120,94 @@ func (e *Engine) probeLinksLocked(ctx context.Context) error {
 			}
 		}
 	}
-	e.planner.Measured(bw, lat)
+	// One stream limits the links where every stream at once carried
+	// clearly more: the model then caps a link at channels × the slowest
+	// pair's single stream.
+	stream := 0.0
 	var links []string
 	for i := range nh {
 		for j := i + 1; j < nh; j++ {
-			links = append(links, fmt.Sprintf("%d-%d %.3g MB/s %.3g µs", i, j, shared[nh*nh+i*nh+j]/1e6, shared[i*nh+j]*1e6))
+			all, one := shared[nh*nh+i*nh+j], shared[2*nh*nh+i*nh+j]
+			if e.streams > 1 && all > streamGain*one && (stream == 0 || one < stream) {
+				stream = one
+			}
+			links = append(links, fmt.Sprintf("%d-%d %.3g MB/s (one stream %.3g) %.3g µs", i, j, all/1e6, one/1e6, shared[i*nh+j]*1e6))
 		}
 	}
+	e.planner.Measured(bw, lat, stream)
 	e.s.Logger.Info().Int("hosts", nh).Dur("took", time.Since(start)).Str("links", strings.Join(links, ", ")).
 		Msg("measured the links between hosts")
 	return nil
 }
 
+// streamGain is how much more every stream at once must carry than one
+// for the links to count as stream-limited.
+const streamGain = 1.25
+
 // probePairLocked measures the link to peer: as the leader (lead), it
-// times small echoes and large sends answered by a byte, and returns the
-// latency (seconds) and bandwidth (bytes per second); otherwise it
-// answers them.
-func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat, bw float64, err error) {
-	small, large, ack := make([]byte, probeSmall), make([]byte, probeLarge), make([]byte, 1)
-	p2p := func(b []byte, send bool) error {
+// times small echoes, then large sends answered by a byte, over one
+// stream and split over every stream at once, and returns the latency
+// (seconds) and the bandwidth over all streams and over one (bytes per
+// second); otherwise it answers them.
+func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat, bw, one float64, err error) {
+	small, large, ack := make([]byte, probeSmall), make([]byte, max(probeLarge, e.streams*probeStreamBytes)), make([]byte, 1)
+	sizes := []int{probeLarge, len(large)}
+	p2p := func(b []byte, send bool, streams int) error {
 		c := &Call{Spec: algo.Spec{Collective: wire.PointToPoint, Count: len(b), ElemSize: 1, Peer: peer, Send: send}, DType: reduce.Uint8, Data: b}
-		return e.execLocked(ctx, c, algo.Choice{}, nil)
+		return e.execLocked(ctx, c, algo.Choice{Channels: streams}, nil)
 	}
-	var lats, bigs []float64
+	ways := []int{1}
+	if e.streams > 1 {
+		ways = append(ways, e.streams)
+	}
+	lats := []float64{}
+	bigs := make([][]float64, len(ways))
 	for range probeRepeats {
 		if !lead {
-			for _, step := range []struct {
-				b    []byte
-				send bool
-			}{{small, false}, {small, true}, {large, false}, {ack, true}} {
-				if err := p2p(step.b, step.send); err != nil {
-					return 0, 0, err
+			if err := p2p(small, false, 1); err != nil {
+				return 0, 0, 0, err
+			}
+			if err := p2p(small, true, 1); err != nil {
+				return 0, 0, 0, err
+			}
+			for i, w := range ways {
+				if err := p2p(large[:sizes[i]], false, w); err != nil {
+					return 0, 0, 0, err
+				}
+				if err := p2p(ack, true, 1); err != nil {
+					return 0, 0, 0, err
 				}
 			}
 			continue
 		}
 		t0 := time.Now()
-		if err := p2p(small, true); err != nil {
-			return 0, 0, err
+		if err := p2p(small, true, 1); err != nil {
+			return 0, 0, 0, err
 		}
-		if err := p2p(small, false); err != nil {
-			return 0, 0, err
+		if err := p2p(small, false, 1); err != nil {
+			return 0, 0, 0, err
 		}
 		rtt := time.Since(t0).Seconds()
-		t1 := time.Now()
-		if err := p2p(large, true); err != nil {
-			return 0, 0, err
-		}
-		if err := p2p(ack, false); err != nil {
-			return 0, 0, err
-		}
 		lats = append(lats, rtt/2)
-		bigs = append(bigs, max(time.Since(t1).Seconds()-rtt/2, 1e-9))
+		for i, w := range ways {
+			t1 := time.Now()
+			if err := p2p(large[:sizes[i]], true, w); err != nil {
+				return 0, 0, 0, err
+			}
+			if err := p2p(ack, false, 1); err != nil {
+				return 0, 0, 0, err
+			}
+			bigs[i] = append(bigs[i], max(time.Since(t1).Seconds()-rtt/2, 1e-9))
+		}
 	}
 	if !lead {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
-	slices.Sort(lats)
-	slices.Sort(bigs)
-	return lats[len(lats)/2], probeLarge / bigs[len(bigs)/2], nil
+	median := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	one = float64(sizes[0]) / median(bigs[0])
+	last := len(bigs) - 1
+	return median(lats), float64(sizes[last]) / median(bigs[last]), one, nil
 }

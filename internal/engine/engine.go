@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,11 @@ type Settings struct {
 	// Program, when set, is the program every large AllReduce of the
 	// world runs where it applies (algo.Config.Program).
 	Program algo.Kind
+	// Streams is the number of connections per pair of ranks when the
+	// ranks span hosts (0: DefaultStreams): a program's channels may use
+	// them where one stream cannot fill a link, as the link probe
+	// measures. Within one host the connections are Tunables.Channels.
+	Streams int
 	Logger  zerolog.Logger
 	// Tracer observes every call (internal/obs); nil: none. The executor
 	// reports phases to it only when TracePhases.
@@ -71,6 +77,13 @@ type Settings struct {
 	// Network replaces the sockets (tests: an in-memory network).
 	Network transport.Network
 }
+
+// DefaultStreams is the number of connections per pair of ranks on
+// different hosts when Settings.Streams is 0: where a stream is limited by
+// its window (a long round trip), 8 of them carried 8× one on the test
+// bed's added-delay links (docs/benchmarks.md); the probe decides whether
+// a program uses them.
+const DefaultStreams = 8
 
 // ErrClosed is returned by calls on a closed engine.
 var ErrClosed = errors.New("ringtail: communicator closed")
@@ -109,6 +122,7 @@ type Engine struct {
 	// agreements'; announced is what --log-level info last said ran, by
 	// collective and size class (announce).
 	planner   *algo.Planner
+	streams   int // connections per pair of ranks (Settings.Streams)
 	tuneBuf   [8]byte
 	tuneCall  Call
 	announced map[announceKey]string
@@ -186,11 +200,12 @@ func (e *Engine) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
 	}
-	ep, _ := json.Marshal(ln.Endpoint())
+	cpu := boundCPU()
+	ep, _ := json.Marshal(advertised{Endpoint: ln.Endpoint(), CPU: &cpu})
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
 		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "pieces": s.Pieces,
-		"program": s.Program.String(), "generation": strconv.FormatUint(s.Generation, 10),
+		"program": s.Program.String(), "streams": strconv.Itoa(s.Streams), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 	}
 	req := rendezvous.Request{
@@ -209,19 +224,29 @@ func (e *Engine) connect(ctx context.Context) error {
 		return fmt.Errorf("ringtail: rank %d: %w", s.Rank, err)
 	}
 	eps := make([]transport.Endpoint, len(members))
+	cpus := make([]int, len(members))
 	for i, m := range members {
-		if err := json.Unmarshal(m.Endpoint, &eps[i]); err != nil {
+		var a advertised
+		if err := json.Unmarshal(m.Endpoint, &a); err != nil {
 			ln.Close()
 			return fmt.Errorf("ringtail: rank %d's endpoint: %w", i, err)
+		}
+		eps[i], cpus[i] = a.Endpoint, -1
+		if a.CPU != nil {
+			cpus[i] = *a.CPU
 		}
 	}
 	if s.HostRingOrder {
 		e.s.Tunables.Order = hostRingOrder(eps)
 	}
 	silence := s.PeerTimeout
+	e.streams = s.Tunables.Channels
+	if hostIndex(eps) != nil {
+		e.streams = max(e.streams, cmp.Or(s.Streams, DefaultStreams))
+	}
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret},
-		Channels: s.Tunables.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
+		Channels: e.streams, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
 		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
 		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: s.Tunables.ChunkBytes, Names: names},
 	})
@@ -235,7 +260,15 @@ func (e *Engine) connect(ctx context.Context) error {
 	}
 	e.executor.SetMailbox(mailboxOf{e})
 	e.traceExecutor()
-	return e.agreeOnTransport(ctx, eps)
+	return e.agreeOnTransport(ctx, eps, cpus)
+}
+
+// advertised is what a rank tells the others at the rendezvous: where to
+// reach it, and the CPU it is bound to (−1: none), for the allreduce of
+// ranks grouped by CPU.
+type advertised struct {
+	transport.Endpoint
+	CPU *int `json:"cpu,omitempty"`
 }
 
 // hostRingOrder returns the ring that keeps each host's ranks adjacent
@@ -256,13 +289,14 @@ func hostRingOrder(eps []transport.Endpoint) []int {
 }
 
 // agreeOnTransport gives the decision point the facts every rank agrees
-// on: the hosts (from the endpoints every rank holds) and whether every
+// on: the hosts and the CPUs the ranks are bound to (from what every rank
+// advertised at the rendezvous, which every rank holds) and whether every
 // rank has fastboxes on all its links. A rank with one link that is not
 // shared memory (another host, a failed upgrade) would run a call's
 // exchange with a same-host peer over the ring while the peer waits in
 // its fastbox; so all ranks decide together, with a Min over the general
 // path.
-func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint) error {
+func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint, cpus []int) error {
 	all := make([]byte, 4) // one int32, native order
 	if e.mesh.AllFast() {
 		all[0] = 1
@@ -271,7 +305,8 @@ func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint)
 	if err := e.Run(ctx, c); err != nil {
 		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
 	}
-	f := algo.Facts{World: e.s.World, Fast: all[0] == 1, FastboxBytes: transport.FastboxPayload, Host: hostIndex(eps)}
+	f := algo.Facts{World: e.s.World, Fast: all[0] == 1, FastboxBytes: transport.FastboxPayload, Host: hostIndex(eps), CPU: cpus,
+		Streams: e.streams}
 	p, err := algo.NewPlanner(e.plannerConfig(), f)
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
