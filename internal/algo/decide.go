@@ -253,7 +253,10 @@ func hostGroups(host, order []int) [][]int {
 
 // cpuGroups returns the ranks grouped by the CPU they are bound to (in
 // ring order, each group led by its first rank), or nil when a rank is not
-// bound to one CPU or no CPU runs two ranks (there is nothing to group).
+// bound to one CPU or no CPU runs three ranks: with two ranks per CPU
+// recursive doubling's two rounds beat the groups' three hops (4 ranks on
+// 2 CPUs under load: 34–42 µs against 50–69; 8 ranks: 86–93 against
+// 77–84, docs/benchmarks.md).
 func cpuGroups(cpu, order []int) [][]int {
 	if len(cpu) != len(order) || len(cpu) == 0 {
 		return nil
@@ -272,16 +275,13 @@ func cpuGroups(cpu, order []int) [][]int {
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], r)
-		shared = shared || len(groups[g]) > 1
+		shared = shared || len(groups[g]) > 2
 	}
 	if !shared {
 		return nil
 	}
 	return groups
 }
-
-// Tunables returns the tunables the Planner's programs are built with.
-func (p *Planner) Tunables() Tunables { return p.t }
 
 // Facts returns the facts the Planner decides from.
 func (p *Planner) Facts() Facts { return p.facts }
