@@ -162,7 +162,6 @@ func (o *offload) steps(pos int) []plan.Step {
 	var steps []plan.Step
 	per := 2 * (o.m - 1)
 	f := mod(pos-o.q-1, o.n) // my fast position (m: the slow rank)
-	slowRank := o.order[o.q]
 	var pending []plan.Op // local folds deferred to the next step
 	for R := -1; R <= o.rounds; R++ {
 		for t := 0; t < per; t++ {
@@ -178,29 +177,13 @@ func (o *offload) steps(pos int) []plan.Step {
 				ops, pending = o.ringOps(f, R, t, pending)
 				st.Ops = append(st.Ops, ops...)
 			}
-			if R+1 < o.rounds {
+			if R+1 < o.rounds { // the slow rank's data for the next round: into its neighbours' scratch
 				peers, parts := o.upload(R + 1)
-				peers, parts = spread(peers, parts, per, t)
-				for i, p := range parts {
-					switch {
-					case f == o.m:
-						st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: peers[i], Buf: plan.Data, Off: p.off, Len: p.len})
-					case peers[i] == o.order[pos]:
-						st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: slowRank, Buf: plan.Scratch, Off: p.off, Len: p.len})
-					}
-				}
+				st.Ops = o.slowOps(st.Ops, pos, peers, parts, t, plan.Send, plan.Recv, plan.Scratch)
 			}
-			if R-1 >= 0 {
+			if R-1 >= 0 { // the result of the round before: from r into the slow rank's data
 				peers, parts := o.download(R - 1)
-				peers, parts = spread(peers, parts, per, t)
-				for i, p := range parts {
-					switch {
-					case f == o.m:
-						st.Ops = append(st.Ops, plan.Op{Kind: plan.Recv, Peer: peers[i], Buf: plan.Data, Off: p.off, Len: p.len})
-					case peers[i] == o.order[pos]:
-						st.Ops = append(st.Ops, plan.Op{Kind: plan.Send, Peer: slowRank, Buf: plan.Data, Off: p.off, Len: p.len})
-					}
-				}
+				st.Ops = o.slowOps(st.Ops, pos, peers, parts, t, plan.Recv, plan.Send, plan.Data)
 			}
 			if len(st.Ops) > 0 {
 				steps = append(steps, st)
@@ -208,6 +191,24 @@ func (o *offload) steps(pos int) []plan.Step {
 		}
 	}
 	return steps
+}
+
+// slowOps appends the rank at ring position pos's part of piece t (of a
+// macro round's 2(m−1)) of the slow rank's traffic with the fast ranks
+// peers (parts, in order): the slow rank's op is slowKind (Send for its
+// upload, Recv for its download) on its data, a fast rank's the other
+// kind, fastKind, on fastBuf, with the slow rank.
+func (o *offload) slowOps(ops []plan.Op, pos int, peers []int, parts []region, t int, slowKind, fastKind plan.OpKind, fastBuf plan.Buf) []plan.Op {
+	peers, parts = spread(peers, parts, 2*(o.m-1), t)
+	for i, p := range parts {
+		switch {
+		case pos == o.q:
+			ops = append(ops, plan.Op{Kind: slowKind, Peer: peers[i], Buf: plan.Data, Off: p.off, Len: p.len})
+		case peers[i] == o.order[pos]:
+			ops = append(ops, plan.Op{Kind: fastKind, Peer: o.order[o.q], Buf: fastBuf, Off: p.off, Len: p.len})
+		}
+	}
+	return ops
 }
 
 // ringOps returns fast position f's ring operations of step t of round

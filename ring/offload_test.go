@@ -156,17 +156,7 @@ func TestAllReduceTwoLevelEqualsSequentialReference(t *testing.T) {
 					for _, avg := range []bool{false, true} {
 						name := fmt.Sprintf("hosts%v/ch%d/count%d/avg%v", hosts, chans, count, avg)
 						data := inputs(n, count, rng)
-						want := make([]float64, count)
-						for r := range data {
-							for i, v := range data[r] {
-								want[i] += v
-							}
-						}
-						if avg {
-							for i := range want {
-								want[i] /= float64(n)
-							}
-						}
+						want := sumOf(data, avg)
 						out := simulateAll(t, n, data, func(r int) (*plan.Program, error) {
 							return AllReduceTwoLevel(hosts, n, r, chans, count, avg)
 						})

@@ -2,7 +2,6 @@ package tree
 
 import (
 	"fmt"
-	"math"
 	"math/rand"
 	"testing"
 
@@ -28,37 +27,9 @@ func TestAllReduceGroupsEqualsSequentialReference(t *testing.T) {
 		for _, count := range []int{0, 1, 9} {
 			for _, avg := range []bool{false, true} {
 				name := fmt.Sprintf("%v/count%d/avg%v", groups, count, avg)
-				data, want := make([][]float64, n), make([]float64, count)
-				for r := range data {
-					data[r] = make([]float64, count)
-					for i := range data[r] {
-						data[r][i] = float64(rng.Intn(1000))
-						want[i] += data[r][i]
-					}
-				}
-				if avg {
-					for i := range want {
-						want[i] /= float64(n)
-					}
-				}
-				progs := make([]*plan.Program, n)
-				for r := range progs {
-					p, err := AllReduceGroups(groups, n, r, count, avg)
-					if err != nil {
-						t.Fatalf("%s: %v", name, err)
-					}
-					progs[r] = p
-				}
-				if err := plan.Simulate(progs, data, nil, plan.SimSum); err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				for r := range data {
-					for i := range want {
-						if data[r][i] != want[i] || math.Float64bits(data[r][i]) != math.Float64bits(data[0][i]) {
-							t.Fatalf("%s: rank %d element %d = %v, want %v", name, r, i, data[r][i], want[i])
-						}
-					}
-				}
+				progs := checkSum(t, name, n, count, avg, rng, func(r int) (*plan.Program, error) {
+					return AllReduceGroups(groups, n, r, count, avg)
+				})
 				for _, g := range groups {
 					for _, m := range g[1:] {
 						p := progs[m]

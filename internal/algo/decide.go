@@ -229,17 +229,7 @@ func hostGroups(host, order []int) [][]int {
 			order[i] = i
 		}
 	}
-	var groups [][]int
-	index := map[int]int{}
-	for _, r := range order {
-		g, ok := index[host[r]]
-		if !ok {
-			g = len(groups)
-			index[host[r]] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], r)
-	}
+	groups := groupBy(host, order)
 	for _, g := range groups {
 		if len(g) != len(groups[0]) {
 			return nil
@@ -258,27 +248,29 @@ func hostGroups(host, order []int) [][]int {
 // 2 CPUs under load: 34–42 µs against 50–69; 8 ranks: 86–93 against
 // 77–84, docs/benchmarks.md).
 func cpuGroups(cpu, order []int) [][]int {
-	if len(cpu) != len(order) || len(cpu) == 0 {
+	if len(cpu) != len(order) || len(cpu) == 0 || slices.Min(cpu) < 0 {
 		return nil
 	}
+	groups := groupBy(cpu, order)
+	if !slices.ContainsFunc(groups, func(g []int) bool { return len(g) > 2 }) {
+		return nil
+	}
+	return groups
+}
+
+// groupBy groups the ranks of order by key[rank]: groups in order of
+// their first rank, each group's ranks in order.
+func groupBy(key, order []int) [][]int {
 	var groups [][]int
 	index := map[int]int{}
-	shared := false
 	for _, r := range order {
-		if cpu[r] < 0 {
-			return nil
-		}
-		g, ok := index[cpu[r]]
+		g, ok := index[key[r]]
 		if !ok {
 			g = len(groups)
-			index[cpu[r]] = g
+			index[key[r]] = g
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], r)
-		shared = shared || len(groups[g]) > 2
-	}
-	if !shared {
-		return nil
 	}
 	return groups
 }
