@@ -162,7 +162,7 @@ func (o *offload) steps(pos int) []plan.Step {
 	var steps []plan.Step
 	per := 2 * (o.m - 1)
 	f := mod(pos-o.q-1, o.n) // my fast position (m: the slow rank)
-	var pending []plan.Op // local folds deferred to the next step
+	var pending []plan.Op    // local folds deferred to the next step
 	for R := -1; R <= o.rounds; R++ {
 		for t := 0; t < per; t++ {
 			st := plan.Step{}
