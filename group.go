@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
@@ -71,6 +72,16 @@ func (ct *Contribution) Release() {
 		ct.e.Release(ct.raw)
 		ct.done = true
 	}
+}
+
+// FoldInto adds the contribution to dst element-wise (op Sum) with the
+// executor's reduction kernels; dst must have its element type and length.
+func (ct *Contribution) FoldInto(dst Buffer) error {
+	if dst.DType != ct.Data.DType || len(dst.Bytes) != len(ct.Data.Bytes) {
+		return fmt.Errorf("ringtail: contribution of rank %d (tag %#x) has %d × %v, the buffer %d × %v",
+			ct.From, ct.Tag, ct.Data.Len(), ct.Data.DType, dst.Len(), dst.DType)
+	}
+	return reduce.Apply(dst.Bytes, ct.Data.Bytes, dst.DType, Sum)
 }
 
 // MaxContributionTag is the largest tag of a contribution. Contributions

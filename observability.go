@@ -8,7 +8,10 @@ import (
 	"github.com/ringtail-ml/ringtail/observe"
 )
 
-var _ observe.StepRecorder = (*Comm)(nil)
+var (
+	_ observe.StepRecorder     = (*Comm)(nil)
+	_ observe.ProgressRecorder = (*Comm)(nil)
+)
 
 // recorder starts the rank's observability when MetricsAddr or Timeline
 // is set (nil otherwise: nothing is recorded and the calls' path makes
@@ -79,6 +82,17 @@ func (c *Comm) Observing() bool { return c.rec != nil }
 func (c *Comm) RecordStep(ev observe.StepEvent) {
 	if c.rec != nil {
 		c.rec.RecordStep(ev)
+	}
+}
+
+// RecordProgress records a point of the training loop's progress (step,
+// epoch, training loss, held-out accuracy, throughput: observe.Progress)
+// to the metrics, the timeline and the dashboard, whose training curve
+// draws the points; it does nothing when the communicator is not
+// Observing. Usually rank 0 reports, once an epoch or evaluation.
+func (c *Comm) RecordProgress(p observe.Progress) {
+	if c.rec != nil {
+		c.rec.RecordProgress(p)
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package elastic runs data-parallel training on a changing set of
-// processes: ranks die, are evicted as persistent stragglers (AntDT §V-E
-// KILL_RESTART) or join, and the survivors form a new communicator
-// generation and carry on.
+// processes: ranks die or join (a launcher's host discovery), and the
+// survivors form a new communicator generation and carry on. (AntDT's
+// KILL_RESTART of a persistent straggler, §V-E, would use the same
+// generations; nothing evicts a straggler from the job that way — within a
+// job the straggler driver handles stragglers.)
 //
 // It owns:
 //   - membership: a hashicorp/memberlist gossip ring per job, encrypted

@@ -1,7 +1,9 @@
 // Package observe holds what a training loop tells ringtail's
-// observability about its steps: StepEvent (the plan a step ran under,
-// every rank's arrival, what was predicted, evicted, shared and folded
-// late) and the StepRecorder interface a *ringtail.Comm implements. The
+// observability: StepEvent (the plan a step ran under, every rank's
+// arrival, what was predicted, evicted, shared and folded late) with the
+// StepRecorder interface, and Progress (step, epoch, training loss,
+// held-out accuracy, throughput: the dashboard's training curve) with the
+// ProgressRecorder interface; a *ringtail.Comm implements both. The
 // straggler driver fills one StepEvent per step; a job with its own loop
 // can do the same. The events reach the rank's Prometheus metrics
 // (RINGTAIL_METRICS_ADDR), its timeline (RINGTAIL_TIMELINE) and the live

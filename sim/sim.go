@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/straggler"
@@ -69,6 +68,32 @@ func (n Network) Late(k, b int, early, late time.Duration) time.Duration {
 	return max(late, early+rs) + time.Duration(u*m+2*m-2)*n.Send(unit)
 }
 
+// Work is the simulated ranks' compute: how long rank takes for samples
+// at step, how many samples it finishes within a budget, and how long
+// after its compute it reaches the reduction.
+type Work interface {
+	Compute(rank, step, samples int) time.Duration
+	Within(rank, step int, budget time.Duration) int
+	Late(rank, step int) time.Duration
+}
+
+// injected is the Work of straggler/workload: PerSample per sample, slowed
+// by an injector.
+type injected struct {
+	in        *inject.Injector
+	perSample time.Duration
+}
+
+func (w injected) Compute(rank, step, samples int) time.Duration {
+	return workload.Compute(w.in, rank, step, samples, w.perSample)
+}
+
+func (w injected) Within(rank, step int, budget time.Duration) int {
+	return workload.SamplesWithin(w.in, rank, step, budget, w.perSample)
+}
+
+func (w injected) Late(int, int) time.Duration { return 0 }
+
 // Config configures one simulated run.
 type Config struct {
 	// Ranks is the world size.
@@ -90,6 +115,21 @@ type Config struct {
 	// Clock, when set, measures each decision's wall time (a real clock
 	// such as time.Now); the simulation itself never reads it.
 	Clock func() time.Time
+	// PolicyConfig, when set, is the policy the ranks run instead of the
+	// preset named by Policy (a recorded run's, links included).
+	PolicyConfig *straggler.Config
+	// Continue, when set, is the policy the ranks run, continued from the
+	// step it is at (Policy and PolicyConfig are then ignored): a
+	// scenario script simulates steps between reports of its own.
+	Continue *straggler.Policy
+	// Work, when set, is the ranks' compute model instead of Injector and
+	// PerSample.
+	Work Work
+	// Reports, when set, are the members' reports of every step (a
+	// recorded run's, in step order): each step's decision is taken from
+	// its report rather than from the simulated one, so the run decides
+	// what the recorded run decided (the timeline follows those plans).
+	Reports []straggler.Report
 }
 
 func (c *Config) validate() error {
@@ -99,8 +139,10 @@ func (c *Config) validate() error {
 	switch {
 	case c.Ranks < 1 || c.Steps < 1 || c.Warmup < 0:
 		return fmt.Errorf("sim: need ≥ 1 rank and step, ≥ 0 warmup (got %d, %d, %d): %w", c.Ranks, c.Steps, c.Warmup, ErrInvalidConfig)
-	case c.GlobalBatch < c.Ranks || c.PerSample <= 0 || c.GradBytes < 0:
+	case c.GlobalBatch < c.Ranks || (c.Work == nil && c.PerSample <= 0) || c.GradBytes < 0:
 		return fmt.Errorf("sim: need global batch ≥ ranks, per-sample > 0, gradient ≥ 0: %w", ErrInvalidConfig)
+	case c.Reports != nil && len(c.Reports) < c.Warmup+c.Steps:
+		return fmt.Errorf("sim: %d recorded reports for %d steps: %w", len(c.Reports), c.Warmup+c.Steps, ErrInvalidConfig)
 	case c.Injector != nil && c.Injector.World() != c.Ranks:
 		return fmt.Errorf("sim: injector for %d ranks, %d simulated: %w", c.Injector.World(), c.Ranks, ErrInvalidConfig)
 	case !(c.Network.BytesPerSec > 0) || c.Network.Alpha < 0:
@@ -144,6 +186,46 @@ type Result struct {
 	Plans []straggler.Plan `json:"-"`
 }
 
+// decider is the one Policy of a simulated job, shared by every rank's
+// Node: the ranks hold identical reports, so each step is decided once
+// (timed with the clock) and the other ranks' Observe, members' and
+// children's replays alike, take the plan decided.
+type decider struct {
+	pol   *straggler.Policy
+	first int              // the step of plans[0]
+	plans []straggler.Plan // plans[s-first] governs step s
+	clock func() time.Time
+	count int
+	sum   time.Duration
+	max   time.Duration
+}
+
+func (d *decider) Config() straggler.Config { return d.pol.Config() }
+
+func (d *decider) Plan() straggler.Plan { return d.plans[0] }
+
+func (d *decider) Observe(rep straggler.Report) (straggler.Plan, error) {
+	if i := rep.Step + 1 - d.first; i > 0 && i < len(d.plans) {
+		return d.plans[i], nil
+	}
+	var began time.Time
+	if d.clock != nil {
+		began = d.clock()
+	}
+	next, err := d.pol.Observe(rep)
+	if err != nil {
+		return next, err
+	}
+	if d.clock != nil {
+		t := d.clock().Sub(began)
+		d.count++
+		d.sum += t
+		d.max = max(d.max, t)
+	}
+	d.plans = append(d.plans, next)
+	return next, nil
+}
+
 // gradient is a child's gradient on its way to its parent.
 type gradient struct {
 	at             time.Duration // when it reaches the parent
@@ -152,39 +234,64 @@ type gradient struct {
 	version        int
 }
 
-// state is parameters on their way to a child.
-type state struct {
+// message is a state or a report on its way to a child.
+type message struct {
 	at      time.Duration
 	version int
+	flags   straggler.StateFlags
+	report  *straggler.Report // a forwarded report; nil for a state
 }
 
-// child is the simulated state of a rank computing as a child.
-type child struct {
-	free     time.Duration // when its next iteration starts
-	version  int
-	lastPost time.Duration
-	unacked  int
-	states   []state // in flight or arrived, not yet taken
-	blocked  bool    // waiting for a state that is not posted yet
+// rank is one simulated rank: its Node and its timeline.
+type rank struct {
+	node        *straggler.Node
+	start, wait time.Duration // as a member: the next step's start; the time in the previous reduction
+	arrive      time.Duration // as a member: this step's arrival at the reduction
+	ready       time.Duration // as a member: arrival, or the last gradient it folds
+	// As a child: when its next iteration starts, its previous post, and
+	// whether it waits for a state nobody has posted yet.
+	free, lastPost time.Duration
+	blocked        bool
+	waiting        bool       // its last receive stopped for a state
+	queue          []gradient // posted to its parent, not yet folded
+	states         []message  // posted to it, not yet taken
+	reports        []message  // forwarded to it, not yet replayed
+	linkFree       time.Duration
+	unsent         []int // as a parent: states skipped this step
+	drain          []int // as a member: former children to drain this step
+}
+
+// simulation is one Run's state.
+type simulation struct {
+	cfg   Config
+	n     int
+	first int           // the first step simulated
+	total int           // the step after the last
+	msg   time.Duration // one gradient message
+	full  time.Duration // one whole-state message
+	dec   *decider
+	ranks []rank
+	res   Result
+	stale float64
+	err   error // the first protocol error a child met
 }
 
 // Run simulates cfg.Warmup + cfg.Steps steps and a final flush of the
-// straggler driver's protocol with virtual time, deciding every plan with
-// the policy the ranks run (straggler.Policy; nothing of the decision is
-// re-implemented here):
+// straggler protocol in virtual time. Every rank steps its own
+// straggler.Node — the protocol the live driver runs, nothing of it
+// re-implemented here — and the ranks share one Policy (they hold the same
+// reports); the simulation supplies only time:
 //
 //   - members compute their share (or for the budget) from their step
-//     start; parents fold the gradients their children's posts have
-//     brought by the plan's WaitUntil (or, on a Must edge, wait for one);
-//     the members reduce (Ring over the members); the report goes to the
-//     policy; parents post parameters to the children whose gradients they
-//     folded, and the step's report;
-//   - a child iterates at its own pace on the newest parameters that have
-//     reached it: it computes its share, posts its gradient (it arrives
-//     after one Send), and starts again, waiting for parameters when two
-//     gradients are unanswered;
-//   - a child that rejoins finishes its iteration, gets the members' state,
-//     and computes the step's share; its last gradients are folded first.
+//     start and post the states their Node asks for; parents fold what
+//     their children's posts have brought by the plan's WaitUntil (or, on
+//     a Must edge, wait for one) and drain former children up to their
+//     last post; the members reduce (Network.Ring or Network.Late);
+//   - a child iterates at its own pace on the newest parameters that
+//     have reached it (its Node says when to wait for them), posting a
+//     gradient per iteration (it arrives after one Send);
+//   - at the end every child takes the final state and its last
+//     gradients are folded into one reduction over every rank.
 //
 // Every sample computed is applied exactly once (Result.Total equals
 // Result.TotalApplied).
@@ -192,259 +299,410 @@ func Run(cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	pc, err := straggler.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
-	if err != nil {
-		return Result{}, err
-	}
-	pc.GradBytes = cfg.GradBytes
-	pol, err := straggler.NewPolicy(pc)
-	if err != nil {
-		return Result{}, err
-	}
-	n := cfg.Ranks
-	net := cfg.Network
-	msg := net.Send(cfg.GradBytes)
-	start := make([]time.Duration, n) // members: the next step's start
-	wait := make([]time.Duration, n)  // time in the previous reduction
-	queue := make([][]gradient, n)    // by child: posts not yet folded, in order
-	kids := make([]*child, n)         // ranks computing as children (nil: a member)
-	lastParent := make([]int, n)      // the parent of a child, or of a former child
-	res := Result{Policy: cfg.Policy, Ranks: n, Steps: cfg.Steps}
-	total := cfg.Warmup + cfg.Steps
-	var t0, decisionSum time.Duration
-	staleSum := 0.0
-
-	// advance runs child c's iterations that start by until.
-	advance := func(c int, share int, until time.Duration) {
-		if kids[c] == nil {
-			return
-		}
-		k := kids[c]
-		for !k.blocked && k.free <= until {
-			// Take the newest parameters that have arrived.
-			for len(k.states) > 0 && k.states[0].at <= k.free {
-				k.version, k.unacked = max(k.version, k.states[0].version), 0
-				k.states = k.states[1:]
-			}
-			compute := workload.Compute(cfg.Injector, c, min(k.version, total-1), share, cfg.PerSample)
-			done := k.free + compute
-			cycle := done - k.lastPost
-			k.lastPost = done
-			queue[c] = append(queue[c], gradient{at: done + msg, samples: share, compute: compute, cycle: cycle,
-				version: k.version})
-			res.Total += int64(share)
-			if k.version >= cfg.Warmup {
-				res.Computed += int64(share)
-			}
-			k.unacked++
-			k.free = done + msg // the post holds the rank until the transport has taken it
-			if k.unacked >= 2 {
-				if len(k.states) == 0 {
-					k.blocked = true // until its parent posts parameters
-					return
-				}
-				k.free = max(k.free, k.states[0].at)
-			}
-		}
-	}
-	for s := 0; s < total; s++ {
-		if s == cfg.Warmup {
-			t0 = slices.Min(start)
-			for _, k := range kids {
-				if k != nil {
-					t0 = min(t0, k.free)
-				}
-			}
-		}
-		p := pol.Plan()
-		rep := straggler.Report{Step: s, Current: make([]straggler.RankReport, n), Child: make([]straggler.ChildReport, n)}
-		arrive := make([]time.Duration, n)
-		done := make([]time.Duration, n)
-		for _, m := range p.Members {
-			samples, cut := p.Shares[m], false
-			if p.Budget > 0 {
-				samples, cut = within(cfg.Injector, m, s, p.Budget, cfg.PerSample), true
-			}
-			compute := workload.Compute(cfg.Injector, m, s, samples, cfg.PerSample)
-			busy := compute
-			if cut {
-				busy = p.Budget
-			}
-			arrive[m] = start[m] + busy
-			done[m] = arrive[m]
-			rep.Current[m] = straggler.RankReport{Present: true, Samples: samples, Compute: compute, Arrival: busy, Cut: cut, Wait: wait[m]}
-			res.Total += int64(samples)
-			if s >= cfg.Warmup {
-				res.Computed += int64(samples)
-			}
-		}
-		// Parents fold what their children (and former children) sent.
-		for c, k := range kids {
-			if k == nil && len(queue[c]) == 0 {
-				continue
-			}
-			parent, isChild := p.ParentOf(c)
-			if !isChild {
-				parent = lastParent[c] // a former child's last gradients
-			}
-			deadline := time.Duration(math.MaxInt64)
-			if isChild {
-				deadline = max(arrive[parent], start[parent]+p.WaitUntil)
-				advance(c, p.Shares[c], deadline)
-				if i := slices.IndexFunc(p.Parents, func(e straggler.Edge) bool { return e.Child == c }); p.Parents[i].Must {
-					for len(queue[c]) == 0 && !k.blocked {
-						advance(c, p.Shares[c], k.free)
-					}
-					if len(queue[c]) > 0 {
-						deadline = max(deadline, queue[c][0].at)
-					}
-				}
-			}
-			kept := queue[c][:0]
-			for _, g := range queue[c] {
-				if g.at > deadline {
-					kept = append(kept, g)
-					continue
-				}
-				cr := &rep.Child[c]
-				cr.Count++
-				cr.Samples += g.samples
-				cr.Compute += g.compute
-				cr.Cycle += g.cycle
-				cr.Versions += g.version
-				if p.IsMember(parent) {
-					done[parent] = max(done[parent], g.at)
-				}
-			}
-			queue[c] = kept
-		}
-		end := time.Duration(0)
-		if p.Mode == straggler.ModeOverlap && p.Late >= 0 && len(p.Members) == cfg.Ranks {
-			early := time.Duration(0)
-			for _, m := range p.Members {
-				if m != p.Late {
-					early = max(early, done[m])
-				}
-			}
-			end = net.Late(len(p.Members), cfg.GradBytes, early, done[p.Late])
+	pol := cfg.Continue
+	if pol == nil {
+		var pc straggler.Config
+		if cfg.PolicyConfig != nil {
+			pc = *cfg.PolicyConfig
 		} else {
-			for _, m := range p.Members {
-				end = max(end, done[m])
+			var err error
+			if pc, err = straggler.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch); err != nil {
+				return Result{}, err
 			}
-			end += net.Ring(len(p.Members), cfg.GradBytes)
+			pc.GradBytes = cfg.GradBytes
 		}
-		for _, m := range p.Members {
-			wait[m], start[m] = end-arrive[m], end
-		}
-		for _, cr := range rep.Child {
-			rep.Applied += cr.Samples
-		}
-		for _, rr := range rep.Current {
-			rep.Applied += rr.Samples
-		}
-		res.TotalApplied += int64(rep.Applied)
-		var began time.Time
-		if cfg.Clock != nil {
-			began = cfg.Clock()
-		}
-		next, err := pol.Observe(rep)
-		if err != nil {
-			return res, fmt.Errorf("sim: step %d: %w", s, err)
-		}
-		if cfg.Clock != nil {
-			d := time.Duration(cfg.Clock().Sub(began))
-			decisionSum += d
-			res.DecisionMax = max(res.DecisionMax, d)
-			res.Decisions++
-		}
-		res.Reports, res.Plans = append(res.Reports, rep), append(res.Plans, next)
-		if s >= cfg.Warmup {
-			res.Applied += int64(rep.Applied)
-			switch p.Mode {
-			case straggler.ModeEvict:
-				res.EvictSteps++
-			case straggler.ModeOverlap:
-				res.OverlapSteps++
-			}
-			for _, cr := range rep.Child {
-				res.Folded += int64(cr.Samples)
-				staleSum += cr.Staleness(s) * float64(cr.Count)
-			}
-		}
-		// Parameters go down to the children whose gradients were folded;
-		// ranks leave or rejoin the ring.
-		for c, k := range kids {
-			if k == nil {
-				continue
-			}
-			if rep.Child[c].Count > 0 && !next.IsMember(c) {
-				k.states = append(k.states, state{at: end + msg, version: s + 1})
-				if k.blocked {
-					k.blocked, k.free = false, max(k.free, end+msg)
-				}
-			}
-			if next.IsMember(c) {
-				// It finishes its iteration, gets the state, and joins;
-				// its last gradients are folded at the next step.
-				k.blocked = false
-				start[c] = max(k.free, end+msg)
-				kids[c] = nil
-			}
-		}
-		for _, e := range next.Parents {
-			if kids[e.Child] == nil {
-				kids[e.Child] = &child{free: end, version: s + 1, lastPost: end}
-			}
-			lastParent[e.Child] = e.Parent
+		var err error
+		if pol, err = straggler.NewPolicy(pc); err != nil {
+			return Result{}, err
 		}
 	}
-	// Flush: children get the final state and post their last gradient;
-	// everything left is folded into one reduction over every rank.
-	end := slices.Max(start)
-	for c, k := range kids {
-		if k != nil {
-			k.blocked = false
-			advance(c, pol.Plan().Shares[c], k.free)
+	if pol.Config().World != cfg.Ranks {
+		return Result{}, fmt.Errorf("sim: policy for %d ranks, %d simulated: %w", pol.Config().World, cfg.Ranks, ErrInvalidConfig)
+	}
+	if cfg.Work == nil {
+		cfg.Work = injected{in: cfg.Injector, perSample: cfg.PerSample}
+	}
+	first := pol.Plan().Step
+	s := &simulation{cfg: cfg, n: cfg.Ranks, first: first, total: first + cfg.Warmup + cfg.Steps, msg: cfg.Network.Send(cfg.GradBytes),
+		dec: &decider{pol: pol, first: first, plans: []straggler.Plan{pol.Plan()}, clock: cfg.Clock}, ranks: make([]rank, cfg.Ranks)}
+	var err error
+	// A whole state is the parameters and as much optimizer state again
+	// (SGD's momentum).
+	s.full = cfg.Network.Send(2 * cfg.GradBytes)
+	s.res = Result{Policy: cfg.Policy, Ranks: cfg.Ranks, Steps: cfg.Steps}
+	for r := range s.ranks {
+		if s.ranks[r].node, err = straggler.NewNode(r, s.dec); err != nil {
+			return s.res, err
 		}
 	}
-	for c := range queue {
-		for _, g := range queue[c] {
-			end = max(end, g.at)
-			res.Applied += int64(g.samples)
-			res.TotalApplied += int64(g.samples)
-			res.Folded += int64(g.samples)
+	var t0 time.Duration
+	for step := first; step < s.total; step++ {
+		if step == first+cfg.Warmup {
+			t0 = s.now()
+		}
+		if err := s.step(step); err != nil {
+			return s.res, fmt.Errorf("sim: step %d: %w", step, err)
 		}
 	}
-	end += net.Ring(n, cfg.GradBytes)
+	end, err := s.flush()
+	if err != nil {
+		return s.res, fmt.Errorf("sim: flush: %w", err)
+	}
+	res := &s.res
 	res.Wall = end - t0
 	if res.Applied > 0 {
 		res.PerBatch = time.Duration(float64(res.Wall) * float64(cfg.GlobalBatch) / float64(res.Applied))
 	}
-	if res.Decisions > 0 {
-		res.DecisionMean = decisionSum / time.Duration(res.Decisions)
+	res.Decisions, res.DecisionMax = s.dec.count, s.dec.max
+	if s.dec.count > 0 {
+		res.DecisionMean = s.dec.sum / time.Duration(s.dec.count)
 	}
 	if res.Folded > 0 {
-		res.Staleness = staleSum / float64(res.Folded)
+		res.Staleness = s.stale / float64(res.Folded)
 	}
 	if res.Total != res.TotalApplied {
-		return res, fmt.Errorf("sim: %d samples computed, %d applied", res.Total, res.TotalApplied)
+		return *res, fmt.Errorf("sim: %d samples computed, %d applied", res.Total, res.TotalApplied)
 	}
-	return res, nil
+	return *res, nil
 }
 
-// within is how many samples rank finishes at step within budget. Every
-// injected pattern is affine in the work (c(k) = a + b·k), so it is
-// ⌊(budget − a)/b⌋ from two evaluations of the injector rather than the
-// real job's search (workload.SamplesWithin), which at 4096 ranks would
-// dominate the simulation.
-func within(in *inject.Injector, rank, step int, budget, perSample time.Duration) int {
-	a := float64(workload.Compute(in, rank, step, 0, perSample))
-	const probe = 64
-	b := (float64(workload.Compute(in, rank, step, probe, perSample)) - a) / probe
-	if b <= 0 || float64(budget) < a {
-		return 0
+// now is the earliest time any rank is at: the start of the measured part.
+func (s *simulation) now() time.Duration {
+	t := time.Duration(math.MaxInt64)
+	for i := range s.ranks {
+		k := &s.ranks[i]
+		if k.node.Role() == straggler.RoleChild {
+			t = min(t, k.free)
+		} else {
+			t = min(t, k.start)
+		}
 	}
-	return int(math.Floor((float64(budget) - a) / b))
+	return t
+}
+
+// computed counts samples computed for a step (the measured part from
+// Warmup on).
+func (s *simulation) computed(step, samples int) {
+	s.res.Total += int64(samples)
+	if step >= s.first+s.cfg.Warmup {
+		s.res.Computed += int64(samples)
+	}
+}
+
+// step runs member step `step`.
+func (s *simulation) step(step int) error {
+	p := s.dec.plans[step-s.first]
+	rep := straggler.Report{Step: step, Current: make([]straggler.RankReport, s.n), Child: make([]straggler.ChildReport, s.n)}
+	// Members whose Node already knows it computes first; a rejoining
+	// rank learns from the report its parent forwarded and gets the
+	// members' state when its parent arrives.
+	for _, m := range p.Members {
+		if s.ranks[m].node.Role() != straggler.RoleChild {
+			s.member(m, step, &rep)
+		}
+	}
+	for _, m := range p.Members {
+		k := &s.ranks[m]
+		if k.node.Role() != straggler.RoleChild {
+			continue
+		}
+		s.advance(m, math.MaxInt64)
+		if k.node.Role() == straggler.RoleChild {
+			return fmt.Errorf("rank %d is a member of step %d but never took its rejoin state", m, step)
+		}
+		s.member(m, step, &rep)
+	}
+	for _, m := range p.Members {
+		k := &s.ranks[m]
+		for _, c := range k.drain {
+			s.fold(c, m, &rep, math.MaxInt64)
+		}
+		k.drain = nil
+	}
+	// Parents fold what their children sent (an exact eviction's children
+	// send nothing: the members reduce among themselves).
+	for _, e := range p.Parents {
+		if p.Mode != straggler.ModeEvict {
+			break
+		}
+		parent := &s.ranks[e.Parent]
+		deadline := max(parent.arrive, parent.start+p.WaitUntil)
+		s.advance(e.Child, deadline)
+		c := &s.ranks[e.Child]
+		if e.Must {
+			for len(c.queue) == 0 && !c.blocked && !c.node.Done() && c.node.Role() == straggler.RoleChild {
+				s.advance(e.Child, c.free)
+			}
+			if len(c.queue) > 0 {
+				deadline = max(deadline, c.queue[0].at)
+			}
+		}
+		s.fold(e.Child, e.Parent, &rep, deadline)
+	}
+	end := time.Duration(0)
+	if p.Mode == straggler.ModeOverlap && p.Late >= 0 && len(p.Members) == s.n {
+		early := time.Duration(0)
+		for _, m := range p.Members {
+			if m != p.Late {
+				early = max(early, s.ranks[m].ready)
+			}
+		}
+		end = s.cfg.Network.Late(len(p.Members), s.cfg.GradBytes, early, s.ranks[p.Late].ready)
+	} else {
+		for _, m := range p.Members {
+			end = max(end, s.ranks[m].ready)
+		}
+		end += s.cfg.Network.Ring(len(p.Members), s.cfg.GradBytes)
+	}
+	for _, cr := range rep.Child {
+		rep.Applied += cr.Samples
+	}
+	for _, rr := range rep.Current {
+		rep.Applied += rr.Samples
+	}
+	s.res.TotalApplied += int64(rep.Applied)
+	if s.cfg.Reports != nil {
+		rep = s.cfg.Reports[step-s.first]
+	}
+	var next straggler.Plan
+	for _, m := range p.Members {
+		k := &s.ranks[m]
+		mr, err := k.node.AdvanceMember(straggler.MemberOutcome{Report: rep, Unsent: k.unsent})
+		if err != nil {
+			return err
+		}
+		k.unsent, next = nil, mr.Next
+		for _, c := range mr.Forward {
+			s.ranks[c].reports = append(s.ranks[c].reports, message{at: end, report: &rep})
+		}
+		k.wait, k.start = end-k.arrive, end
+		if mr.Evicted {
+			k.free, k.lastPost, k.blocked = end, end, false
+		}
+	}
+	if s.err != nil {
+		return s.err
+	}
+	s.res.Reports, s.res.Plans = append(s.res.Reports, rep), append(s.res.Plans, next)
+	if step >= s.first+s.cfg.Warmup {
+		s.res.Applied += int64(rep.Applied)
+		switch p.Mode {
+		case straggler.ModeEvict:
+			s.res.EvictSteps++
+		case straggler.ModeOverlap:
+			s.res.OverlapSteps++
+		}
+		for _, cr := range rep.Child {
+			s.res.Folded += int64(cr.Samples)
+			s.stale += cr.Staleness(step) * float64(cr.Count)
+		}
+	}
+	return nil
+}
+
+// member runs member m's part of step up to the reduction: its Ready's
+// compute and its state posts.
+func (s *simulation) member(m, step int, rep *straggler.Report) {
+	k := &s.ranks[m]
+	rd := k.node.Ready()
+	p := rd.Plan
+	samples, cut := rd.Share, false
+	if p.Budget > 0 {
+		samples, cut = s.cfg.Work.Within(m, step, p.Budget), true
+	}
+	compute := s.cfg.Work.Compute(m, step, samples)
+	busy := compute
+	if cut {
+		busy = p.Budget
+	}
+	busy += s.cfg.Work.Late(m, step)
+	k.arrive = k.start + busy
+	k.ready = k.arrive
+	rep.Current[m] = straggler.RankReport{Present: true, Samples: samples, Compute: compute, Arrival: busy, Cut: cut, Wait: k.wait}
+	s.computed(step, samples)
+	k.unsent = s.post(k.arrive, rd.States)
+	k.drain = rd.Drain
+}
+
+// post sends states at time at; a state to a child whose link still
+// carries the previous one is skipped unless it must wait (StatePost.Wait),
+// and returned.
+func (s *simulation) post(at time.Duration, posts []straggler.StatePost) (unsent []int) {
+	for _, sp := range posts {
+		c := &s.ranks[sp.To]
+		if c.linkFree > at && !sp.Wait {
+			unsent = append(unsent, sp.To)
+			continue
+		}
+		size := s.msg
+		if sp.Flags&straggler.StateFull != 0 {
+			size = s.full
+		}
+		c.linkFree = max(at, c.linkFree) + size
+		c.states = append(c.states, message{at: c.linkFree, version: sp.Version, flags: sp.Flags})
+		c.blocked = false // a waiting child takes it (advance)
+	}
+	return unsent
+}
+
+// fold folds into parent's contribution child's gradients that arrive by
+// deadline.
+func (s *simulation) fold(child, parent int, rep *straggler.Report, deadline time.Duration) {
+	c := &s.ranks[child]
+	kept := c.queue[:0]
+	for _, g := range c.queue {
+		if g.at > deadline {
+			kept = append(kept, g)
+			continue
+		}
+		cr := &rep.Child[child]
+		cr.Count++
+		cr.Samples += g.samples
+		cr.Compute += g.compute
+		cr.Cycle += g.cycle
+		cr.Versions += g.version
+		s.ranks[parent].ready = max(s.ranks[parent].ready, g.at)
+	}
+	c.queue = kept
+}
+
+// advance runs child c's iterations that start by until, as its Node
+// says: compute the share on the parameters held, post the gradient, take
+// what the parent sent (waiting for a state when the Node says so).
+func (s *simulation) advance(c int, until time.Duration) {
+	k := &s.ranks[c]
+	if k.blocked || k.node.Role() != straggler.RoleChild || k.node.Done() {
+		return
+	}
+	if k.waiting {
+		s.receive(c, true) // it waited for a state, which has been posted since
+	}
+	for !k.blocked && k.free <= until && k.node.Role() == straggler.RoleChild && !k.node.Done() && k.node.Next() < s.total {
+		rd := k.node.Ready()
+		if rd.Idle {
+			// It computes nothing: it takes the next message its parent
+			// sends, when that comes.
+			at := time.Duration(math.MaxInt64)
+			if len(k.reports) > 0 {
+				at = k.reports[0].at
+			}
+			if len(k.states) > 0 {
+				at = min(at, k.states[0].at)
+			}
+			if at > until {
+				return
+			}
+			k.free = max(k.free, at)
+			s.receive(c, false)
+			continue
+		}
+		compute := s.cfg.Work.Compute(c, min(rd.Step, s.total-1), rd.Share)
+		done := k.free + compute + s.cfg.Work.Late(c, rd.Step)
+		k.queue = append(k.queue, gradient{at: done + s.msg, samples: rd.Share, compute: compute, cycle: done - k.lastPost, version: rd.Step})
+		k.lastPost = done
+		s.computed(rd.Step, rd.Share)
+		k.node.AdvanceChild()
+		k.free = done + s.msg // the post holds the rank until the transport has taken it
+		s.receive(c, rd.Await)
+	}
+}
+
+// receive replays the reports that have reached child c and takes its
+// states, oldest first; with block (or when its Node must await one) it
+// waits for a state, blocking when none is on its way.
+func (s *simulation) receive(c int, block bool) {
+	k := &s.ranks[c]
+	for {
+		s.replay(c)
+		block = block || k.node.MustAwait()
+		if len(k.states) == 0 || (!block && k.states[0].at > k.free) {
+			k.blocked, k.waiting = block, block
+			return
+		}
+		st := k.states[0]
+		k.states = k.states[1:]
+		k.free = max(k.free, st.at) // waiting for it, if it is still on its way
+		k.blocked, k.waiting = false, false
+		a := k.node.Adopt(st.version, st.flags)
+		if a.Done || a.Rejoin {
+			s.replay(c)
+			if a.Rejoin {
+				if err := k.node.Rejoined(st.version); err != nil && s.err == nil {
+					s.err = err
+				}
+				k.start = k.free
+			}
+			return
+		}
+		block = false
+	}
+}
+
+// replay feeds child c's Node the forwarded reports that have reached it.
+func (s *simulation) replay(c int) {
+	k := &s.ranks[c]
+	for len(k.reports) > 0 && k.reports[0].at <= k.free {
+		if err := k.node.Replay(*k.reports[0].report); err != nil && s.err == nil {
+			s.err = err
+		}
+		k.reports = k.reports[1:]
+	}
+}
+
+// flush ends the run as the Nodes' Flush says: members post every child
+// the final state and drain every child and former child up to its last
+// post; children take the final state; one reduction over every rank sums
+// what was left. It returns when that reduction ends.
+func (s *simulation) flush() (time.Duration, error) {
+	rep := straggler.Report{Step: s.total, Current: make([]straggler.RankReport, s.n), Child: make([]straggler.ChildReport, s.n)}
+	var drains [][2]int // child, parent
+	for r := range s.ranks {
+		k := &s.ranks[r]
+		if k.node.Role() == straggler.RoleChild {
+			continue
+		}
+		rd := k.node.Flush()
+		k.ready = k.start
+		s.post(k.start, rd.States)
+		for _, c := range rd.Drain {
+			drains = append(drains, [2]int{c, r})
+		}
+	}
+	for r := range s.ranks {
+		k := &s.ranks[r]
+		if k.node.Role() != straggler.RoleChild {
+			continue
+		}
+		s.advance(r, math.MaxInt64)
+		if !k.node.Done() {
+			s.receive(r, true)
+		}
+		if !k.node.Done() {
+			return 0, fmt.Errorf("rank %d never took the final state", r)
+		}
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	for _, d := range drains {
+		s.fold(d[0], d[1], &rep, math.MaxInt64)
+	}
+	end := time.Duration(0)
+	for r := range s.ranks {
+		k := &s.ranks[r]
+		if len(k.queue) > 0 {
+			return 0, fmt.Errorf("rank %d's last %d gradients were never folded", r, len(k.queue))
+		}
+		if k.node.Role() != straggler.RoleChild {
+			end = max(end, k.ready)
+		}
+	}
+	for _, cr := range rep.Child {
+		s.res.Applied += int64(cr.Samples)
+		s.res.TotalApplied += int64(cr.Samples)
+		s.res.Folded += int64(cr.Samples)
+	}
+	return end + s.cfg.Network.Ring(s.n, s.cfg.GradBytes), nil
 }
 
 // Ideal is FlexRR's Ideal per global batch for steps [from, to): the

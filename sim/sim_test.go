@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -73,25 +73,35 @@ func TestDecisionCostIsMeasuredWithTheInjectedClock(t *testing.T) {
 	}
 }
 
-// One straggler core: the reports a live job's members reduced, replayed
-// through the simulator's decision path, give byte-identical plans.
+// One straggler core: a live job's members and the simulator, run on the
+// live job's reports, decide byte-identical plans — the simulator's ranks
+// step the same Nodes and Policy as the live driver's.
 func TestTheSimulatorAndTheLiveDriverDecideAlike(t *testing.T) {
-	const n = 4
+	const n, warm, steps = 4, 2, 10
 	in := injector(t, "slow=2:3x", n)
 	for _, name := range []string{straggler.NameSTAR, straggler.NameAdaptive} {
-		live, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
-			Warmup: 2, Steps: 10, GlobalBatch: 64, PerSample: time.Millisecond, GradBytes: 64 << 10})
+		live, err := synthetic.Run(context.Background(), synthetic.Config{Ranks: n, Policy: name, Injector: in,
+			Warmup: warm, Steps: steps, GlobalBatch: 64, PerSample: time.Millisecond, GradBytes: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		plans, err := replay(live.PolicyConfig, live.Reports)
+		sim, err := Run(Config{Ranks: n, Policy: name, PolicyConfig: &live.PolicyConfig, Reports: live.Reports, Injector: in,
+			Warmup: warm, Steps: steps, GlobalBatch: 64, PerSample: time.Millisecond, GradBytes: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for s := range plans {
-			if !bytes.Equal(plans[s].Dump(), live.Plans[s].Dump()) {
-				t.Fatalf("%s step %d: the live members decided\n%s\nthe simulator's path\n%s", name, s, live.Plans[s].Dump(), plans[s].Dump())
+		if len(sim.Plans) != warm+steps || len(live.Plans) < warm+steps {
+			t.Fatalf("%s: the simulator decided %d plans, the live run %d, want %d", name, len(sim.Plans), len(live.Plans), warm+steps)
+		}
+		evicted := false
+		for s := range sim.Plans {
+			if !bytes.Equal(sim.Plans[s].Dump(), live.Plans[s].Dump()) {
+				t.Fatalf("%s step %d: the live members decided\n%s\nthe simulator\n%s", name, s, live.Plans[s].Dump(), sim.Plans[s].Dump())
 			}
+			evicted = evicted || len(sim.Plans[s].Evicted) > 0
+		}
+		if name == straggler.NameSTAR && !evicted {
+			t.Fatalf("STAR with a 3× slow rank evicted nobody in %d steps: the comparison covers no child", warm+steps)
 		}
 	}
 }
@@ -112,7 +122,7 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 		real := map[string]time.Duration{}
 		simulated := map[string]time.Duration{}
 		for _, name := range []string{straggler.NameBSP, straggler.NameAdaptive} {
-			r, err := driver.RunSynthetic(context.Background(), driver.SyntheticConfig{Ranks: n, Policy: name, Injector: in,
+			r, err := synthetic.Run(context.Background(), synthetic.Config{Ranks: n, Policy: name, Injector: in,
 				Warmup: warm, Steps: steps, GlobalBatch: batch, PerSample: perSample, GradBytes: grad})
 			if err != nil {
 				t.Fatal(err)
@@ -135,23 +145,4 @@ func TestSimOrdersPoliciesLikeARealRun(t *testing.T) {
 			t.Fatalf("%s: neither finds adaptive faster than BSP; the comparison proves nothing", spec)
 		}
 	}
-}
-
-// replay feeds reports to a fresh policy and returns the plans it decides:
-// what every member of a job that reduced those reports decided. Run
-// decides through the same calls (Policy.Observe on each step's report).
-func replay(cfg straggler.Config, reports []straggler.Report) ([]straggler.Plan, error) {
-	pol, err := straggler.NewPolicy(cfg)
-	if err != nil {
-		return nil, err
-	}
-	plans := make([]straggler.Plan, 0, len(reports))
-	for _, rep := range reports {
-		next, err := pol.Observe(rep)
-		if err != nil {
-			return plans, err
-		}
-		plans = append(plans, next)
-	}
-	return plans, nil
 }

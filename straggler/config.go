@@ -19,14 +19,19 @@ const (
 	NameBSP = "bsp"
 	// NameAdaptive is everything a job that can take any number of
 	// samples per step can use: shares proportional to predicted speed, a
-	// compute budget, and the mode chosen by predicted time to progress
-	// among the ring, the exact overlap and eviction.
+	// compute budget, and the mode chosen by predicted time to the same
+	// training progress among the ring, the exact overlap, the exact
+	// eviction (the evicted ranks' rows go to the members) and STAR's
+	// eviction, whose stale gradients are priced by what they buy.
 	NameAdaptive = "adaptive"
-	// NameShares is shares without the budget, and the mode choice (what
-	// a job with a fixed data order, like examples/train, can use).
+	// NameShares is shares without the budget, and the exact modes only —
+	// the ring, the overlap and the exact eviction — so that training
+	// follows synchronous SGD's curve (what a job with a fixed data
+	// order, like examples/train, uses by default).
 	NameShares = "shares"
 	// NameSTAR is STAR's eviction alone: equal shares, evicted ranks at
-	// their own pace under a staleness bound.
+	// their own pace under a staleness bound (not exact: stale gradients,
+	// and the rows of the steps a child skips are not trained on).
 	NameSTAR = "star"
 	// NameExact is the exact mode alone: no staleness, no shares; a late
 	// rank's reduction overlaps the others' reduce-scatter.
@@ -62,6 +67,8 @@ const (
 	DefaultModeHysteresis = 0.1
 	// DefaultMaxStaleness is Config.MaxStaleness's default.
 	DefaultMaxStaleness = 8
+	// DefaultNoiseAlpha is Config.NoiseAlpha's default.
+	DefaultNoiseAlpha = 0.1
 )
 
 // Config configures a Policy. Zero fields take defaults (WithDefaults);
@@ -78,10 +85,17 @@ type Config struct {
 	// (× 1+Slack): a rank computes until it is spent and reports how many
 	// samples it finished. Requires Shares.
 	Budget bool `json:"budget"`
-	// Evict lets the policy evict ranks into parents when that is
-	// predicted to make faster progress (slow compute that shares cannot
-	// balance, or a slow link).
+	// Evict lets the policy evict ranks into parents, where they compute
+	// at their own pace (STAR), when that is predicted to make faster
+	// progress (slow compute that shares cannot balance, or a slow link).
 	Evict bool `json:"evict"`
+	// Exclude lets the policy take ranks out of the ring and give their
+	// rows to the members (ModeExclude): exact, when that is predicted
+	// faster — a rank behind a slow link, or stalled.
+	Exclude bool `json:"exclude,omitempty"`
+	// DiscountStale prices an evicted child's gradients by the progress
+	// they buy, 1/(1+τ) of a fresh one's for staleness τ (ModeInput).
+	DiscountStale bool `json:"discount_stale,omitempty"`
 	// Overlap lets the policy choose the exact mode: the others
 	// reduce-scatter while the rank predicted last is still computing.
 	Overlap bool `json:"overlap"`
@@ -108,8 +122,14 @@ type Config struct {
 	// forgetting factor.
 	EWMAAlpha     float64 `json:"ewma_alpha,omitempty"`
 	RLSForgetting float64 `json:"rls_forgetting,omitempty"`
-	// Phi is the gradient noise scale φ for Eq. 3 (default M).
+	// Phi fixes the gradient noise scale φ of Eq. 3, in samples. Zero (the
+	// default) estimates it online from the reports' gradient norms
+	// (McCandlish et al.'s simple noise scale, B_simple = tr Σ / |G|²,
+	// from every member's gradient and the reduced one), M until measured.
 	Phi float64 `json:"phi,omitempty"`
+	// NoiseAlpha smooths the noise-scale estimate's two parts (default
+	// 0.1: they are noisy).
+	NoiseAlpha float64 `json:"noise_alpha,omitempty"`
 	// Threshold is the straggler deviation ratio (default 0.2).
 	Threshold float64 `json:"threshold,omitempty"`
 	// MaxEvictFraction caps evictions at this fraction of World (0.5).
@@ -138,9 +158,9 @@ func Preset(name string, world, globalBatch int) (Config, error) {
 	switch name {
 	case NameBSP:
 	case NameAdaptive:
-		c.Shares, c.Budget, c.Evict, c.Overlap = true, true, true, true
+		c.Shares, c.Budget, c.Evict, c.Overlap, c.Exclude, c.DiscountStale = true, true, true, true, true, true
 	case NameShares:
-		c.Shares, c.Evict, c.Overlap = true, true, true
+		c.Shares, c.Overlap, c.Exclude = true, true, true
 	case NameSTAR:
 		c.Evict = true
 	case NameExact:
@@ -167,7 +187,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.CollectiveAlpha, DefaultCollectiveAlpha)
 	set(&c.Hysteresis, DefaultHysteresis)
 	set(&c.ModeHysteresis, DefaultModeHysteresis)
-	set(&c.Phi, float64(c.GlobalBatch))
+	set(&c.NoiseAlpha, DefaultNoiseAlpha)
 	set(&c.Threshold, DefaultThreshold)
 	set(&c.MaxEvictFraction, DefaultMaxEvictFraction)
 	set(&c.Lambda, DefaultLambda)
@@ -203,8 +223,10 @@ func (c Config) Validate() error {
 		return bad("min share %d × world %d exceeds global batch %d (or is negative)", c.MinShare, c.World, c.GlobalBatch)
 	case !unit(c.SpeedAlpha) || !unit(c.CollectiveAlpha):
 		return bad("speed alpha %v and collective alpha %v must be in (0,1]", c.SpeedAlpha, c.CollectiveAlpha)
-	case !(c.Phi > 0) || math.IsInf(c.Phi, 0):
-		return bad("φ=%v must be finite and > 0", c.Phi)
+	case !(c.Phi >= 0) || math.IsInf(c.Phi, 0):
+		return bad("φ=%v must be finite and ≥ 0 (0: estimated)", c.Phi)
+	case !unit(c.NoiseAlpha):
+		return bad("noise alpha %v must be in (0,1]", c.NoiseAlpha)
 	case !(c.Threshold > 0) || math.IsInf(c.Threshold, 0):
 		return bad("threshold %v must be finite and > 0", c.Threshold)
 	case !(c.MaxEvictFraction > 0 && c.MaxEvictFraction < 1):
@@ -231,15 +253,6 @@ func (c Config) Validate() error {
 
 func (c Config) monitorConfig() MonitorConfig {
 	return MonitorConfig{World: c.World, ShortWindow: c.ShortWindow, LongWindow: c.LongWindow, Lambda: c.Lambda, Prior: c.Prior}
-}
-
-func (c Config) newPredictor() Predictor {
-	if c.Predictor == PredictEWMA {
-		p, _ := NewEWMA(c.EWMAAlpha) // validated
-		return p
-	}
-	p, _ := NewRLS(c.RLSForgetting, c.EWMAAlpha) // validated
-	return p
 }
 
 // maxEvict is the cap on evicted ranks.

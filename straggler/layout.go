@@ -17,6 +17,7 @@ const (
 	memberCPU            // host CPU utilisation ×1000
 	memberGPU            // GPU utilisation ×1000 (0: no reading)
 	memberSMClock        // SM clock, MHz (0: no reading)
+	memberGradSq         // squared norm of its gradient sum (0: not measured)
 	memberWidth
 )
 
@@ -37,13 +38,17 @@ const (
 //	[0, Payload)                                   the caller's payload (gradient sums, loss …)
 //	Payload + r·memberWidth + k                    slot k of rank r's member report
 //	Payload + World·memberWidth + r·childWidth + k slot k of rank r's child report
+//	Len() − 1                                      the reduced gradient's squared norm
 //
 // A member writes its member slots; a child writes its child slots in
 // every gradient it sends; every other slot is zero, and a parent folds a
 // child's gradient whole, so the Sum of the step's reduction copies each
 // member value exactly (x + 0 = x in floating point) and adds up the child
 // values of the gradients folded. Times are whole microseconds, exact below
-// 2²⁴ µs ≈ 16.7 s.
+// 2²⁴ µs ≈ 16.7 s. The last slot is not reduced: it is zero in every
+// contribution, and every member writes the reduced gradient's squared
+// norm there after the reduction (WriteSum), identically, so that the
+// reports forwarded to children carry it too.
 type Layout struct {
 	// Payload is the number of caller elements.
 	Payload int
@@ -52,7 +57,7 @@ type Layout struct {
 }
 
 // Len returns the buffer length in elements.
-func (l Layout) Len() int { return l.Payload + l.World*(memberWidth+childWidth) }
+func (l Layout) Len() int { return l.Payload + l.World*(memberWidth+childWidth) + 1 }
 
 // Tail returns the number of elements after the payload.
 func (l Layout) Tail() int { return l.Len() - l.Payload }
@@ -83,6 +88,10 @@ type RankReport struct {
 	CPU        float64 `json:"cpu,omitempty"`
 	GPU        float64 `json:"gpu,omitempty"`
 	SMClockMHz float64 `json:"sm_clock_mhz,omitempty"`
+	// GradSq is the squared norm of the rank's gradient sum over its
+	// Samples (0: not measured): with the reduced sum's (Report.GradSq)
+	// it estimates the gradient noise scale.
+	GradSq float64 `json:"grad_sq,omitempty"`
 }
 
 // ChildReport sums the gradients a child's parent folded in one step.
@@ -120,6 +129,9 @@ type Report struct {
 	Current []RankReport `json:"current"`
 	// Child holds, by rank, the child gradients folded this step.
 	Child []ChildReport `json:"child"`
+	// GradSq is the squared norm of the reduced gradient sum over Applied
+	// samples (0: not measured).
+	GradSq float64 `json:"grad_sq,omitempty"`
 }
 
 // ChildSamples is the number of samples in the child gradients folded.
@@ -167,6 +179,21 @@ func (l Layout) WriteMember(buf []float32, rank int, rr RankReport) {
 	s[memberCPU] = milli(rr.CPU)
 	s[memberGPU] = milli(rr.GPU)
 	s[memberSMClock] = float32(math.Round(rr.SMClockMHz))
+	s[memberGradSq] = float32(rr.GradSq)
+}
+
+// WriteSum stores the reduced gradient's squared norm in buf's last slot
+// (after the reduction: every member computes the same value from the
+// same bits).
+func (l Layout) WriteSum(buf []float32, gradSq float64) { buf[l.Len()-1] = float32(gradSq) }
+
+// SquaredNorm is Σ x² of a gradient, accumulated in float64.
+func SquaredNorm(x []float32) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return s
 }
 
 // WriteChild stores one gradient's child report (Count 1) in buf.
@@ -191,7 +218,8 @@ func (l Layout) Read(buf []float32, step int) (Report, error) {
 		if s[memberPresent] != 0 {
 			rep.Current[r] = RankReport{Present: true, Samples: int(s[memberSamples]), Compute: fromMicros(s[memberCompute]),
 				Arrival: fromMicros(s[memberArrival]), Cut: s[memberCut] != 0, Wait: fromMicros(s[memberWait]),
-				CPU: float64(s[memberCPU]) / 1000, GPU: float64(s[memberGPU]) / 1000, SMClockMHz: float64(s[memberSMClock])}
+				CPU: float64(s[memberCPU]) / 1000, GPU: float64(s[memberGPU]) / 1000, SMClockMHz: float64(s[memberSMClock]),
+				GradSq: float64(s[memberGradSq])}
 			rep.Applied += rep.Current[r].Samples
 		}
 		c := buf[l.child(r) : l.child(r)+childWidth]
@@ -201,5 +229,6 @@ func (l Layout) Read(buf []float32, step int) (Report, error) {
 			rep.Applied += rep.Child[r].Samples
 		}
 	}
+	rep.GradSq = float64(buf[l.Len()-1])
 	return rep, nil
 }

@@ -29,8 +29,17 @@ type ModeInput struct {
 	Threshold float64
 	// MaxEvict caps the evicted ranks.
 	MaxEvict int
-	// Evict and Overlap enable those modes.
-	Evict, Overlap bool
+	// Evict, Overlap and Exclude enable those modes.
+	Evict, Overlap, Exclude bool
+	// Reassign predicts, for the exact eviction (ModeExclude), the
+	// arrivals (by rank) of members that take the evicted ranks' rows
+	// between them; nil: ModeExclude is not weighed.
+	Reassign func(members []int) []time.Duration
+	// DiscountStale prices a child's gradient by the progress it buys: a
+	// gradient τ steps stale counts 1/(1+τ) of a fresh one (staleness-
+	// aware SGD), τ being the steps its cycle spans, plus one. Without
+	// it, STAR's Eq. 3: a child's samples count whole.
+	DiscountStale bool
 	// LateUnits is how many units each early rank's segment is cut into
 	// in the exact mode's completion (ring.AllReduceLate; 0: 16). Fewer
 	// units pipeline worse: the completion after the late rank arrives
@@ -63,7 +72,8 @@ type Choice struct {
 }
 
 // ChooseMode picks the mode with the least predicted time to progress,
-// STAR Eq. 3 extended to the exact mode and to children at their own pace:
+// STAR Eq. 3 extended to the exact modes and to children at their own
+// pace:
 //
 //	cost = (1 + φ/B) · T
 //
@@ -79,10 +89,15 @@ type Choice struct {
 //   - evict a set E (the x latest arrivals, or the x ranks with the worst
 //     links): T = max over the members of a + C(members), B = the members'
 //     shares + each child's share at the rate its cycle keeps up,
-//     share_c · min(1, T/cycle_c).
+//     share_c · min(1, T/cycle_c) — discounted by 1/(1+τ_c) with
+//     DiscountStale, τ_c = ⌈cycle_c/T⌉ + 1 the staleness its gradients
+//     arrive with.
+//   - exclude a set E (ModeExclude; the same candidates): the members take
+//     E's rows, T = max over the members of their arrival with the larger
+//     shares (Reassign) + C(members), B = Σ shares — every sample, fresh.
 //
-// Ties go to the earlier candidate (ring, overlap, then fewer evictions),
-// so equal costs never change the mode.
+// Ties go to the earlier candidate (ring, overlap, then fewer evictions,
+// exact before stale), so equal costs never change the mode.
 func ChooseMode(in ModeInput) (Choice, error) {
 	n := len(in.Arrivals)
 	switch {
@@ -94,19 +109,53 @@ func ChooseMode(in ModeInput) (Choice, error) {
 	case !(in.Phi >= 0) || math.IsInf(in.Phi, 0) || !(in.Threshold >= 0) || in.MaxEvict < 0:
 		return Choice{}, fmt.Errorf("choose mode: need finite φ ≥ 0, threshold ≥ 0, MaxEvict ≥ 0: %w", ErrInvalidConfig)
 	}
-	order := make([]int, n) // ranks by predicted arrival, earliest first
-	for r := range order {
-		order[r] = r
+	// Ranks by predicted arrival, earliest first, ties by rank: only the
+	// latest few matter (the stragglers, and the two latest for the exact
+	// mode), so only they are sorted — at 16,384 ranks a full sort would
+	// be a good part of a decision.
+	byArrival := func(x, y int) int {
+		if c := cmp.Compare(in.Arrivals[x], in.Arrivals[y]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
 	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmp.Compare(in.Arrivals[x], in.Arrivals[y]) })
-	amin := in.Arrivals[order[0]]
+	amin := slices.Min(in.Arrivals)
 	var stragglers []int
-	for _, r := range order {
-		if float64(in.Arrivals[r]) > float64(amin)*(1+in.Threshold) {
+	for r, a := range in.Arrivals {
+		if float64(a) > float64(amin)*(1+in.Threshold) {
 			stragglers = append(stragglers, r)
 		}
 	}
-	slices.Sort(stragglers)
+	late := slices.SortedStableFunc(slices.Values(stragglers), byArrival)
+	// latest returns order[n−1−i] of the full order: the (i+1)-th latest.
+	latestOf := func(i int) int {
+		if i < len(late) {
+			return late[len(late)-1-i]
+		}
+		// Among the ranks that are not stragglers, the k-th latest (k ≤ 2
+		// here: one scan keeping the k latest).
+		k := i - len(late) + 1
+		top := make([]int, k) // latest first; −1: none yet
+		for j := range top {
+			top[j] = -1
+		}
+		s := 0 // stragglers[s] is the next straggler by rank
+		for r, a := range in.Arrivals {
+			if s < len(stragglers) && stragglers[s] == r {
+				s++
+				continue
+			}
+			if top[k-1] >= 0 && a < in.Arrivals[top[k-1]] {
+				continue // earlier than the k latest so far (ties go to the higher rank)
+			}
+			j := k - 1
+			for ; j > 0 && (top[j-1] < 0 || byArrival(r, top[j-1]) > 0); j-- {
+				top[j] = top[j-1]
+			}
+			top[j] = r
+		}
+		return top[k-1]
+	}
 
 	all := make([]int, n)
 	for r := range all {
@@ -131,15 +180,16 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		}
 	}
 	cAll := in.Collective(all)
-	latest := in.Arrivals[order[n-1]]
+	last := latestOf(0)
+	latest := in.Arrivals[last]
 	ring := latest + cAll
 	consider(ModeCost{Mode: ModeRing, Late: -1, Time: ring, Samples: float64(total), Cost: cost(ring, float64(total))}, all)
 
-	if in.Overlap && n > 2 && slices.Contains(stragglers, order[n-1]) {
+	if in.Overlap && n > 2 && slices.Contains(stragglers, last) {
 		// Only for a rank predicted late (Threshold): the model's margin
 		// for one merely a little behind is smaller than the exact
 		// mode's costs it leaves out (more, smaller messages).
-		second := in.Arrivals[order[n-2]]
+		second := in.Arrivals[latestOf(1)]
 		// The ring moves G/B·2(n−1)/n; the early ranks' reduce-scatter
 		// G/B·(m−1)/m; the completion G/B·(1 + (2m−2)/(u·m)) — so with
 		// nobody late the exact mode costs more than the ring, and is
@@ -153,10 +203,11 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		before := time.Duration(gb * (m - 1) / m)
 		after := time.Duration(gb * (1 + (2*m-2)/(u*m)))
 		t := max(latest, second+before) + after
-		consider(ModeCost{Mode: ModeOverlap, Late: order[n-1], Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
+		consider(ModeCost{Mode: ModeOverlap, Late: last, Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, all)
 	}
 
-	if in.Evict && n > 1 {
+	exclude := in.Exclude && in.Reassign != nil
+	if (in.Evict || exclude) && n > 1 {
 		seen := map[string]bool{}
 		tryEvict := func(evicted []int) {
 			e := slices.Clone(evicted)
@@ -177,6 +228,18 @@ func ChooseMode(in ModeInput) (Choice, error) {
 					members = append(members, r)
 				}
 			}
+			if exclude {
+				arr := in.Reassign(members)
+				slowest := time.Duration(0)
+				for _, m := range members {
+					slowest = max(slowest, arr[m])
+				}
+				t := slowest + in.Collective(members)
+				consider(ModeCost{Mode: ModeExclude, Late: -1, Evicted: e, Time: t, Samples: float64(total), Cost: cost(t, float64(total))}, members)
+			}
+			if !in.Evict {
+				return
+			}
 			slowest := time.Duration(0)
 			samples := 0.0
 			for _, m := range members {
@@ -189,13 +252,17 @@ func ChooseMode(in ModeInput) (Choice, error) {
 				if in.Cycle != nil && in.Cycle[c] > 0 {
 					cycle = in.Cycle[c]
 				}
-				samples += float64(in.Shares[c]) * math.Min(1, float64(t)/float64(max(cycle, 1)))
+				worth := math.Min(1, float64(t)/float64(max(cycle, 1)))
+				if in.DiscountStale {
+					worth /= 2 + math.Ceil(float64(cycle)/float64(max(t, 1)))
+				}
+				samples += float64(in.Shares[c]) * worth
 			}
 			consider(ModeCost{Mode: ModeEvict, Late: -1, Evicted: e, Time: t, Samples: samples, Cost: cost(t, samples)}, members)
 		}
 		for x := 1; x <= min(in.MaxEvict, n-1); x++ {
 			if x <= len(stragglers) {
-				tryEvict(order[n-x:])
+				tryEvict(late[len(late)-x:])
 			}
 			if len(in.WorstLinks) >= x {
 				tryEvict(in.WorstLinks[:x])

@@ -87,9 +87,13 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 		return nil, err
 	}
 	m := &Monitor{cfg: cfg, short: make([]window, cfg.World), long: make([]window, cfg.World)}
+	// Every rank's windows in one array each, in rank order: a step visits
+	// every rank, so at 16,384 ranks their memory is read in sequence.
+	short := make([]time.Duration, cfg.World*cfg.ShortWindow)
+	long := make([]time.Duration, cfg.World*cfg.LongWindow)
 	for r := range m.short {
-		m.short[r] = newWindow(cfg.ShortWindow)
-		m.long[r] = newWindow(cfg.LongWindow)
+		m.short[r] = window{buf: short[r*cfg.ShortWindow : (r+1)*cfg.ShortWindow : (r+1)*cfg.ShortWindow]}
+		m.long[r] = window{buf: long[r*cfg.LongWindow : (r+1)*cfg.LongWindow : (r+1)*cfg.LongWindow]}
 	}
 	return m, nil
 }
@@ -131,9 +135,9 @@ func (m *Monitor) Classify(dst []Class) []Class {
 		switch {
 		case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
 			dst[r] = ClassDeterministic
-		case m.long[r].full() && float64(m.long[r].sum)/float64(m.long[r].n) >= m.cfg.Lambda*avgLong:
+		case m.long[r].full() && float64(m.long[r].sum) >= m.cfg.Lambda*avgLong*float64(m.long[r].n):
 			dst[r] = ClassPersistent
-		case m.short[r].n > 0 && float64(m.short[r].sum)/float64(m.short[r].n) >= m.cfg.Lambda*avgShort:
+		case m.short[r].n > 0 && float64(m.short[r].sum) >= m.cfg.Lambda*avgShort*float64(m.short[r].n):
 			dst[r] = ClassTransient
 		default:
 			dst[r] = ClassNone

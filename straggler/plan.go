@@ -3,6 +3,7 @@ package straggler
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,11 +23,20 @@ const (
 	// its own pace as the child of a parent (a member) that folds what the
 	// child has sent into its contribution, and sends it fresh parameters;
 	// a child's gradients are folded within Plan.Staleness steps, none is
-	// dropped.
+	// dropped. Not exact: a child's gradients are stale, and the rows of
+	// the steps it skips are not trained on (STAR).
 	ModeEvict
+	// ModeExclude takes the evicted ranks out of the ring and gives their
+	// rows to the members (a child's share is 0): every step applies the
+	// whole global batch, fresh, as synchronous SGD does — the exact way
+	// to leave a rank behind a slow link, or one stalled, out of the
+	// ring. A child computes nothing; it follows the members' decisions
+	// (its parent forwards every report) and gets their whole state when
+	// it rejoins or training ends.
+	ModeExclude
 )
 
-// String returns "ring", "overlap" or "evict".
+// String returns "ring", "overlap", "evict" or "exclude".
 func (m Mode) String() string {
 	switch m {
 	case ModeRing:
@@ -35,6 +45,8 @@ func (m Mode) String() string {
 		return "overlap"
 	case ModeEvict:
 		return "evict"
+	case ModeExclude:
+		return "exclude"
 	}
 	return "Mode(" + strconv.Itoa(int(m)) + ")"
 }
@@ -110,6 +122,9 @@ type Plan struct {
 	Predicted []time.Duration `json:"predicted_ns"`
 	// Collective is the predicted reduction time among every rank.
 	Collective time.Duration `json:"collective_ns"`
+	// Phi is the gradient noise scale φ the costs were priced with
+	// (samples; 0 in the initial plan).
+	Phi float64 `json:"phi,omitempty"`
 	// Cost is the chosen mode's Eq. 3 cost, seconds (0 when not weighed);
 	// Costs lists every mode weighed.
 	Cost  float64    `json:"cost"`
@@ -140,6 +155,8 @@ func (p Plan) String() string {
 	switch p.Mode {
 	case ModeEvict:
 		fmt.Fprintf(&b, " %v staleness≤%d", p.Evicted, p.Staleness)
+	case ModeExclude:
+		fmt.Fprintf(&b, " %v", p.Evicted)
 	case ModeOverlap:
 		fmt.Fprintf(&b, " late=%d", p.Late)
 	}
@@ -152,12 +169,11 @@ func (p Plan) String() string {
 	return b.String()
 }
 
-// ParentOf returns rank's parent under the plan, if it is evicted.
+// ParentOf returns rank's parent under the plan, if it is evicted
+// (Parents are ordered by child).
 func (p Plan) ParentOf(rank int) (int, bool) {
-	for _, e := range p.Parents {
-		if e.Child == rank {
-			return e.Parent, true
-		}
+	if i, ok := slices.BinarySearchFunc(p.Parents, rank, func(e Edge, r int) int { return e.Child - r }); ok {
+		return p.Parents[i].Parent, true
 	}
 	return 0, false
 }
@@ -173,12 +189,8 @@ func (p Plan) Children(rank int) []Edge {
 	return out
 }
 
-// IsMember reports whether rank is in the ring.
+// IsMember reports whether rank is in the ring (Members are ascending).
 func (p Plan) IsMember(rank int) bool {
-	for _, m := range p.Members {
-		if m == rank {
-			return true
-		}
-	}
-	return false
+	_, ok := slices.BinarySearch(p.Members, rank)
+	return ok
 }

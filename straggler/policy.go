@@ -32,7 +32,8 @@ import (
 // (Monitor) on their equal-share arrival τ_r·M/N + o_r.
 type Policy struct {
 	cfg       Config
-	preds     []Predictor
+	preds     []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
+	ewmas     []EWMA
 	tau       []float64 // ns per sample, forecast
 	over      []float64 // ns from compute end to reduction entry
 	cycle     []float64 // ns between a child's gradients (0: never a child)
@@ -44,10 +45,24 @@ type Policy struct {
 	lastFold  []int // last step a child gradient of the rank was folded (−1: none)
 	evictedAt []int // step the rank became a child (−1: a member)
 	lateRun   []int // consecutive reports in which the rank arrived late
-	next      Plan
-	prev      Plan // the plan of the step before next's
-	classes   []Class
-	features  []float64
+	// excludedAt is the step a rank was excluded (ModeExclude; −1: not
+	// excluded) and trial how many steps it stays out before it is
+	// offered back (doubled each time, up to maxTrial).
+	excludedAt []int
+	trial      []int
+	next       Plan
+	prev       Plan // the plan of the step before next's
+	classes    []Class
+	features   []float64
+	// noiseS and noiseG are the smoothed estimates of tr Σ (the per-sample
+	// gradient variance) and |G|² (the true gradient's squared norm);
+	// their ratio is the noise scale φ.
+	noiseS, noiseG float64
+	noiseN         int
+	// all and equal are every rank and the equal shares, shared by the
+	// plans that use them (plans are never modified once made).
+	all, equal []int
+	cycles     []time.Duration // scratch: the children's cycles of one decision
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -62,14 +77,31 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		return nil, fmt.Errorf("straggler: %w", err)
 	}
 	n := cfg.World
-	p := &Policy{cfg: cfg, preds: make([]Predictor, n), tau: make([]float64, n), over: make([]float64, n),
+	p := &Policy{cfg: cfg, tau: make([]float64, n), over: make([]float64, n),
 		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
-		lateRun: make([]int, n)}
+		lateRun: make([]int, n), excludedAt: make([]int, n), trial: make([]int, n)}
 	for r := range n {
-		p.preds[r] = cfg.newPredictor()
-		p.lastFold[r], p.evictedAt[r] = -1, -1
+		p.lastFold[r], p.evictedAt[r], p.excludedAt[r], p.trial[r] = -1, -1, -1, minTrial
+	}
+	if cfg.Predictor == PredictEWMA {
+		e, err := NewEWMA(cfg.EWMAAlpha)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: %w", err)
+		}
+		p.ewmas = make([]EWMA, n)
+		for r := range p.ewmas {
+			p.ewmas[r] = *e
+		}
+	} else {
+		p.preds = make([]Predictor, n)
+		for r := range p.preds {
+			if p.preds[r], err = NewRLS(cfg.RLSForgetting, cfg.EWMAAlpha); err != nil {
+				return nil, fmt.Errorf("straggler: %w", err)
+			}
+		}
 	}
 	p.next = Ring(0, n, cfg.GlobalBatch)
+	p.all, p.equal = p.next.Members, p.next.Shares
 	if cfg.Shares && cfg.Prior != nil {
 		// Device priors seed step 0's shares (AntDT-DD starts
 		// throughput-proportional); measured times replace them.
@@ -109,12 +141,13 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
 	p.countLateArrivals(rep)
+	p.observeNoise(rep)
 	minWait := time.Duration(-1)
 	for r := 0; r < n; r++ {
-		if c := rep.Child[r]; c.Count > 0 {
-			p.observeChild(r, c, rep.Step)
+		if c := &rep.Child[r]; c.Count > 0 {
+			p.observeChild(r, *c, rep.Step)
 		}
-		cur := rep.Current[r]
+		cur := &rep.Current[r]
 		p.observeMember(r, cur, p.next.Budget)
 		if cur.Present && cur.Wait > 0 && (minWait < 0 || cur.Wait < minWait) {
 			minWait = cur.Wait
@@ -137,6 +170,62 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	plan.DecidedAt = rep.Step
 	p.prev, p.next = p.next, plan
 	return plan, nil
+}
+
+// observeNoise updates the gradient-noise-scale estimate from a report
+// whose members measured their gradients' norms (McCandlish et al., "An
+// Empirical Model of Large-Batch Training", App. A): for a member's sum of
+// b samples and the reduced sum of B, with |G_b|², |G_B|² the squared
+// norms of the mean gradients,
+//
+//	|G|² ≈ (B|G_B|² − b|G_b|²)/(B − b),   tr Σ ≈ (|G_b|² − |G_B|²)/(1/b − 1/B),
+//
+// averaged over the members, each part smoothed on its own (their ratio
+// of noisy estimates is biased; the ratio of smoothed ones much less). A
+// step that folded children's (stale) gradients is skipped.
+func (p *Policy) observeNoise(rep Report) {
+	if !(rep.GradSq > 0) || rep.ChildSamples() > 0 || rep.Applied < 2 {
+		return
+	}
+	big := float64(rep.Applied)
+	gBig := rep.GradSq / (big * big)
+	sumS, sumG, k := 0.0, 0.0, 0
+	for _, rr := range rep.Current {
+		if !rr.Present || !(rr.GradSq > 0) || rr.Samples <= 0 || rr.Samples >= rep.Applied {
+			continue
+		}
+		b := float64(rr.Samples)
+		gSmall := rr.GradSq / (b * b)
+		sumS += (gSmall - gBig) / (1/b - 1/big)
+		sumG += (big*gBig - b*gSmall) / (big - b)
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	s, g := sumS/float64(k), sumG/float64(k)
+	if math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(g) || math.IsInf(g, 0) {
+		return
+	}
+	if p.noiseN == 0 {
+		p.noiseS, p.noiseG = s, g
+	} else {
+		p.noiseS += p.cfg.NoiseAlpha * (s - p.noiseS)
+		p.noiseG += p.cfg.NoiseAlpha * (g - p.noiseG)
+	}
+	p.noiseN++
+}
+
+// phi is the noise scale φ in effect: Config.Phi when set, else the
+// estimate (between 1 and 10⁶ samples), else the global batch.
+func (p *Policy) phi() float64 {
+	switch {
+	case p.cfg.Phi > 0:
+		return p.cfg.Phi
+	case p.noiseS > 0 && p.noiseG > 0:
+		return min(max(p.noiseS/p.noiseG, 1), 1e6)
+	}
+	return float64(p.cfg.GlobalBatch)
 }
 
 // countLateArrivals counts, per rank, the consecutive reports in which it
@@ -164,13 +253,20 @@ func (p *Policy) countLateArrivals(rep Report) {
 // observeSpeed feeds one per-sample time (with the rank's telemetry) to
 // its predictor.
 func (p *Policy) observeSpeed(r int, tau float64, rr RankReport) {
-	o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
-	if rr.SMClockMHz > 0 {
-		o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
-	}
-	p.preds[r].Observe(o)
-	if f, ok := p.preds[r].Predict(); ok {
+	if p.ewmas != nil {
+		e := &p.ewmas[r]
+		e.update(float64(time.Duration(tau)))
+		f, _ := e.Predict()
 		p.tau[r] = float64(f)
+	} else {
+		o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
+		if rr.SMClockMHz > 0 {
+			o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
+		}
+		p.preds[r].Observe(o)
+		if f, ok := p.preds[r].Predict(); ok {
+			p.tau[r] = float64(f)
+		}
 	}
 	if p.tau[r] <= 0 {
 		p.tau[r] = tau
@@ -192,7 +288,7 @@ func (p *Policy) ewma(dst *float64, v float64, first bool) {
 // took more than the budget for one, and is taken at twice the budget.
 // The overhead is the arrival after the compute, or after the budget for a
 // cut report (the unfinished sample's time is not overhead).
-func (p *Policy) observeMember(r int, rr RankReport, budget time.Duration) {
+func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 	if !rr.Present {
 		return
 	}
@@ -209,7 +305,7 @@ func (p *Policy) observeMember(r int, rr RankReport, budget time.Duration) {
 		end = budget
 	}
 	if tau > 0 {
-		p.observeSpeed(r, tau, rr)
+		p.observeSpeed(r, tau, *rr)
 	}
 	if p.seen[r] {
 		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
@@ -348,7 +444,8 @@ func (p *Policy) worstLinks() []int {
 func (p *Policy) decide(step int) (Plan, error) {
 	cfg := p.cfg
 	n := cfg.World
-	plan := Ring(step, n, cfg.GlobalBatch)
+	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: p.all, Late: -1, Shares: p.equal,
+		PerSample: make([]time.Duration, n), Predicted: make([]time.Duration, n)}
 	known := true
 	for r := 0; r < n; r++ {
 		if !p.seen[r] {
@@ -358,6 +455,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		plan.PerSample[r] = time.Duration(math.Round(p.tau[r]))
 	}
 	plan.Collective = p.collective(plan.Members)
+	plan.Phi = p.phi()
 	p.classes = p.monitor.Classify(p.classes)
 	for r, cl := range p.classes {
 		if cl != ClassNone {
@@ -367,18 +465,29 @@ func (p *Policy) decide(step int) (Plan, error) {
 	if !known {
 		return plan, nil // equal shares and the ring until every rank is measured
 	}
+	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
 	if cfg.Shares {
-		shares, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
-		if err != nil {
-			return plan, err
-		}
-		if cur := p.next.Shares; makespan(shares, p.tau) >= (1-cfg.Hysteresis)*makespan(cur, p.tau) {
-			shares = slices.Clone(cur)
+		// New shares replace the current ones only when they shorten the
+		// slowest rank's compute by Hysteresis; no shares can beat the
+		// balanced time (every rank busy all the time, BalancedTime), so
+		// when that is not short enough the solve is skipped (at 16,384
+		// ranks it is most of a decision).
+		cur := p.next.Shares
+		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
+		shares := cur
+		if float64(balanced) < keep {
+			better, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
+			if err != nil {
+				return plan, err
+			}
+			if makespan(better, p.tau) < keep {
+				shares = better
+			}
 		}
 		plan.Shares = shares
 	}
 	if cfg.Budget {
-		plan.Budget = BalancedTime(cfg.GlobalBatch, p.tau, cfg.Slack)
+		plan.Budget = time.Duration(math.Round(float64(balanced) * (1 + cfg.Slack)))
 	}
 	for r := 0; r < n; r++ {
 		c := time.Duration(math.Round(float64(plan.Shares[r]) * p.tau[r]))
@@ -387,10 +496,12 @@ func (p *Policy) decide(step int) (Plan, error) {
 		}
 		plan.Predicted[r] = c + time.Duration(math.Round(p.over[r]))
 	}
-	if !cfg.Evict && !cfg.Overlap {
+	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
-	cycles := make([]time.Duration, n)
+	cycles := p.cycles[:0]
+	cycles = slices.Grow(cycles, n)[:n]
+	p.cycles = cycles
 	for r := range cycles {
 		cycles[r] = time.Duration(math.Round(p.cycle[r]))
 	}
@@ -400,18 +511,39 @@ func (p *Policy) decide(step int) (Plan, error) {
 	}
 	// Evict only what was predicted slow at the previous decision too (or
 	// is already a child); a slow link is a measurement, not a prediction.
-	confirmed := append([]int{}, p.next.Evicted...)
-	for r := 0; r < n; r++ {
-		if p.lateRun[r] >= 2 && slices.Contains(stragglersOf(plan.Predicted, cfg.Threshold), r) {
+	// A rank excluded for its arrivals computes nothing, so nothing says
+	// when it is on time again: after a trial period it is offered back
+	// (not confirmed), and its next reports decide.
+	slow := p.worstLinks()
+	confirmed := make([]int, 0, len(p.next.Evicted))
+	for _, c := range p.next.Evicted {
+		if p.next.Mode == ModeExclude && !slices.Contains(slow, c) && step-p.excludedAt[c] >= p.trial[c] {
+			p.trial[c] = min(2*p.trial[c], maxTrial)
+			p.lateRun[c] = 0 // only new reports may confirm it again
+			continue
+		}
+		confirmed = append(confirmed, c)
+	}
+	late := stragglersOf(plan.Predicted, cfg.Threshold)
+	for _, r := range late {
+		if p.lateRun[r] >= 2 {
 			confirmed = append(confirmed, r)
 		}
 	}
-	confirmed = append(confirmed, p.worstLinks()...)
-	choice, err := ChooseMode(ModeInput{
+	confirmed = append(confirmed, slow...)
+	in := ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
-		Phi: cfg.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
-		WorstLinks: p.worstLinks(), Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
-	})
+		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
+		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
+		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
+	}
+	if cfg.Exclude {
+		in.Reassign = func(members []int) []time.Duration {
+			shares, budget := p.membersShares(members)
+			return p.arrivals(members, shares, budget)
+		}
+	}
+	choice, err := ChooseMode(in)
 	if err != nil {
 		return plan, fmt.Errorf("straggler: step %d: %w", step, err)
 	}
@@ -424,19 +556,23 @@ func (p *Policy) decide(step int) (Plan, error) {
 	// apply every gradient of the step, so each step takes the cheaper
 	// schedule; hysteresis guards what eviction changes (who computes at
 	// its own pace, states sent down, rejoins).
+	// The mode kept must still be predicted no slower to progress than
+	// synchronous SGD (the ring, Costs[0]): hysteresis never keeps a mode
+	// that loses to it.
+	sync := choice.Costs[0].Cost
 	for _, c := range choice.Costs {
 		if c.Mode == ModeOverlap && !slices.Contains(choice.Stragglers, c.Late) {
 			continue
 		}
-		if pick.Mode != ModeEvict && p.next.Mode != ModeEvict {
+		if !pick.Mode.evicts() && !p.next.Mode.evicts() {
 			break
 		}
 		if c.Mode == p.next.Mode && slices.Equal(c.Evicted, p.next.Evicted) && c.Late == p.next.Late {
-			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) {
+			if pick.Cost >= c.Cost*(1-cfg.ModeHysteresis) && c.Cost <= sync {
 				pick = c
 				members = p.next.Members
-				if c.Mode != ModeEvict {
-					members = allRanks(n)
+				if !c.Mode.evicts() {
+					members = p.all
 				}
 			}
 			break
@@ -450,14 +586,32 @@ func (p *Policy) decide(step int) (Plan, error) {
 		if err := p.evict(&plan, pick, members, cycles, step); err != nil {
 			return plan, err
 		}
+	case ModeExclude:
+		if err := p.exclude(&plan, pick, members, step); err != nil {
+			return plan, err
+		}
 	}
-	for r := 0; r < n; r++ {
-		if !slices.Contains(plan.Evicted, r) {
+	for r := range n {
+		_, out := slices.BinarySearch(plan.Evicted, r)
+		if !out || plan.Mode != ModeEvict {
 			p.evictedAt[r] = -1
+		}
+		if !out || plan.Mode != ModeExclude {
+			p.excludedAt[r] = -1
 		}
 	}
 	return plan, nil
 }
+
+// minTrial is the steps a rank excluded for its arrivals first stays out.
+const minTrial = 8
+
+// maxTrial caps the steps a rank excluded for its arrivals waits before it
+// is offered back into the ring.
+const maxTrial = 64
+
+// evicts reports whether the mode takes ranks out of the ring.
+func (m Mode) evicts() bool { return m == ModeEvict || m == ModeExclude }
 
 // evict fills an evicting plan: members, parents, the staleness bound and
 // which children must be waited for.
@@ -468,29 +622,9 @@ func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.D
 	for _, m := range members {
 		plan.WaitUntil = max(plan.WaitUntil, plan.Predicted[m])
 	}
-	maxChildren := cfg.MaxChildren
-	if maxChildren == 0 {
-		maxChildren = len(plan.Evicted)
-	}
-	// A child keeps its parent while it stays a child (its gradients and
-	// its parameters are on their way along that edge); new children get
-	// parents by bandwidth and balance.
-	var parents []topology.Assignment
-	var fresh []int
-	for _, c := range plan.Evicted {
-		if parent, ok := p.next.ParentOf(c); ok && slices.Contains(members, parent) {
-			parents = append(parents, topology.Assignment{Child: c, Parent: parent})
-		} else {
-			fresh = append(fresh, c)
-		}
-	}
-	if len(fresh) > 0 {
-		more, err := topology.AssignParents(parentCandidates(members, len(fresh), cfg.Bandwidth), fresh, cfg.Bandwidth, maxChildren)
-		if err != nil {
-			return fmt.Errorf("straggler: step %d: %w", step, err)
-		}
-		parents = append(parents, more...)
-		slices.SortFunc(parents, func(a, b topology.Assignment) int { return a.Child - b.Child })
+	parents, err := p.parents(plan.Evicted, members, step)
+	if err != nil {
+		return err
 	}
 	// K: enough steps for the slowest child's cycle, plus one.
 	k := 1
@@ -510,6 +644,100 @@ func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.D
 		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent, Must: step-since >= plan.Staleness})
 	}
 	return nil
+}
+
+// exclude fills an exact-eviction plan: the members take the evicted
+// ranks' rows (shares, the budget and the predicted arrivals among the
+// members), each evicted rank gets a parent that forwards the reports and
+// sends it the whole state when it rejoins.
+func (p *Policy) exclude(plan *Plan, pick ModeCost, members []int, step int) error {
+	plan.Evicted, plan.Members = slices.Clone(pick.Evicted), slices.Clone(members)
+	plan.Shares, plan.Budget = p.membersShares(members)
+	plan.Predicted = p.arrivals(members, plan.Shares, plan.Budget)
+	parents, err := p.parents(plan.Evicted, members, step)
+	if err != nil {
+		return err
+	}
+	for _, a := range parents {
+		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent})
+		if p.excludedAt[a.Child] < 0 {
+			p.excludedAt[a.Child] = step
+		}
+	}
+	return nil
+}
+
+// membersShares splits the global batch among members only (by speed with
+// Shares, else evenly; the others get 0) and returns the members' budget
+// (with Budget).
+func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
+	cfg := p.cfg
+	shares := make([]int, cfg.World)
+	tau := make([]float64, len(members))
+	for i, m := range members {
+		tau[i] = p.tau[m]
+	}
+	var split []int
+	if cfg.Shares {
+		var err error
+		if split, err = ProportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members))); err != nil {
+			split = EqualShares(cfg.GlobalBatch, len(members))
+		}
+	} else {
+		split = EqualShares(cfg.GlobalBatch, len(members))
+	}
+	for i, m := range members {
+		shares[m] = split[i]
+	}
+	var budget time.Duration
+	if cfg.Budget {
+		budget = BalancedTime(cfg.GlobalBatch, tau, cfg.Slack)
+	}
+	return shares, budget
+}
+
+// arrivals predicts the members' arrivals under shares (or the budget);
+// the others' are 0.
+func (p *Policy) arrivals(members []int, shares []int, budget time.Duration) []time.Duration {
+	out := make([]time.Duration, p.cfg.World)
+	for _, m := range members {
+		c := time.Duration(math.Round(float64(shares[m]) * p.tau[m]))
+		if budget > 0 {
+			c = budget
+		}
+		out[m] = c + time.Duration(math.Round(p.over[m]))
+	}
+	return out
+}
+
+// parents gives every evicted rank a parent among the members: a child
+// keeps its parent while it stays a child (its gradients, parameters and
+// reports are on their way along that edge); new children get parents by
+// bandwidth and balance.
+func (p *Policy) parents(evicted, members []int, step int) ([]topology.Assignment, error) {
+	cfg := p.cfg
+	maxChildren := cfg.MaxChildren
+	if maxChildren == 0 {
+		maxChildren = len(evicted)
+	}
+	var parents []topology.Assignment
+	var fresh []int
+	for _, c := range evicted {
+		if parent, ok := p.next.ParentOf(c); ok && slices.Contains(members, parent) {
+			parents = append(parents, topology.Assignment{Child: c, Parent: parent})
+		} else {
+			fresh = append(fresh, c)
+		}
+	}
+	if len(fresh) > 0 {
+		more, err := topology.AssignParents(parentCandidates(members, len(fresh), cfg.Bandwidth), fresh, cfg.Bandwidth, maxChildren)
+		if err != nil {
+			return nil, fmt.Errorf("straggler: step %d: %w", step, err)
+		}
+		parents = append(parents, more...)
+		slices.SortFunc(parents, func(a, b topology.Assignment) int { return a.Child - b.Child })
+	}
+	return parents, nil
 }
 
 // stragglersOf returns the ranks predicted more than threshold after the

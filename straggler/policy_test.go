@@ -3,6 +3,7 @@ package straggler
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -113,11 +114,20 @@ func TestPolicyLearnsSpeedsAndKeepsTheRingWhenSharesBalance(t *testing.T) {
 }
 
 // What shares cannot fix — a rank that reaches the reduction late whatever
-// its batch (here 60 ms after its compute ends) — is evicted: it computes
-// at its own pace as a child and its gradients are folded within the
+// its batch (here 60 ms after its compute ends) — is evicted, with STAR's
+// eviction (shares and stale children, no exact eviction): it computes at
+// its own pace as a child and its gradients are folded within the
 // staleness bound.
 func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
-	p := newPolicy(t, NameShares, 4, 64)
+	cfg, err := Preset(NameShares, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Evict, cfg.Exclude = true, false
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tau := durations(1, 1, 1, 1)
 	extra := durations(0, 60, 0, 0)
 	for s := 0; s < 3; s++ {
@@ -193,8 +203,56 @@ func TestPolicyEvictsARankBehindASlowLink(t *testing.T) {
 		}
 	}
 	plan := p.Plan()
-	if plan.Mode != ModeEvict || !slices.Equal(plan.Evicted, []int{3}) {
-		t.Fatalf("plan %s: want rank 3, behind the slow link, evicted", plan.Dump())
+	if plan.Mode != ModeExclude || !slices.Equal(plan.Evicted, []int{3}) || plan.Shares[3] != 0 {
+		t.Fatalf("plan %s: want rank 3, behind the slow link, excluded", plan.Dump())
+	}
+}
+
+// The shares preset leaves a rank that is late whatever its batch out of
+// the ring the exact way: its rows go to the members (every step applies
+// the whole global batch, fresh), it computes nothing, and after a trial
+// period it is offered back — here it is on time again, and rejoins.
+func TestTheSharesPresetExcludesWhatSharesCannotFixAndOffersItBack(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	tau := durations(1, 1, 1, 1)
+	extra := durations(0, 60, 0, 0)
+	for s := 0; s < 3; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, extra)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := p.Plan()
+	if plan.Mode != ModeExclude || !slices.Equal(plan.Evicted, []int{1}) || !slices.Equal(plan.Members, []int{0, 2, 3}) {
+		t.Fatalf("plan %s: want rank 1 excluded", plan.Dump())
+	}
+	sum := 0
+	for _, b := range plan.Shares {
+		sum += b
+	}
+	if plan.Shares[1] != 0 || sum != 64 || plan.Staleness != 0 || len(plan.Parents) != 1 || plan.Parents[0].Must {
+		t.Fatalf("plan %s: want rank 1's rows given to the members, a parent that waits for nothing", plan.Dump())
+	}
+	// Excluded ranks send nothing; the members report alone. On time
+	// again, rank 1 is offered back after the trial period and stays.
+	back := -1
+	for s := 0; s < 2*minTrial && back < 0; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+		if p.Plan().IsMember(1) {
+			back = p.Plan().Step
+		}
+	}
+	if back < 0 {
+		t.Fatalf("rank 1 never offered back in %d steps: %s", 2*minTrial, p.Plan().Dump())
+	}
+	for s := 0; s < 3; s++ {
+		if _, err := p.Observe(report(p.Plan(), tau, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if plan := p.Plan(); plan.Mode.evicts() || !plan.IsMember(1) {
+		t.Fatalf("rank 1, on time again, back at step %d, is out again: %s", back, plan.Dump())
 	}
 }
 
@@ -470,5 +528,114 @@ func TestDevicePriorsSeedTheFirstShares(t *testing.T) {
 	cfg.Prior = nil
 	if p, err = NewPolicy(cfg); err != nil || !slices.Equal(p.Plan().Shares, []int{16, 16, 16, 16}) {
 		t.Fatalf("no priors: %v, %v; want equal shares", p.Plan().Shares, err)
+	}
+}
+
+// noisyReport is report with gradient norms: every rank's gradient sum is
+// b·G plus the sum of b per-sample noises of variance sigma² per
+// coordinate, and the reduced sum their total, so the noise scale the
+// reports imply is tr Σ / |G|² = dim·sigma² / |G|².
+func noisyReport(plan Plan, tau, extra []time.Duration, g []float64, sigma float64, rng *rand.Rand) Report {
+	rep := report(plan, tau, extra)
+	sum := make([]float64, len(g))
+	for r, rr := range rep.Current {
+		if !rr.Present {
+			continue
+		}
+		b := float64(rr.Samples)
+		sq := 0.0
+		for i, gi := range g {
+			x := b*gi + math.Sqrt(b)*sigma*rng.NormFloat64()
+			sum[i] += x
+			sq += x * x
+		}
+		rep.Current[r].GradSq = sq
+	}
+	for _, x := range sum {
+		rep.GradSq += x * x
+	}
+	return rep
+}
+
+// The gradient noise scale is estimated from the members' gradient norms
+// and the reduced one (McCandlish et al.): 1000 coordinates, |G|² = 10,
+// per-sample variance 1 per coordinate: B_simple = 100 samples.
+func TestTheGradientNoiseScaleIsEstimatedFromGradientNorms(t *testing.T) {
+	p := newPolicy(t, NameShares, 4, 64)
+	g := make([]float64, 1000)
+	for i := range g {
+		g[i] = 0.1
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	tau := durations(1, 1, 1, 1)
+	if got := p.phi(); got != 64 {
+		t.Fatalf("φ before any gradient norm = %v, want the global batch, 64", got)
+	}
+	for s := 0; s < 200; s++ {
+		if _, err := p.Observe(noisyReport(p.Plan(), tau, nil, g, 1, rng)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.Plan().Phi; got < 80 || got > 125 {
+		t.Fatalf("estimated φ = %.1f, want about 100", got)
+	}
+}
+
+// TTA is the objective: STAR's eviction of a rank 25% late saves a fifth
+// of the step but loses a quarter of the samples (its gradients are
+// stale, worth 1/(1+τ)). While the gradient noise is small against the
+// batch, a step's samples matter little and the faster step wins; when
+// the noise scale is large, progress is proportional to samples and the
+// policy refuses the stale mode for synchronous SGD's ring.
+func TestThePolicyRefusesAStaleModeWhosePredictedTimeToAccuracyIsWorse(t *testing.T) {
+	in := ModeInput{Arrivals: arrivalsMs(100, 100, 100, 125), Shares: equalShares(4, 16), Collective: flat(80 * ms),
+		Threshold: 0.2, MaxEvict: 2, Evict: true, DiscountStale: true}
+	for _, tc := range []struct {
+		phi  float64
+		want Mode
+	}{{phi: 4, want: ModeEvict}, {phi: 10000, want: ModeRing}} {
+		in.Phi = tc.phi
+		ch, err := ChooseMode(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.Mode != tc.want {
+			t.Fatalf("φ=%v: chose %+v, want %v (costs %+v)", tc.phi, ch.ModeCost, tc.want, ch.Costs)
+		}
+	}
+	// The same from the policy, φ estimated from the gradients: noise
+	// scale 100 against a batch of 64 makes samples count.
+	cfg, err := Preset(NameSTAR, 4, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DiscountStale = true
+	for _, tc := range []struct {
+		sigma float64
+		want  Mode
+	}{{sigma: 0.05, want: ModeEvict}, {sigma: 3, want: ModeRing}} {
+		p, err := NewPolicy(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := make([]float64, 1000)
+		for i := range g {
+			g[i] = 0.1
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		tau, extra := durations(6, 6, 6, 6), durations(0, 0, 0, 25)
+		for s := 0; s < 40; s++ {
+			rep := noisyReport(p.Plan(), tau, extra, g, tc.sigma, rng)
+			for r := range rep.Current {
+				rep.Current[r].Wait = 70 * time.Millisecond
+			}
+			if _, err := p.Observe(rep); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan := p.Plan()
+		if plan.Mode != tc.want {
+			t.Fatalf("per-sample noise %v (φ %.0f): plan %s, want %v", tc.sigma, plan.Phi, plan.Dump(), tc.want)
+		}
 	}
 }

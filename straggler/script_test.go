@@ -1,4 +1,4 @@
-package straggler
+package straggler_test
 
 import (
 	"fmt"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/ringtail-ml/ringtail/sim"
+	. "github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/topology"
 )
 
@@ -37,10 +39,11 @@ import (
 //	    feeds the report and prints the plan of the next step.
 //	run steps=N per-sample-ms=t0,t1,... [late-ms=l0,l1,...] [wait-ms=W]
 //	    [noise=F seed=S]
-//	    N steps of ranks that compute their share at their per-sample time
-//	    (× 1±F noise), arrive late-ms after their compute, and wait W in
-//	    the reduction; evicted ranks post gradients at their own pace. One
-//	    line per plan.
+//	    N steps simulated (sim.Run, continuing the policy: every rank steps
+//	    its straggler.Node) of ranks that compute their share at their
+//	    per-sample time (× 1±F noise), arrive late-ms after their compute,
+//	    and reduce in W; evicted ranks post gradients at their own pace.
+//	    One line per plan.
 //	plan [costs]
 //	    prints the plan in effect.
 func TestPolicyScripts(t *testing.T) {
@@ -54,10 +57,6 @@ func TestPolicyScripts(t *testing.T) {
 type script struct {
 	p      *Policy
 	report *Report
-	// children's progress at their own pace, for run: time banked
-	// towards their next gradient, by rank.
-	bank []time.Duration
-	rng  *rand.Rand
 }
 
 func (s *script) do(t *testing.T, d *datadriven.TestData) string {
@@ -150,7 +149,7 @@ func (s *script) policy(t *testing.T, d *datadriven.TestData) string {
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	s.p, s.report, s.bank = p, nil, make([]time.Duration, world)
+	s.p, s.report = p, nil
 	return describePlan(p.Plan(), false)
 }
 
@@ -236,12 +235,14 @@ func cmpErr(errs ...error) error {
 	return nil
 }
 
-// run plays steps of a world whose ranks compute at fixed per-sample
-// times: members compute their share (or until the budget) and arrive
-// late-ms after; an evicted rank computes its share at its own pace,
-// and its parent folds every gradient it finished during the step.
+// run simulates steps of a world whose ranks compute at fixed per-sample
+// times (sim.Run, continuing the script's policy): members compute their
+// share (or until the budget) and arrive late-ms after; an evicted rank
+// computes its share at its own pace and its parent folds the gradients
+// it finished.
 func (s *script) run(t *testing.T, d *datadriven.TestData) string {
-	n := s.p.Config().World
+	cfg := s.p.Config()
+	n := cfg.World
 	var steps int
 	d.ScanArgs(t, "steps", &steps)
 	var arg string
@@ -250,80 +251,64 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 	if err != nil || len(tau) != n {
 		d.Fatalf(t, "per-sample-ms: want %d times (%v)", n, err)
 	}
-	late := make([]time.Duration, n)
+	w := scriptWork{tau: tau, late: make([]time.Duration, n)}
 	if d.HasArg("late-ms") {
 		d.ScanArgs(t, "late-ms", &arg)
-		if late, err = msArgs(arg); err != nil || len(late) != n {
+		if w.late, err = msArgs(arg); err != nil || len(w.late) != n {
 			d.Fatalf(t, "late-ms: want %d times (%v)", n, err)
 		}
 	}
 	wait := 5 * time.Millisecond
 	if d.HasArg("wait-ms") {
-		var w float64
-		d.ScanArgs(t, "wait-ms", &w)
-		wait = time.Duration(w * float64(time.Millisecond))
+		var ms float64
+		d.ScanArgs(t, "wait-ms", &ms)
+		wait = time.Duration(ms * float64(time.Millisecond))
 	}
-	noise := 0.0
 	if d.HasArg("noise") {
-		var seed uint64
-		d.ScanArgs(t, "noise", &noise)
-		d.ScanArgs(t, "seed", &seed)
-		s.rng = rand.New(rand.NewPCG(seed, 0x5eed))
+		d.ScanArgs(t, "noise", &w.noise)
+		d.ScanArgs(t, "seed", &w.seed)
 	}
+	// A reduction over every rank takes wait: 2(n−1) messages of
+	// latency, on links too fast for the bytes to count.
+	net := sim.Network{Alpha: wait / time.Duration(max(1, 2*(n-1))), BytesPerSec: 1e18}
+	res, err := sim.Run(sim.Config{Ranks: n, Continue: s.p, Steps: steps, GlobalBatch: cfg.GlobalBatch, GradBytes: cfg.GradBytes,
+		Network: net, Work: w})
 	var b strings.Builder
-	for range steps {
-		plan := s.p.Plan()
-		rep := Report{Step: plan.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
-		jitter := func(d time.Duration) time.Duration {
-			if noise == 0 {
-				return d
-			}
-			return time.Duration(float64(d) * (1 + noise*(2*s.rng.Float64()-1)))
-		}
-		stepTime := time.Duration(0)
-		for r := range n {
-			if !plan.IsMember(r) {
-				continue
-			}
-			per := jitter(tau[r])
-			samples, compute, busy, cut := plan.Shares[r], time.Duration(plan.Shares[r])*per, time.Duration(0), false
-			busy = compute
-			if plan.Budget > 0 {
-				samples, cut = int(plan.Budget/per), true
-				compute, busy = time.Duration(samples)*per, plan.Budget
-			}
-			rep.Current[r] = RankReport{Present: true, Samples: samples, Compute: compute, Arrival: busy + late[r], Cut: cut, Wait: wait}
-			rep.Applied += samples
-			stepTime = max(stepTime, busy+late[r])
-		}
-		stepTime += wait
-		for r := range n {
-			if plan.IsMember(r) {
-				s.bank[r] = 0
-				continue
-			}
-			cycle := time.Duration(plan.Shares[r])*tau[r] + late[r]
-			s.bank[r] += stepTime
-			for cycle > 0 && s.bank[r] >= cycle {
-				s.bank[r] -= cycle
-				c := &rep.Child[r]
-				c.Count++
-				c.Samples += plan.Shares[r]
-				c.Compute += time.Duration(plan.Shares[r]) * tau[r]
-				c.Cycle += cycle
-				c.Versions += max(0, plan.Step-1)
-				rep.Applied += plan.Shares[r]
-			}
-		}
-		next, err := s.p.Observe(rep)
-		if err != nil {
-			fmt.Fprintf(&b, "error: %v\n", err)
-			break
-		}
-		fmt.Fprintln(&b, summary(next, rep))
+	for i, p := range res.Plans {
+		fmt.Fprintln(&b, summary(p, res.Reports[i]))
+	}
+	if err != nil {
+		fmt.Fprintf(&b, "error: %v\n", err)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// scriptWork is run's compute model: rank r computes a sample in tau[r]
+// (× 1±noise, drawn per rank and step from seed) and reaches the
+// reduction late[r] after its compute.
+type scriptWork struct {
+	tau, late []time.Duration
+	noise     float64
+	seed      uint64
+}
+
+func (w scriptWork) perSample(rank, step int) time.Duration {
+	if w.noise == 0 {
+		return w.tau[rank]
+	}
+	rng := rand.New(rand.NewPCG(w.seed, uint64(rank)<<32|uint64(step)))
+	return time.Duration(float64(w.tau[rank]) * (1 + w.noise*(2*rng.Float64()-1)))
+}
+
+func (w scriptWork) Compute(rank, step, samples int) time.Duration {
+	return time.Duration(samples) * w.perSample(rank, step)
+}
+
+func (w scriptWork) Within(rank, step int, budget time.Duration) int {
+	return int(budget / max(1, w.perSample(rank, step)))
+}
+
+func (w scriptWork) Late(rank, _ int) time.Duration { return w.late[rank] }
 
 // ms renders a duration in milliseconds, to the 10 µs.
 func fmtMs(d time.Duration) string {
@@ -354,7 +339,7 @@ func summary(p Plan, rep Report) string {
 	switch p.Mode {
 	case ModeOverlap:
 		fmt.Fprintf(&b, " late=%d", p.Late)
-	case ModeEvict:
+	case ModeEvict, ModeExclude:
 		var edges []string
 		for _, e := range p.Parents {
 			must := ""
@@ -363,7 +348,10 @@ func summary(p Plan, rep Report) string {
 			}
 			edges = append(edges, fmt.Sprintf("%d→%d%s", e.Child, e.Parent, must))
 		}
-		fmt.Fprintf(&b, " [%s] K=%d", strings.Join(edges, " "), p.Staleness)
+		fmt.Fprintf(&b, " [%s]", strings.Join(edges, " "))
+		if p.Mode == ModeEvict {
+			fmt.Fprintf(&b, " K=%d", p.Staleness)
+		}
 	}
 	fmt.Fprintf(&b, " shares=[%s]", ints(p.Shares))
 	if p.Budget > 0 {
@@ -401,8 +389,10 @@ func describePlan(p Plan, costs bool) string {
 		}
 		fmt.Fprintf(&b, "evicted: %s\n", ints(p.Evicted))
 		fmt.Fprintf(&b, "parents: %s\n", strings.Join(edges, ", "))
-		fmt.Fprintf(&b, "staleness: %d\n", p.Staleness)
-		fmt.Fprintf(&b, "wait until: %s\n", fmtMs(p.WaitUntil))
+		if p.Mode == ModeEvict {
+			fmt.Fprintf(&b, "staleness: %d\n", p.Staleness)
+			fmt.Fprintf(&b, "wait until: %s\n", fmtMs(p.WaitUntil))
+		}
 	}
 	fmt.Fprintf(&b, "shares: %s\n", ints(p.Shares))
 	if p.Budget > 0 {
@@ -428,7 +418,7 @@ func describePlan(p Plan, costs bool) string {
 			switch c.Mode {
 			case ModeOverlap:
 				what += fmt.Sprintf(" late=%d", c.Late)
-			case ModeEvict:
+			case ModeEvict, ModeExclude:
 				what += fmt.Sprintf(" [%s]", ints(c.Evicted))
 			}
 			fmt.Fprintf(&b, "cost: %s time=%s samples=%.1f cost=%.4f\n", what, fmtMs(c.Time), c.Samples, c.Cost)

@@ -11,8 +11,6 @@ type window struct {
 	sum  time.Duration
 }
 
-func newWindow(size int) window { return window{buf: make([]time.Duration, size)} }
-
 // push adds v, evicting the oldest value when the window is full.
 func (w *window) push(v time.Duration) {
 	if w.n == len(w.buf) {
@@ -22,7 +20,9 @@ func (w *window) push(v time.Duration) {
 	}
 	w.buf[w.next] = v
 	w.sum += v
-	w.next = (w.next + 1) % len(w.buf)
+	if w.next++; w.next == len(w.buf) {
+		w.next = 0
+	}
 }
 
 // full reports whether the window holds len(buf) values.

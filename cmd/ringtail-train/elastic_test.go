@@ -33,3 +33,27 @@ func TestElasticModeRejectsBadUsage(t *testing.T) {
 		}
 	}
 }
+
+// ringtail-train's help and usage errors read like every ringtail
+// command's: a Usage line and every flag, one line naming the fix.
+func TestHelpAndUsageErrorsAreOneStyle(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"--help"}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "Usage: ringtail-train") ||
+		!strings.Contains(out.String(), "--eval-every") || errb.Len() != 0 {
+		t.Fatalf("--help: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--epoch", "3"}, "ringtail-train: unknown flag --epoch; did you mean --epochs?"},
+		{[]string{"--mode", "fast"}, `ringtail-train: --mode "fast": want bsp or adaptive`},
+		{[]string{"--eval-every", "-1"}, "ringtail-train: --eval-every -1: want a number of steps ≥ 0"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run(tc.args, &out, &errb); code != 2 || !strings.HasPrefix(errb.String(), tc.want) || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("ringtail-train %q: exit %d, stderr %q; want 2 and one line starting %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

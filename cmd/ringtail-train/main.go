@@ -23,8 +23,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +35,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/straggler"
@@ -51,16 +50,28 @@ type gradientSync struct{ *driver.Sync }
 // Outcome describes the last step for the epoch line.
 func (s gradientSync) Outcome() train.SyncOutcome {
 	r := s.Last()
-	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == driver.RoleChild, Evicted: r.Plan.Evicted,
+	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == straggler.RoleChild, Evicted: r.Plan.Evicted,
 		Folded: r.Report.ChildSamples(), Staleness: r.Staleness}
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// usage is ringtail-train's help text before its flags.
+const usage = `Usage: ringtail-train [flags]
+
+ringtail's main job: synchronous data-parallel SGD of an MLP on the UCI
+handwritten digits, gradients reduced through ringtail. It reads its rank
+and rendezvous from the environment ringtail run (or torchrun) sets, and
+runs as a single rank without one:
+
+  ringtail run -np 4 -- ringtail-train --inject slow=2:3x
+  ringtail run -np 4 -- ringtail-train --eval-every 5 --json   # the accuracy curve: time to accuracy
+`
+
 func run(args []string, stdout, stderr io.Writer) int {
 	def := train.DefaultConfig()
-	fs := flag.NewFlagSet("ringtail-train", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail-train", usage)
+	fs := cmd.Flags
 	epochs := fs.Int("epochs", def.Epochs, "passes over the training set")
 	batch := fs.Int("batch", def.Batch, "global batch size (split across ranks)")
 	lr := fs.Float64("lr", def.LR, "learning rate")
@@ -79,25 +90,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticMode := fs.Bool("elastic", os.Getenv(elastic.EnvElastic) == "1", "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
 	perShard := fs.Int("batches-per-shard", 10, "with --elastic: batches in each data shard")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "ringtail-train: unexpected arguments %q\n", fs.Args())
-		return 2
+	evalEvery := fs.Int("eval-every", 0, "rank 0 evaluates the held-out set every N steps, into --json's curve (time to accuracy); 0: after each epoch only")
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if *mode != "bsp" && *mode != "adaptive" {
-		fmt.Fprintf(stderr, "ringtail-train: --mode %q: want bsp or adaptive\n", *mode)
-		return 2
+		return cmd.Fail(stderr, "--mode %q: want bsp or adaptive", *mode)
+	}
+	if *evalEvery < 0 {
+		return cmd.Fail(stderr, "--eval-every %d: want a number of steps ≥ 0", *evalEvery)
 	}
 	if *predictor != "ewma" && *predictor != "rls" {
-		fmt.Fprintf(stderr, "ringtail-train: --predictor %q: want ewma or rls\n", *predictor)
-		return 2
+		return cmd.Fail(stderr, "--predictor %q: want ewma or rls", *predictor)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	fail := func(err error) int {
+		if ctx.Err() != nil {
+			// Stopped by a signal: Ctrl-C, or the launcher stopping the
+			// job after another rank failed (it says which). What failed
+			// since follows from that: no line of its own.
+			return 1
+		}
 		fmt.Fprintf(stderr, "ringtail-train: %v\n", err)
 		return 1
 	}
@@ -106,19 +120,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(fmt.Errorf("--log-level or environment: %w", err))
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	if *elasticMode {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		set := cmd.Given()
 		switch {
 		case set["mode"] && *mode != "bsp":
-			fmt.Fprintln(stderr, "ringtail-train: --elastic averages gradients with a plain all-reduce (BSP); the straggler driver (--mode adaptive) is not elastic")
-			return 2
-		case set["inject"] || set["policy"] || set["probe"]:
-			fmt.Fprintln(stderr, "ringtail-train: --inject, --policy and --probe do not apply to --elastic")
-			return 2
+			return cmd.Fail(stderr, "--elastic averages gradients with a plain all-reduce (BSP); the straggler driver (--mode adaptive) is not elastic")
+		case set["inject"] || set["policy"] || set["probe"] || set["eval-every"]:
+			return cmd.Fail(stderr, "--inject, --policy, --probe and --eval-every do not apply to --elastic")
 		}
 		opts := elasticOptions{epochs: *epochs, batch: *batch, perShard: *perShard, lr: *lr, momentum: *momentum, hidden: *hidden,
 			seed: *seed, testFrac: *testFrac, stepCompute: *stepCompute, data: *dataPath, json: *asJSON}
@@ -165,7 +173,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cfg := train.Config{
 		Comm: comm, Train: trainSet, Test: testSet, Hidden: layers,
 		Epochs: *epochs, Batch: *batch, LR: *lr, Momentum: *momentum, Seed: *seed,
-		StepCompute: *stepCompute, Runner: runner, Out: stdout, Logger: logger,
+		StepCompute: *stepCompute, Runner: runner, Out: stdout, Logger: logger, EvalEvery: *evalEvery,
 	}
 	if *asJSON {
 		cfg.Out = stderr

@@ -3,14 +3,24 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/balance"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 )
+
+const benchBalanceUsage = `Usage: ringtail bench balance [--exec sleep|virtual] [--json]
+
+Builds the heterogeneity-balancing plans of package balance and executes
+them: AntDT's V100/P100 mix (even split vs ADJUST_BS vs ADJUST_BS with
+accumulation) and CHRONICA's DIF 64 (random batching vs size-aware
+packing; even partitions vs epoch rebalancing). With --exec sleep every
+rank is a goroutine sleeping its planned compute × --time-scale; with
+--exec virtual the plans' virtual time is reported. See docs/balance.md.
+`
 
 // runBenchBalance implements `ringtail bench balance`: it builds the
 // balancing plans of package balance (AntDT V100/P100 mix: even split vs
@@ -24,8 +34,8 @@ import (
 // so timer and scheduling overheads are included. With --exec=virtual the
 // plan's virtual time is reported (Σ over steps of the slowest rank).
 func runBenchBalance(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail bench balance", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail bench balance", benchBalanceUsage)
+	fs := cmd.Flags
 	jsonOut := fs.Bool("json", false, "print one JSON object per line")
 	exec := fs.String("exec", "sleep", "how to execute plans: sleep (goroutines sleeping, measured) or virtual")
 	scale := fs.Float64("time-scale", 0.05, "real seconds slept per planned second with --exec=sleep")
@@ -33,7 +43,7 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 	chronicaSamples := fs.Int("chronica-samples", 2048, "CHRONICA epoch size in samples")
 	dist := fs.String("dist", "loguniform", "CHRONICA sample-size distribution: loguniform or uniform")
 	seed := fs.Uint64("seed", 1, "seed for CHRONICA sizes, shuffle and feedback noise")
-	if code, ok := parseFlags(fs, "ringtail bench balance", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if *exec != "sleep" && *exec != "virtual" {

@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/mattn/go-isatty"
@@ -17,24 +19,47 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
-const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter -np N [flags]
+const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter|alltoall -np N [flags]
        ringtail run -H host1:1,host2:1 ... -- ringtail bench allreduce [flags]
-       ringtail bench balance|straggler|recovery|gradcode [--json]
+       ringtail bench balance [--exec sleep|virtual] [--json]
+       ringtail bench straggler [--ranks 4,8] [--patterns a,b] [--policy adaptive,star] [--json]
+       ringtail bench recovery [-np 4] [--victim 0] [--runs 5] [--json]
+       ringtail bench gradcode [--speeds 1,1,2,2,4,4] [--json]
 
 Launches N local ranks and prints nccl-tests columns: size, count, type,
-redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
+redop, root, time (us), algbw and busbw (decimal GB/s), #wrong. Sizes run
+from -b to -e, multiplied by -f; each rank holds two buffers of -e bytes,
+checked against the memory available before anything is allocated.
 
 Started by a launcher (RANK and WORLD_SIZE set: ringtail run, torchrun;
 a task of a Slurm job step: srun -n 4 ringtail bench ...; a Kubernetes
-Indexed Job's pod), each process is one rank of the launcher's job instead, and rank 0 prints the table: this is how to
-measure across hosts. -np, if given, must equal WORLD_SIZE.
+Indexed Job's pod), each process is one rank of the launcher's job
+instead, and rank 0 prints the table: this is how to measure across
+hosts. -np, if given, must equal WORLD_SIZE.
+
+The flags below are those of the collectives; 'ringtail bench KIND --help'
+lists those of balance, straggler, recovery and gradcode.
 `
+
+// benchCollectiveUsage is the help of 'ringtail bench COLLECTIVE'.
+const benchCollectiveUsage = `Usage: ringtail bench %[1]s -np N [-b 8] [-e 64M] [-f 2] [-d float32] [flags]
+       ringtail run -H host1:1,host2:1 ... -- ringtail bench %[1]s [flags]
+
+Launches N local ranks (or runs as one rank of a launcher's job) and
+prints the nccl-tests columns of %[1]s from -b to -e bytes: size, count,
+type, redop, root, time (us), algbw and busbw (decimal GB/s), #wrong.
+Each rank holds two buffers of -e bytes. See 'ringtail bench --help'.
+`
+
+// defaultMaxSize is -e's default.
+const defaultMaxSize = "64M"
 
 type sweepFlags struct {
 	np                   int
@@ -57,7 +82,7 @@ type sweepFlags struct {
 func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.np, "np", 2, "number of ranks to launch")
 	fs.StringVar(&f.minB, "b", "8", "minimum size (bytes; K, M, G suffixes)")
-	fs.StringVar(&f.maxB, "e", "64M", "maximum size")
+	fs.StringVar(&f.maxB, "e", defaultMaxSize, "maximum size (at least -b)")
 	fs.StringVar(&f.factor, "f", "2", "size multiplication factor")
 	fs.StringVar(&f.dtype, "d", "float32", "element type: float32, float64, int32, int64, float16, bfloat16")
 	fs.StringVar(&f.op, "o", "sum", "reduction: sum, prod, min, max, avg")
@@ -127,8 +152,16 @@ func (f *sweepFlags) spec(coll string) (bench.Spec, error) {
 	if s.MaxBytes, err = bench.ParseSize(f.maxB); err != nil {
 		return s, err
 	}
-	if s.Factor, err = strconv.ParseInt(f.factor, 10, 64); err != nil {
-		return s, fmt.Errorf("bad factor %q", f.factor)
+	if s.MinBytes > s.MaxBytes {
+		defaultE := ""
+		if f.maxB == defaultMaxSize {
+			defaultE = " (the default)"
+		}
+		return s, fmt.Errorf("-b %s is larger than -e %s%s: give a larger -e too, e.g. -b %s -e %s",
+			f.minB, f.maxB, defaultE, f.minB, f.minB)
+	}
+	if s.Factor, err = strconv.ParseInt(f.factor, 10, 64); err != nil || s.Factor < 2 {
+		return s, fmt.Errorf("-f %q: the size factor must be a whole number ≥ 2", f.factor)
 	}
 	if s.DType, err = reduce.ParseDType(f.dtype); err != nil {
 		return s, err
@@ -137,10 +170,10 @@ func (f *sweepFlags) spec(coll string) (bench.Spec, error) {
 		return s, err
 	}
 	if f.np < 1 || f.np > 256 {
-		return s, fmt.Errorf("-np %d must be in 1..256", f.np)
+		return s, fmt.Errorf("-np %d: the number of ranks must be in 1..256, e.g. -np 4", f.np)
 	}
 	if f.root < 0 || f.root >= f.np {
-		return s, fmt.Errorf("root %d outside 0..%d", f.root, f.np-1)
+		return s, fmt.Errorf("-r %d: the root must be a rank, 0..%d", f.root, f.np-1)
 	}
 	return s, s.Validate()
 }
@@ -153,11 +186,14 @@ func (f *sweepFlags) workerArgs(coll string) []string {
 }
 
 func runBench(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stderr, benchUsage)
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help" {
+		help := cli.New("ringtail bench", benchUsage)
+		new(sweepFlags).register(help.Flags)
 		if len(args) == 0 {
+			help.Help(stderr)
 			return 2
 		}
+		help.Help(stdout)
 		return 0
 	}
 	switch args[0] {
@@ -169,25 +205,28 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		return runBenchRecovery(args[1:], stdout, stderr)
 	case "gradcode":
 		return runBenchGradcode(args[1:], stdout, stderr)
-	case bench.AllReduce, bench.AllGather, bench.Broadcast, bench.ReduceScatter:
-	default:
-		fmt.Fprintf(stderr, "ringtail bench: unknown benchmark %q\n", args[0])
+	}
+	if !slices.Contains(bench.Collectives, args[0]) {
+		fmt.Fprintf(stderr, "ringtail bench: unknown benchmark %q: want %s, balance, straggler, recovery or gradcode (run 'ringtail bench --help')\n",
+			args[0], strings.Join(bench.Collectives, ", "))
 		return 2
 	}
 	coll := args[0]
-	fs := flag.NewFlagSet("ringtail bench "+coll, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail bench "+coll, fmt.Sprintf(benchCollectiveUsage, coll))
+	fs := cmd.Flags
 	var f sweepFlags
 	f.register(fs)
-	if code, ok := parseFlags(fs, "ringtail bench", args[1:], stderr); !ok {
+	if code, ok := cmd.Parse(args[1:], stdout, stderr); !ok {
 		return code
 	}
 	spec, err := f.spec(coll)
 	if err != nil {
-		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
-		return 2
+		return cmd.Fail(stderr, "%v", err)
 	}
 	if f.dumpPlan >= 0 {
+		if coll != bench.AllReduce {
+			return cmd.Fail(stderr, "--dump-plan prints allreduce programs only")
+		}
 		cfg := ringtail.DefaultConfig(f.dumpPlan, f.np)
 		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes, cfg.PieceBytes, cfg.Pieces = f.channels, f.chunkBytes, f.smallBytes, f.pieceBytes, f.pieces
 		cfg.DisableShm, cfg.DisableUnix, cfg.Algorithm = f.noShm, f.noUnix, f.algorithm
@@ -213,13 +252,15 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if world, ok := externalWorld(os.LookupEnv); ok {
-		set := map[string]bool{}
-		fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		set := cmd.Given()
 		if set["np"] && f.np != world {
-			fmt.Fprintf(stderr, "ringtail bench: -np %d, but the launcher started %d ranks (WORLD_SIZE)\n", f.np, world)
-			return 2
+			return cmd.Fail(stderr, "-np %d, but the launcher started %d ranks (WORLD_SIZE)", f.np, world)
 		}
 		return benchRank(ctx, coll, &f, set, !f.jsonOut, stdout, stderr)
+	}
+	if err := bench.CheckMemory(spec, f.np, bench.HostMemory()); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.Name, err)
+		return 2
 	}
 	results := make(chan bench.Result)
 	done := make(chan error, 1)
@@ -318,13 +359,11 @@ func runBenchWorker(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	coll := args[0]
-	fs := flag.NewFlagSet("ringtail bench-worker", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail bench-worker", "Usage: ringtail bench-worker COLLECTIVE [flags] (started by ringtail bench)\n")
 	var f sweepFlags
-	f.register(fs)
-	quietErrors(fs, args[1:])
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	f.register(cmd.Flags)
+	if code, ok := cmd.Parse(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -370,6 +409,12 @@ func benchRank(ctx context.Context, coll string, f *sweepFlags, set map[string]b
 	spec, err := f.spec(coll)
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
+		return 2
+	}
+	// The ranks of this host share its memory: check it before the first
+	// allocation (a rank started by hand counts itself only).
+	if err := bench.CheckMemory(spec, max(cfg.LocalWorldSize, 1), bench.HostMemory()); err != nil {
+		fmt.Fprintf(stderr, "ringtail bench: rank %d: %v\n", cfg.Rank, err)
 		return 2
 	}
 	comm, err := ringtail.New(ctx, cfg)

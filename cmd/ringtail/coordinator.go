@@ -4,9 +4,8 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/p2p"
 	"io"
 	"net"
@@ -17,7 +16,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
-const coordinatorUsage = `Usage: ringtail coordinator --listen ADDR --np N [--secret-file F] [--job-id ID]
+const coordinatorUsage = `Usage: ringtail coordinator --listen ADDR -np N [--secret-file F] [--job-id ID]
 
 Serves the rendezvous of one job on its own, for ranks started by another
 launcher (torchrun, Slurm): set MASTER_ADDR and MASTER_PORT to this
@@ -29,8 +28,6 @@ $RINGTAIL_SECRET_FILE. The job id comes from --job-id, else
 $RINGTAIL_JOB_ID, else is derived from --listen as the ranks derive it
 from MASTER_ADDR:MASTER_PORT when they have no RINGTAIL_JOB_ID (this
 needs --listen to name the host exactly as MASTER_ADDR does).
-
-Flags:
 `
 
 // runCoordinator is `ringtail coordinator`.
@@ -43,8 +40,8 @@ func runCoordinator(args []string, stdout, stderr io.Writer) int {
 // coordinatorMain parses the flags of `ringtail coordinator` and serves
 // until ctx ends.
 func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail coordinator", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	cmd := cli.New("ringtail coordinator", coordinatorUsage)
+	fs := cmd.Flags
 	var (
 		listen     = fs.String("listen", "", "`host:port` to listen on (port 0: a free one, logged)")
 		control    = fs.String("control-plane", "libp2p", "libp2p (the ranks' default) or tcp (ranks then need RINGTAIL_CONTROL_PLANE=tcp)")
@@ -56,23 +53,17 @@ func coordinatorMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "ringtail coordinator: "+format+"\n", a...)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, coordinatorUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageErr("%v (run 'ringtail coordinator --help')", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	if *listen == "" {
 		return usageErr("--listen is required (host:port)")
 	}
-	if *np == 0 {
-		return usageErr("--np is required (the number of ranks)")
+	if *np < 1 {
+		if cmd.Given()["np"] {
+			return usageErr("-np %d: a job needs at least one rank, e.g. -np 4", *np)
+		}
+		return usageErr("-np is required: the number of ranks, e.g. -np 4")
 	}
 
 	secret, err := jobSecret(*secretFile)

@@ -91,8 +91,9 @@ func TestCoordinatorCLIRejectsBadUsage(t *testing.T) {
 		want string
 	}{
 		{nil, "--listen is required"},
-		{[]string{"--listen", "127.0.0.1:0"}, "--np is required"},
-		{[]string{"--listen", "127.0.0.1:0", "--np", "x"}, `invalid value "x"`},
+		{[]string{"--listen", "127.0.0.1:0"}, "-np is required"},
+		{[]string{"--listen", "127.0.0.1:0", "--np", "x"}, `-np "x" is not a whole number`},
+		{[]string{"--listen", "127.0.0.1:0", "-np", "0"}, "-np 0: a job needs at least one rank"},
 		{[]string{"--listen", ":29500", "--np", "2"}, "give a job id"},
 		{[]string{"--listen", "nowhere", "--np", "2"}, "missing port"},
 		{[]string{"--listen", "127.0.0.1:0", "--np", "2", "extra"}, `unexpected argument "extra"`},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/elastic"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
 // init turns this binary into an elastic bench rank when
@@ -34,14 +34,22 @@ type benchRecoveryRow struct {
 	All         []float64 `json:"recovery_all_s"`
 }
 
+const benchRecoveryUsage = `Usage: ringtail bench recovery [-np 4] [--victim 0] [--runs 5] [--json]
+
+Starts -np elastic ranks (this binary), kills rank --victim with SIGKILL
+once they train, and reports the time until every survivor has completed
+a step on the re-formed ring: the median over --runs measurements. See
+docs/elastic.md.
+`
+
 // runBenchRecovery implements `ringtail bench recovery`: it starts --np
 // elastic ranks (this binary re-executed), kills rank --victim with
 // SIGKILL once they train, and reports the time until every survivor has
 // completed a step on the re-formed ring (elastic.RunRecovery), --runs
 // times.
 func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail bench recovery", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail bench recovery", benchRecoveryUsage)
+	fs := cmd.Flags
 	jsonOut := fs.Bool("json", false, "print one JSON object")
 	np := fs.Int("np", 4, "ranks before the kill (≥ 2)")
 	victim := fs.Int("victim", 0, "rank killed with SIGKILL (0: the proposer, the slowest case)")
@@ -50,12 +58,11 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	runs := fs.Int("runs", 5, "measurements (the median is reported)")
 	timeout := fs.Duration("timeout", 60*time.Second, "bound on each measurement")
 	verbose := fs.Bool("verbose", false, "pass the ranks' stderr through")
-	if code, ok := parseFlags(fs, "ringtail bench recovery", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if *np < 2 || *victim < 0 || *victim >= *np || *runs < 1 || *elems < 1 || *pace < 0 {
-		fmt.Fprintln(stderr, "ringtail bench recovery: need --np ≥ 2, 0 ≤ --victim < --np, --runs ≥ 1, --elems ≥ 1, --pace ≥ 0")
-		return 2
+		return cmd.Fail(stderr, "need -np ≥ 2, 0 ≤ --victim < -np, --runs ≥ 1, --elems ≥ 1, --pace ≥ 0")
 	}
 	var rankErr io.Writer
 	if *verbose {

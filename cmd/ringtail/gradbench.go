@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/rand"
@@ -17,6 +16,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/gradcode"
 	"github.com/ringtail-ml/ringtail/gradcode/coded"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
 // gradBenchRow is one (case, scheme) result of `ringtail bench gradcode`.
@@ -40,13 +40,22 @@ type gradBenchOpts struct {
 	deadSet []int
 }
 
+const benchGradcodeUsage = `Usage: ringtail bench gradcode [--speeds 1,1,2,2,4,4] [--iters 10] [--json]
+
+Times naive BSP and the coded allreduce schemes on in-process ranks (one
+per --speeds entry) over real sockets, compute emulated as a sleep in
+proportion to partitions / throughput: case a (the speeds), b (a plus
+transient stragglers) and c (a plus dead ranks), each against the
+Theorem-5 bound. See docs/gradcode.md.
+`
+
 // runBenchGradcode times naive BSP and the coded schemes on 6 in-process
 // ranks over real sockets, with compute emulated as sleep ∝ partitions /
 // throughput: case a (speeds 1,1,2,2,4,4), b (a plus s transient stragglers
 // per iteration) and c (a plus s dead ranks, 0 and 4: the first leader dies).
 func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench gradcode", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail bench gradcode", benchGradcodeUsage)
+	fs := cmd.Flags
 	var o gradBenchOpts
 	fs.IntVar(&o.iters, "iters", 10, "timed iterations per (case, scheme)")
 	fs.DurationVar(&o.work, "work", time.Second, "compute time of the whole data set on a speed-1 rank")
@@ -55,12 +64,11 @@ func runBenchGradcode(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.slow, "slowdown", 4, "slowdown factor of a transient straggler (case b)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (case, scheme)")
 	speeds := fs.String("speeds", "1,1,2,2,4,4", "relative compute speeds, one per rank (at least 3)")
-	if code, ok := parseFlags(fs, "ringtail bench gradcode", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
 	if o.iters < 1 || o.work <= 0 || o.length < 1 || o.slow < 1 {
-		fmt.Fprintln(stderr, "bench gradcode: --iters, --work, --len must be positive and --slowdown ≥ 1")
-		return 2
+		return cmd.Fail(stderr, "--iters, --work, --len must be positive and --slowdown ≥ 1")
 	}
 	for _, f := range strings.Split(*speeds, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)

@@ -2,25 +2,22 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
 	"github.com/ringtail-ml/ringtail/gradcode"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
-const gradcodeUsage = `Usage: ringtail gradcode plan --n N --s S [flags]
+const gradcodeUsage = `Usage: ringtail gradcode plan -n N -s S [flags]
 
 Builds a gradient-coding plan (package gradcode) and prints which partitions
 each worker computes, the encoding matrix B, the groups, the payload type and
 the plan's measured numerical quality. With --stragglers it also prints the
 decoding vector over all n ranks (0 for stragglers). Every rank computes the
 same plan from the same flags. See docs/gradcode.md.
-
-Flags:
 `
 
 // gradcodePlanJSON is the --json output of 'ringtail gradcode plan'.
@@ -47,10 +44,7 @@ func runGradcode(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
-		fmt.Fprint(stdout, gradcodeUsage)
-		fs := gradcodePlanFlags(new(gradcodeFlags))
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		gradcodePlanFlags(new(gradcodeFlags)).Help(stdout)
 		return 0
 	case "plan":
 		return runGradcodePlan(args[1:], stdout, stderr)
@@ -70,9 +64,9 @@ type gradcodeFlags struct {
 }
 
 // gradcodePlanFlags registers the flags of 'ringtail gradcode plan' into f.
-func gradcodePlanFlags(f *gradcodeFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("ringtail gradcode plan", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+func gradcodePlanFlags(f *gradcodeFlags) *cli.Command {
+	cmd := cli.New("ringtail gradcode plan", gradcodeUsage)
+	fs := cmd.Flags
 	fs.IntVar(&f.n, "n", 0, "number of workers (default: the length of --throughput)")
 	fs.IntVar(&f.s, "s", 0, "number of stragglers to tolerate")
 	fs.IntVar(&f.k, "k", 0, "number of data partitions (cyclic: n; default for hetero/group: the best-balanced k in [n, 3n])")
@@ -83,28 +77,19 @@ func gradcodePlanFlags(f *gradcodeFlags) *flag.FlagSet {
 	fs.StringVar(&f.stragglers, "stragglers", "", "comma-separated straggler `ranks` to print the decoding vector for")
 	fs.StringVar(&f.dtype, "payload-dtype", "", "force the payload `type`: float32 or float64 (default: chosen from measured quality)")
 	fs.BoolVar(&f.json, "json", false, "print the plan as JSON")
-	return fs
+	return cmd
 }
 
 // runGradcodePlan is 'ringtail gradcode plan'.
 func runGradcodePlan(args []string, stdout, stderr io.Writer) int {
 	var f gradcodeFlags
-	fs := gradcodePlanFlags(&f)
+	cmd := gradcodePlanFlags(&f)
 	usageErr := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail gradcode plan: "+format+"\n", a...)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, gradcodeUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageErr("%v (run 'ringtail gradcode plan --help')", err)
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	var thr []float64
 	if f.throughput != "" {

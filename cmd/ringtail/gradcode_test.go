@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"reflect"
@@ -11,9 +10,7 @@ import (
 
 // gradcodeCLI runs 'ringtail gradcode ARGS...'.
 func gradcodeCLI(args ...string) (code int, stdout, stderr string) {
-	var out, errb bytes.Buffer
-	code = runGradcode(args, &out, &errb)
-	return code, out.String(), errb.String()
+	return ringtailCLI(append([]string{"gradcode"}, args...)...)
 }
 
 // The JSON plan carries the fields the spec names, and its decode vector

@@ -5,13 +5,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -22,21 +22,24 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `ringtail — collective communication that routes around stragglers
 
 Usage:
-  ringtail run -np N [-H host:slots,...] [--hostfile F] [--secret-file F] [--timeout D]
-               [--dashboard ADDR] [--metrics-port P] [--timeline FILE] -- CMD ARGS...
-  ringtail dashboard --ranks HOST:P1-P2 [--listen ADDR]
+  ringtail run -np N [-H host:slots,... | --hostfile F] [--secret-file F] [--timeout D]
+               [-x NAME] [--env K=V] [--dashboard ADDR] [--metrics-port P] [--timeline FILE] -- CMD ARGS...
+  ringtail run --elastic -np N [--min-np N] [--max-np N] [--host-discovery-script S] -- CMD ARGS...
+  ringtail dashboard --ranks HOST:P1-P2 [--listen ADDR] [--timeline FILE]
   ringtail timeline merge -o OUT FILE...
-  ringtail coordinator --listen ADDR --np N [--secret-file F]
-  ringtail bench allreduce|allgather|broadcast|reducescatter -np N [-b 8] [-e 256M] [-f 2] [-d float32] [--json]
+  ringtail coordinator --listen ADDR -np N [--secret-file F] [--job-id ID]
+  ringtail bench allreduce|allgather|broadcast|reducescatter|alltoall -np N [-b 8] [-e 64M] [-f 2] [-d float32] [--json]
   ringtail bench balance [--json]
   ringtail bench straggler [--ranks 4,8] [--json]
-  ringtail bench recovery [--np 4] [--json]
+  ringtail bench recovery [-np 4] [--json]
   ringtail bench gradcode [--json]
   ringtail sim [--ranks 64,1024,4096] [--json]
   ringtail gradcode plan --n N --s S [--throughput c1,c2,...] [--json]
   ringtail version
 
-Run 'ringtail COMMAND --help' for the flags of a command.
+Run 'ringtail COMMAND --help' for the flags of a command. Flags are spelled
+as here: one dash for -np and one-letter flags, two for the others (either
+form is accepted).
 `
 
 // subcommand is one top-level command: its arguments, stdout and stderr in,
@@ -71,38 +74,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return cmd(args[1:], stdout, stderr)
-}
-
-// quietErrors makes a flag set print a bad flag's one-line reason without
-// the whole usage; the usage still prints for -h/--help.
-func quietErrors(fs *flag.FlagSet, args []string) {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
-			return
-		}
-	}
-	fs.Usage = func() {}
-}
-
-// parseFlags parses a subcommand's flags (with quietErrors: a flag error
-// prints once, -h exits 0) and refuses positional arguments, naming the
-// subcommand. When ok is false the subcommand returns code.
-func parseFlags(fs *flag.FlagSet, name string, args []string, stderr io.Writer) (code int, ok bool) {
-	quietErrors(fs, args)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, false
-		}
-		return 2, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, fs.Arg(0))
-		return 2, false
-	}
-	return 0, true
 }
 
 // parseRanks parses a comma-separated list of world sizes in 1..most.
@@ -141,13 +112,9 @@ func printJSONLine(w io.Writer, v any) error {
 }
 
 func runVersion(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprintln(stdout, "Usage: ringtail version")
-		return 0
-	}
-	if len(args) > 0 {
-		fmt.Fprintln(stderr, "ringtail version: takes no arguments")
-		return 2
+	c := cli.New("ringtail version", "Usage: ringtail version\n\nPrints the version of this ringtail binary.\n")
+	if code, ok := c.Parse(args, stdout, stderr); !ok {
+		return code
 	}
 	fmt.Fprintf(stdout, "ringtail %s\n", version)
 	return 0

@@ -2,13 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 )
@@ -40,6 +40,11 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 		}
 		o.timeline, o.merged = abs, abs
 	}
+	if metricsPort > 0 {
+		if err := launch.CheckMetricsPorts(np, hosts, metricsPort); err != nil {
+			return nil, err
+		}
+	}
 	if dashboard == "" {
 		if metricsPort > 0 {
 			fmt.Fprintf(stderr, "ringtail run: metrics at http://127.0.0.1:%d/metrics (rank 0; each rank on the port + its local rank)\n", metricsPort)
@@ -63,7 +68,10 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 	// it is given: none yet. The job-wide logger (RINGTAIL_LOG_LEVEL,
 	// issue 14 item 4) plugs in here, as DashboardConfig.Logger.
 	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
-		Title: fmt.Sprintf("ringtail run -np %d", np)})
+		Title: fmt.Sprintf("ringtail run -np %d", np),
+		// One line when the straggler set changes: the terminal says who
+		// straggles and what share it gets, not only the page.
+		OnStragglers: func(c obs.StragglerChange) { fmt.Fprintf(stderr, "ringtail run: %s\n", c) }})
 	if err != nil {
 		return nil, fmt.Errorf("--dashboard: %w", err)
 	}
@@ -144,20 +152,17 @@ ADDRS lists the ranks' metrics addresses: host:port entries separated by
 commas, host:first-last for a range (e.g. 127.0.0.1:9400-9403).
 --timeline FILE also serves a trace file's view at /timeline.html (ranks
 are then optional).
-
-Flags:
 `
 
 // runDashboard is `ringtail dashboard`.
 func runDashboard(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail dashboard", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := cli.New("ringtail dashboard", dashboardUsage)
+	fs := cmd.Flags
 	listen := fs.String("listen", "127.0.0.1:8080", "serve the page on `host:port`")
 	ranks := fs.String("ranks", "", "the ranks' metrics `addresses` (host:port,... or host:first-last)")
 	timeline := fs.String("timeline", "", "also show this trace `file` (ringtail run --timeline's, or timeline merge's) at /timeline.html")
 	title := fs.String("title", "ringtail", "the page's title")
-	fs.Usage = func() { fmt.Fprint(stdout, dashboardUsage); fs.SetOutput(stdout); fs.PrintDefaults() }
-	if code, ok := parseFlags(fs, "ringtail dashboard", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
 	var targets []string
@@ -196,34 +201,26 @@ const timelineUsage = `Usage: ringtail timeline merge -o OUT FILE...
 Merges the ranks' timeline files (RINGTAIL_TIMELINE, one per rank) into
 one Chrome-trace / Perfetto file, with the ranks' clocks aligned on the
 calls they share. Open OUT in https://ui.perfetto.dev or chrome://tracing.
-
-Flags:
 `
 
 // runTimeline is `ringtail timeline merge`.
 func runTimeline(args []string, stdout, stderr io.Writer) int {
+	cmd := cli.New("ringtail timeline merge", timelineUsage)
+	fs := cmd.Flags
+	out := fs.String("o", "", "write the merged trace to `file` (required)")
 	if len(args) == 0 || args[0] != "merge" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprint(stdout, timelineUsage)
+			cmd.Help(stdout)
 			return 0
 		}
 		fmt.Fprintln(stderr, "ringtail timeline: want 'merge' (run 'ringtail timeline --help')")
 		return 2
 	}
-	fs := flag.NewFlagSet("ringtail timeline merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "write the merged trace to `file` (required)")
-	fs.Usage = func() { fmt.Fprint(stdout, timelineUsage); fs.SetOutput(stdout); fs.PrintDefaults() }
-	quietErrors(fs, args[1:])
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := cmd.ParseArgs(args[1:], stdout, stderr); !ok {
+		return code
 	}
 	if *out == "" || fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "ringtail timeline merge: give -o OUT and at least one rank file")
-		return 2
+		return cmd.Fail(stderr, "give -o OUT and at least one rank file")
 	}
 	if err := mergeTimelines(*out, fs.Args()); err != nil {
 		fmt.Fprintf(stderr, "ringtail timeline merge: %v\n", err)

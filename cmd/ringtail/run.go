@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,12 +13,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/elastic/job"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 )
 
 const runUsage = `Usage: ringtail run -np N [-H host:slots,... | --hostfile F] [flags] [--] CMD ARGS...
+       ringtail run --elastic -np N [--min-np N] [--max-np N] [-H ... | --hostfile F | --host-discovery-script S] [flags] [--] CMD ARGS...
 
 Starts N ranks of CMD with the rendezvous coordinator in this process and
 waits for them. Ranks fill the hosts' slots in list order; N may be less
@@ -43,7 +43,9 @@ of the job, new hosts get ranks, and a lost rank's data shards go back to
 TODO. The ranks must be elastic (ringtail-train is, under
 RINGTAIL_ELASTIC=1). See docs/launcher.md and docs/elastic.md.
 
-Flags:
+-x NAME and --env K=V (both repeatable) pass variables to every rank;
+--dashboard ADDR, --metrics-port P and --timeline FILE watch the job (see
+docs/observability.md).
 `
 
 // listFlag is a repeatable string flag.
@@ -65,8 +67,8 @@ func runLaunch(args []string, stdout, stderr io.Writer) int {
 // launchMain parses the flags of `ringtail run` into a launch.Config and
 // runs it until ctx ends.
 func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	cmd := cli.New("ringtail run", runUsage)
+	fs := cmd.Flags
 	var (
 		np            = fs.Int("np", 0, "number of ranks, at most the total slots of -H or --hostfile, filled in host order (default: all the slots)")
 		hostList      = fs.String("H", "", "comma-separated `host:slots` list, e.g. gpu1:4,gpu2:4 (default: all ranks on this host)")
@@ -108,21 +110,17 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "ringtail run: "+format+"\n", a...)
 		return launch.ExitUsage
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, runUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return 0
-		}
-		return usageErr("%v (run 'ringtail run --help')", err)
+	if code, ok := cmd.ParseArgs(args, stdout, stderr); !ok {
+		return code
 	}
 	command := fs.Args()
 	if len(command) == 0 {
 		return usageErr("no command given: ringtail run -np N [flags] -- CMD ARGS...")
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := cmd.Given()
+	if set["np"] && *np < 1 {
+		return usageErr("-np %d: a job needs at least one rank, e.g. -np 4", *np)
+	}
 	if !*elasticMode {
 		for _, name := range []string{"min-np", "max-np", "host-discovery-script", "slots-per-host", "discovery-interval", "elastic-timeout", "max-restarts", "elastic-state-dir"} {
 			if set[name] {
@@ -214,7 +212,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if *np == 0 {
 		if hosts == nil {
-			return usageErr("-np is required (the number of ranks)")
+			return usageErr("-np is required: the number of ranks, e.g. -np 4 (or give hosts with -H or --hostfile)")
 		}
 		*np = launch.TotalSlots(hosts)
 	}
@@ -253,20 +251,13 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// The launcher's log and the ranks' stderr lines share stderr: one
 	// lock keeps every line whole.
 	errw := zerolog.SyncWriter(stderr)
-	logOpts, err := logging.OptionsFromLookup(os.LookupEnv)
+	// Ranks write to pipes the launcher reads, so on their own they would
+	// log JSON: they log as the launcher does, one format in one stream.
+	logger, logFormat, err := logging.ForJob(os.LookupEnv, errw, logging.IsTerminal(stderr), *verbose)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	if *verbose && logOpts.Level > zerolog.DebugLevel {
-		logOpts.Level = zerolog.DebugLevel
-	}
-	logOpts.Out, logOpts.Terminal = errw, logging.IsTerminal(stderr)
-	logger := logging.New(logOpts)
-	// Ranks write to pipes the launcher reads, so on their own they would
-	// log JSON; on a terminal they write for the human reading it too.
-	if _, set := os.LookupEnv(logging.EnvFormat); logOpts.Terminal && !set {
-		env = append(env, logging.EnvFormat+"="+string(logging.FormatConsole))
-	}
+	env = append([]string{logFormat}, env...) // --env and -x may override it
 	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, errw)
 	if err != nil {
 		return usageErr("%v", err)
@@ -277,7 +268,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		Timeout: *timeout, Grace: *grace, ControlPlane: *controlPlane, BindTo: *bindTo, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
 		SSHMode: *sshMode, StartTimeout: *startTimeout, Interfaces: interfaces, OutputDir: *outputDir,
 		Launcher: *launcher, Srun: strings.Fields(*srunCmd), SecretFile: sharedSecretFile,
-		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger,
+		Stdout: stdout, Stderr: errw, PrefixOutput: true, Name: "ringtail run", Logger: logger, Hint: launch.PythonHints(command),
 		MetricsPort: obsv.metricsPort, Timeline: obsv.timeline,
 	}
 	code, _ := launch.Run(ctx, cfg) // Run has written its failure to stderr

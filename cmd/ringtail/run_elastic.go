@@ -34,19 +34,13 @@ func launchElastic(ctx context.Context, cfg job.Config, envs, exports []string, 
 		cfg.Env = append(cfg.Env, x+"="+v)
 	}
 	errw := zerolog.SyncWriter(stderr)
-	logOpts, err := logging.OptionsFromLookup(os.LookupEnv)
+	logger, logFormat, err := logging.ForJob(os.LookupEnv, errw, logging.IsTerminal(stderr), verbose)
 	if err != nil {
 		return usageErr(err.Error())
 	}
-	if verbose && logOpts.Level > zerolog.DebugLevel {
-		logOpts.Level = zerolog.DebugLevel
-	}
-	logOpts.Out, logOpts.Terminal = errw, logging.IsTerminal(stderr)
-	cfg.Logger = logging.New(logOpts)
-	cfg.Stderr = errw
-	if _, set := os.LookupEnv(logging.EnvFormat); logOpts.Terminal && !set {
-		cfg.Env = append(cfg.Env, logging.EnvFormat+"="+string(logging.FormatConsole))
-	}
+	cfg.Logger, cfg.Stderr = logger, errw
+	// --env and -x may override the format.
+	cfg.Env = append([]string{logFormat}, cfg.Env...)
 	code, _ := job.Run(ctx, cfg) // Run has written its failure to stderr
 	return code
 }

@@ -4,8 +4,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,8 +85,10 @@ func TestRunCLIRejectsBadUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-np", "x", "--", "true"}, `invalid value "x"`},
-		{[]string{"--bogus", "-np", "1", "--", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"-np", "x", "--", "true"}, `-np "x" is not a whole number`},
+		{[]string{"--bogus", "-np", "1", "--", "true"}, "unknown flag --bogus (run 'ringtail run --help')"},
+		{[]string{"--timeout", "5", "-np", "1", "--", "true"}, "--timeout 5: a duration needs a unit: use 5s"},
+		{[]string{"--timeot", "5s", "-np", "1", "--", "true"}, "unknown flag --timeot; did you mean --timeout?"},
 		{[]string{"-np", "2"}, "no command given"},
 		{[]string{"--", "true"}, "-np is required"},
 		{[]string{"-np", "3", "-H", "a:2", "--", "true"}, "invalid config: -np 3 exceeds the 2 slots"},
@@ -100,9 +105,9 @@ func TestRunCLIRejectsBadUsage(t *testing.T) {
 		{[]string{"-np", "1", "--env", "NOEQUALS", "--", "true"}, "not NAME=VALUE"},
 		{[]string{"-np", "1", "--grace", "0s", "--", "true"}, "--grace 0s must be positive"},
 		{[]string{"-np", "1", "--secret-file", "/nonexistent/secret", "--", "true"}, "--secret-file"},
-		{[]string{"-np", "0", "--", "true"}, "-np is required"},
+		{[]string{"-np", "0", "--", "true"}, "-np 0: a job needs at least one rank, e.g. -np 4"},
 		{[]string{"-np", "1", "--ssh", " ", "--", "true"}, "--ssh is empty"},
-		{[]string{"-np", "-1", "--", "true"}, "-np -1 must be in"},
+		{[]string{"-np", "-1", "--", "true"}, "-np -1: a job needs at least one rank"},
 	} {
 		code, _, stderr := launchCLI(t, context.Background(), tc.args...)
 		if code != 2 || !strings.HasPrefix(stderr, "ringtail run: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
@@ -158,5 +163,23 @@ func TestRunCLIRemoteHostsOverSSH(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+}
+
+// Issue 31: a --metrics-port whose range is taken on this host is one line
+// before any rank starts (it was a rank's failure, then its peers' "context
+// canceled" and the coordinator's warnings).
+func TestRunCLIRefusesAMetricsPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	base := taken - 1 // rank 1's port is taken
+	code, stdout, stderr := launchCLI(t, context.Background(), "-np", "2", "--metrics-port", strconv.Itoa(base), "--", "sh", "-c", "echo started")
+	want := fmt.Sprintf("ringtail run: --metrics-port %d: port %d (rank 1, the port + its local rank) is in use on this host: choose another port", base, taken)
+	if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 and one line starting %q", code, stdout, stderr, want)
 	}
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/sim"
 	"github.com/ringtail-ml/ringtail/straggler"
 )
@@ -26,9 +26,8 @@ Flags:
 
 // runSim is `ringtail sim`.
 func runSim(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, simUsage); fs.PrintDefaults() }
+	cmd := cli.New("ringtail sim", simUsage)
+	fs := cmd.Flags
 	ranks := fs.String("ranks", "64,256,1024,4096", "world sizes, comma-separated")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; as in ringtail bench straggler)")
 	policyName := fs.String("policy", straggler.NameAdaptive, "policy compared with BSP: "+strings.Join(straggler.Names(), ", "))
@@ -41,7 +40,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	bandwidth := fs.Float64("bandwidth", sim.DefaultBytesPerSec, "per-link bandwidth, bytes/s")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
-	if code, ok := parseFlags(fs, "ringtail sim", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
 	usage := func(format string, a ...any) int {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -17,12 +16,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/internal/bench"
+	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/testbed/control"
 	"github.com/ringtail-ml/ringtail/straggler"
-	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -58,9 +58,8 @@ Flags:
 
 // runBenchStraggler is `ringtail bench straggler`.
 func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ringtail bench straggler", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchStragglerUsage); fs.PrintDefaults() }
+	cmd := cli.New("ringtail bench straggler", benchStragglerUsage)
+	fs := cmd.Flags
 	ranks := fs.String("ranks", "4,8", "world sizes, comma-separated (started by a launcher: its world)")
 	patterns := fs.String("patterns", "", "patterns by name, comma-separated (default all; see the table)")
 	policyNames := fs.String("policy", straggler.NameAdaptive, "policies compared with BSP, comma-separated: "+strings.Join(straggler.Names(), ", "))
@@ -74,16 +73,15 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	probe := fs.Bool("probe", false, "drivers measure the links when each run starts (default: on when the ranks are processes, off in one process)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks, policy)")
 	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
-	if code, ok := parseFlags(fs, "ringtail bench straggler", args, stderr); !ok {
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
-	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set := cmd.Given()
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
 		return 2
 	}
-	cfg := driver.BenchConfig{Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
+	cfg := synthetic.BenchConfig{Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
 	var err error
 	if cfg.Ranks, err = parseRanks(*ranks, 64); err != nil {
 		return usage("--ranks: %v", err)
@@ -151,7 +149,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-16s %5s %-8s %9s %9s %9s %8s %8s %8s %8s %9s %6s\n", "pattern", "ranks", "policy",
 			"bsp_s", "policy_s", "ideal_s", "pol/id", "bsp/id", "pol/none", "bsp/none", "applied", "evict")
 	}
-	err = driver.RunBench(ctx, cfg, func(row driver.BenchRow) error {
+	err = synthetic.RunBench(ctx, cfg, func(row synthetic.BenchRow) error {
 		switch {
 		case !rank0:
 			return nil
@@ -164,7 +162,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail bench straggler: %v\n", err)
-		if errors.Is(err, driver.ErrNoLinks) {
+		if errors.Is(err, synthetic.ErrNoLinks) {
 			if external {
 				fmt.Fprintf(stderr, "ringtail bench straggler: not on a test bed: %s is unset (start the job under scripts/testbed.sh and pass it to the ranks with ringtail run -x %s)\n", control.EnvSocket, control.EnvSocket)
 			} else {

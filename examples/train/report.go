@@ -99,9 +99,12 @@ func (e *EpochStats) add(st stepStats, rows int) {
 func (e EpochStats) String() string {
 	s := fmt.Sprintf("epoch %d  loss %.4f  test-acc %.2f%%  step %s  samples/s %.0f",
 		e.Epoch, e.Loss, 100*e.TestAccuracy, formatMillis(e.StepMean), e.SamplesPerSec)
-	if ev, ov := e.Modes["evict"], e.Modes["overlap"]; ev+ov > 0 {
+	if ev, ov, ex := e.Modes["evict"], e.Modes["overlap"], e.Modes["exclude"]; ev+ov+ex > 0 {
 		if ev > 0 {
 			s += fmt.Sprintf("  evict %d/%d %v stale %.1f", ev, e.Steps, e.Evicted, e.Staleness)
+		}
+		if ex > 0 {
+			s += fmt.Sprintf("  exclude %d/%d %v", ex, e.Steps, e.Evicted)
 		}
 		if ov > 0 {
 			s += fmt.Sprintf("  overlap %d/%d", ov, e.Steps)
@@ -149,6 +152,24 @@ type Report struct {
 	ParamsHash string `json:"params_hash"`
 	// ParamsIdentical is true when every rank ended with the same hash.
 	ParamsIdentical bool `json:"params_identical"`
+	// Curve is the held-out accuracy every Config.EvalEvery steps (rank 0,
+	// as a member), against the training time: what time to accuracy is
+	// read from.
+	Curve []EvalPoint `json:"curve,omitempty"`
+}
+
+// EvalPoint is one evaluation of the held-out set during training.
+type EvalPoint struct {
+	// Step is the number of steps whose updates the model holds; Epoch
+	// the epoch of the last one.
+	Step  int `json:"step"`
+	Epoch int `json:"epoch"`
+	// Seconds is the training time until then on the evaluating rank: its
+	// wall time since training began, less the time spent evaluating.
+	Seconds float64 `json:"seconds"`
+	// TestLoss and TestAccuracy (0..1) are the held-out numbers.
+	TestLoss     float64 `json:"test_loss"`
+	TestAccuracy float64 `json:"test_accuracy"`
 }
 
 // finish fills the totals from the epochs.

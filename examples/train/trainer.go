@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -90,7 +92,9 @@ var ErrReplicasDiverged = errors.New("train: replicas' parameters differ across 
 // Config configures a Trainer. Start from DefaultConfig and fill Comm,
 // Train and Test.
 type Config struct {
-	// Comm connects this rank to the job; required.
+	// Comm connects this rank to the job; required. When it also records
+	// progress (observe.ProgressRecorder; a *ringtail.Comm does), rank 0
+	// reports each epoch's point to it: the dashboard's training curve.
 	Comm Collective
 	// Train and Test are the training and held-out sets; every rank must
 	// hold the same ones (load with the same seed).
@@ -116,6 +120,12 @@ type Config struct {
 	// Sync, when set, replaces the plain gradient AllReduce (see
 	// GradientSync); nil runs plain synchronous SGD.
 	Sync GradientSync
+	// EvalEvery, when > 0, makes rank 0 evaluate the held-out set every
+	// EvalEvery steps (while it is a member) into Report.Curve, against
+	// its training time with the evaluations taken out: the measure of
+	// time to accuracy. The other ranks do not wait for it any longer
+	// than the next step's reduction makes them.
+	EvalEvery int
 	// Out receives rank 0's per-epoch lines; nil discards them.
 	Out io.Writer
 	// Logger receives structured logs; the zero value discards them.
@@ -138,6 +148,9 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Comm == nil {
 		bad("no communicator")
+	}
+	if c.EvalEvery < 0 {
+		bad("evaluation interval %d must not be negative", c.EvalEvery)
 	}
 	errs = append(errs, jobErrors(c.Train, c.Test, c.Hidden, c.Epochs, c.Batch, c.LR, c.Momentum, c.StepCompute)...)
 	if err := errors.Join(errs...); err != nil {
@@ -191,6 +204,43 @@ func jobErrors(train, test *Dataset, hidden []int, epochs, batch int, lr, moment
 	return errs
 }
 
+// curve records the held-out accuracy every EvalEvery steps on rank 0,
+// and reports each point as progress (the dashboard's training curve)
+// when progress is set.
+type curve struct {
+	every    int
+	start    time.Time
+	spent    time.Duration // evaluating, taken out of the training time
+	points   []EvalPoint
+	model    *MLP
+	test     *Dataset
+	evaluate bool
+	progress observe.ProgressRecorder
+}
+
+// training is the training time so far: since start, evaluations taken
+// out.
+func (c *curve) training() time.Duration { return time.Since(c.start) - c.spent }
+
+// after records the evaluation due after steps steps (of epoch), when the
+// model holds every one of them (a member's view).
+func (c *curve) after(steps, epoch int, member bool) {
+	if !c.evaluate || c.every <= 0 || !member || steps%c.every != 0 {
+		return
+	}
+	began := time.Now()
+	loss, acc := c.model.Evaluate(c.test)
+	training := began.Sub(c.start) - c.spent
+	c.points = append(c.points, EvalPoint{Step: steps, Epoch: epoch, Seconds: training.Seconds(),
+		TestLoss: loss, TestAccuracy: acc})
+	c.spent += time.Since(began)
+	if c.progress != nil {
+		// Within an epoch: the epochs done are not whole (0: the epoch
+		// lines' points say them); no training loss measured here.
+		c.progress.RecordProgress(observe.Progress{Step: steps, Elapsed: training, Loss: math.NaN(), Accuracy: acc})
+	}
+}
+
 // Trainer runs synchronous data-parallel SGD for one rank. Every rank of
 // the job builds one with the same Config (but its own Comm and Runner)
 // and calls Run.
@@ -204,7 +254,20 @@ type Trainer struct {
 	log    zerolog.Logger
 	// grad holds the model's gradient followed by one slot for the loss
 	// sum, so a step is a single AllReduce.
-	grad []float32
+	grad  []float32
+	curve *curve
+	// steps counts the steps of the epochs ended, for the progress
+	// reports.
+	steps int
+}
+
+// progressOf is the recorder of rank 0's progress reports: comm, when it
+// records progress (a *ringtail.Comm does); nil on the other ranks.
+func progressOf(comm Collective, rank int) observe.ProgressRecorder {
+	if p, ok := comm.(observe.ProgressRecorder); ok && rank == 0 {
+		return p
+	}
+	return nil
 }
 
 // New validates cfg and builds the model (initialised from cfg.Seed; Run
@@ -234,8 +297,9 @@ func New(cfg Config) (*Trainer, error) {
 	grad := make([]float32, model.NumParams()+1)
 	return &Trainer{
 		cfg: cfg, rank: rank, world: world, model: model, opt: opt, runner: runner,
-		log:  cfg.Logger.With().Int("rank", rank).Logger(),
-		grad: grad,
+		log:   cfg.Logger.With().Int("rank", rank).Logger(),
+		grad:  grad,
+		curve: &curve{every: cfg.EvalEvery, model: model, test: cfg.Test, evaluate: rank == 0, progress: progressOf(cfg.Comm, rank)},
 	}, nil
 }
 
@@ -257,6 +321,7 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("train: rank %d: broadcasting initial parameters: %w", t.rank, err)
 	}
 	t.opt.Reset()
+	t.curve.start = time.Now()
 	if t.cfg.Sync != nil {
 		grad, err := t.cfg.Sync.Open(ctx, t.model.NumParams()+1)
 		if err != nil {
@@ -285,6 +350,7 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 			}
 		}
 	}
+	rep.Curve = t.curve.points
 	hash := paramsHash(t.model.Params)
 	rep.ParamsHash = fmt.Sprintf("%016x", hash)
 	identical, err := t.identical(ctx, hash)
@@ -324,6 +390,11 @@ func (t *Trainer) endEpoch(rep *Report, es EpochStats) error {
 			return fmt.Errorf("train: writing epoch line: %w", err)
 		}
 	}
+	t.steps += es.Steps
+	if p := t.curve.progress; p != nil {
+		p.RecordProgress(observe.Progress{Step: t.steps, Epoch: float64(es.Epoch), Elapsed: t.curve.training(),
+			Loss: es.Loss, Accuracy: es.TestAccuracy, SamplesPerSec: es.SamplesPerSec, StepTime: es.StepMean})
+	}
 	return nil
 }
 
@@ -358,6 +429,7 @@ func (t *Trainer) runSync(ctx context.Context, rep *Report) error {
 			return err
 		}
 		es.add(st, len(batch))
+		t.curve.after(step+1, epoch, !st.outcome.Child)
 		if st.done {
 			break
 		}
@@ -384,6 +456,7 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 		}
 		*step++
 		es.add(st, len(batch))
+		t.curve.after(*step, epoch, true)
 	}
 	return es, nil
 }

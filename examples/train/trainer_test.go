@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
+	"github.com/ringtail-ml/ringtail/observe"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -414,5 +415,99 @@ func TestConfigValidateReportsEveryProblem(t *testing.T) {
 	good.Comm = startComms(t, 1)[0]
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// progressComm is a rank's Comm that keeps the progress reported to it.
+type progressComm struct {
+	*ringtail.Comm
+	points []observe.Progress
+}
+
+func (p *progressComm) RecordProgress(pt observe.Progress) { p.points = append(p.points, pt) }
+
+// Rank 0 reports one progress point per epoch — the numbers its epoch line
+// prints — and one per evaluation of EvalEvery (the held-out accuracy) to
+// a Comm that records progress; the other ranks report none.
+func TestRankZeroReportsEachEpochsProgress(t *testing.T) {
+	tr, te := split(t, 256)
+	comms := startComms(t, 2)
+	rec := []*progressComm{{Comm: comms[0]}, {Comm: comms[1]}}
+	trainers := make([]*Trainer, 2)
+	for r := range trainers {
+		cfg := fastConfig(tr, te)
+		cfg.Epochs, cfg.Comm, cfg.EvalEvery = 3, rec[r], 5
+		var err error
+		if trainers[r], err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reps := make([]Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, trn := range trainers {
+		wg.Go(func() { reps[r], errs[r] = trn.Run(context.Background()) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	var epochs, evals []observe.Progress
+	for _, p := range rec[0].points {
+		if p.Epoch > 0 {
+			epochs = append(epochs, p)
+		} else {
+			evals = append(evals, p)
+		}
+	}
+	if len(rec[1].points) != 0 || len(epochs) != 3 || len(evals) != len(reps[0].Curve) || len(evals) == 0 {
+		t.Fatalf("rank 0 reported %d epoch and %d evaluation points (curve %d), rank 1 %d; want 3, the curve's and 0",
+			len(epochs), len(evals), len(reps[0].Curve), len(rec[1].points))
+	}
+	for i, p := range evals {
+		c := reps[0].Curve[i]
+		if p.Step != c.Step || p.Accuracy != c.TestAccuracy || !math.IsNaN(p.Loss) || p.Elapsed.Seconds() != c.Seconds {
+			t.Errorf("evaluation point %d: %+v, curve %+v", i, p, c)
+		}
+	}
+	steps := 0
+	for i, p := range epochs {
+		e := reps[0].Epochs[i]
+		steps += e.Steps
+		if p.Epoch != float64(i+1) || p.Step != steps || p.Loss != e.Loss || p.Accuracy != e.TestAccuracy ||
+			p.SamplesPerSec != e.SamplesPerSec || p.StepTime != e.StepMean || p.Elapsed <= 0 {
+			t.Errorf("point %d: %+v, epoch %+v", i, p, e)
+		}
+		if i > 0 && p.Elapsed <= epochs[i-1].Elapsed {
+			t.Errorf("point %d: elapsed %v not after %v", i, p.Elapsed, epochs[i-1].Elapsed)
+		}
+	}
+}
+
+// With EvalEvery, rank 0 records the held-out accuracy every few steps
+// against its training time (what time to accuracy is read from): a point
+// every EvalEvery steps, in order, time increasing, the last one the
+// final model's accuracy.
+func TestEvalEveryRecordsTheAccuracyCurveOnRankZero(t *testing.T) {
+	tr, te := split(t, 320)
+	cfg := fastConfig(tr, te)
+	cfg.Epochs, cfg.Batch, cfg.EvalEvery = 2, 32, 3
+	reps := newJob(t, 2, cfg, nil).mustRun(t)
+	steps := 2 * 320 / 32
+	if len(reps[1].Curve) != 0 {
+		t.Fatalf("rank 1 recorded %d points; only rank 0 evaluates", len(reps[1].Curve))
+	}
+	c := reps[0].Curve
+	if len(c) != steps/3 {
+		t.Fatalf("%d points over %d steps, want one every 3: %+v", len(c), steps, c)
+	}
+	for i, p := range c {
+		if p.Step != 3*(i+1) || p.Epoch != (p.Step-1)/(320/32)+1 || !(p.TestAccuracy >= 0 && p.TestAccuracy <= 1) ||
+			(i > 0 && p.Seconds < c[i-1].Seconds) {
+			t.Fatalf("point %d: %+v (previous %+v)", i, p, c[max(0, i-1)])
+		}
+	}
+	if reps[0].Steps != steps {
+		t.Fatalf("%d steps, want %d", reps[0].Steps, steps)
 	}
 }

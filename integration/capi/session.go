@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -96,6 +97,10 @@ type session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	log    zerolog.Logger // the configuration's (RINGTAIL_LOG_LEVEL), for the straggler driver
+	// observer, when set (rt_observe_with), is the session of this process
+	// whose observability records this one's steps and progress. Set
+	// before the session's first straggler driver; read-only after.
+	observer atomic.Uint64
 }
 
 // open joins the job described by the environment and overrides.

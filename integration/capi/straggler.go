@@ -27,17 +27,19 @@ import (
 const (
 	flagEqualShares = 1
 	flagProbe       = 2
+	flagSampled     = 4
 )
 
 // Role and mode codes of rt_straggler_result; equal to ringtail.h's.
 const (
-	roleMember = int(driver.RoleMember)
-	roleParent = int(driver.RoleParent)
-	roleChild  = int(driver.RoleChild)
+	roleMember = int(straggler.RoleMember)
+	roleParent = int(straggler.RoleParent)
+	roleChild  = int(straggler.RoleChild)
 
 	modeRing    = int(straggler.ModeRing)
 	modeOverlap = int(straggler.ModeOverlap)
 	modeEvict   = int(straggler.ModeEvict)
+	modeExclude = int(straggler.ModeExclude)
 )
 
 // stragglerRun is what an rt_straggler handle refers to: one driver on a
@@ -89,8 +91,10 @@ func stragglerConfig(s *session, payload int64, policy string, globalBatch int64
 		return driver.Config{}, badArg("straggler: payload %d outside 0..2^40", payload)
 	case globalBatch < 1 || globalBatch > 1<<31:
 		return driver.Config{}, badArg("straggler: global batch %d outside 1..2^31", globalBatch)
-	case flags&^(flagEqualShares|flagProbe) != 0:
-		return driver.Config{}, badArg("straggler: unknown flags %#x", flags&^(flagEqualShares|flagProbe))
+	case flags&^(flagEqualShares|flagProbe|flagSampled) != 0:
+		return driver.Config{}, badArg("straggler: unknown flags %#x", flags&^(flagEqualShares|flagProbe|flagSampled))
+	case flags&flagEqualShares != 0 && flags&flagSampled != 0:
+		return driver.Config{}, badArg("straggler: RT_STRAGGLER_EQUAL_SHARES and RT_STRAGGLER_SAMPLED exclude each other")
 	case timeoutMS < 0:
 		return driver.Config{}, badArg("straggler: negative timeout %d ms", timeoutMS)
 	}
@@ -100,11 +104,19 @@ func stragglerConfig(s *session, payload int64, policy string, globalBatch int64
 	}
 	if flags&flagEqualShares != 0 {
 		// A fixed data order (DistributedSampler) cannot take shares: the
-		// modes alone remain.
-		pol.Shares, pol.Budget = false, false
+		// modes alone remain, and not the exact eviction, which gives the
+		// evicted ranks' rows to the members (a fixed order would drop
+		// them).
+		pol.Shares, pol.Budget, pol.Exclude = false, false, false
+	}
+	if flags&flagSampled != 0 {
+		// A sampler splits each global batch by the plan's shares
+		// (rt_straggler_shares): whole samples, no compute budget, and
+		// every rank keeps at least one sample of every batch.
+		pol.Budget, pol.Exclude = false, false
 	}
 	return driver.Config{
-		Comm: s.comm, Payload: int(payload), Policy: pol, Probe: flags&flagProbe != 0,
+		Comm: s.recordingComm(), Payload: int(payload), Policy: pol, Probe: flags&flagProbe != 0,
 		OpTimeout: time.Duration(timeoutMS) * time.Millisecond, Logger: s.log,
 	}, nil
 }
@@ -226,6 +238,25 @@ func (r *stragglerRun) step(grad unsafe.Pointer, samples, computeUS, arrivalUS i
 		copy(g, buf)
 	}
 	return r.report(res), nil
+}
+
+//export rt_straggler_shares
+func rt_straggler_shares(h C.rt_straggler, out *C.int64_t, n C.int64_t, errbuf *C.char, errlen C.size_t) (rc C.int) {
+	defer guard(&rc, errbuf, errlen)
+	return setError(withStraggler(h, func(r *stragglerRun) error {
+		if r.d == nil {
+			return badArg("rt_straggler_shares: the driver is closed")
+		}
+		shares := r.d.Plan().Shares
+		if out == nil || int(n) != len(shares) {
+			return badArg("rt_straggler_shares: room for %d shares, the job has %d ranks", int64(n), len(shares))
+		}
+		dst := unsafe.Slice((*int64)(unsafe.Pointer(out)), len(shares))
+		for i, b := range shares {
+			dst[i] = int64(b)
+		}
+		return nil
+	}), errbuf, errlen)
 }
 
 //export rt_straggler_flush

@@ -26,8 +26,9 @@ func TestStragglerHeaderMatches(t *testing.T) {
 		defs[m[1]] = n
 	}
 	want := map[string]int{
-		"RT_STRAGGLER_EQUAL_SHARES": flagEqualShares, "RT_STRAGGLER_PROBE": flagProbe,
-		"RT_ROLE_MEMBER": roleMember, "RT_ROLE_PARENT": roleParent, "RT_ROLE_CHILD": roleChild,
+		"RT_STRAGGLER_EQUAL_SHARES": flagEqualShares, "RT_STRAGGLER_PROBE": flagProbe, "RT_STRAGGLER_SAMPLED": flagSampled,
+		"RT_MODE_EXCLUDE": modeExclude,
+		"RT_ROLE_MEMBER":  roleMember, "RT_ROLE_PARENT": roleParent, "RT_ROLE_CHILD": roleChild,
 		"RT_MODE_RING": modeRing, "RT_MODE_OVERLAP": modeOverlap, "RT_MODE_EVICT": modeEvict,
 	}
 	for name, v := range want {

@@ -1,16 +1,18 @@
-"""Benchmark of the DDP straggler hook (ringtail_torch/straggler.py): the
-same unmodified DDP script (tests/straggler_worker.py train: the digits
-MLP 64-32-10, DistributedSampler, 16 samples per rank per step, SGD with
-momentum, each step's compute padded to --pad-ms, one rank --slow times
-slower) run over Gloo, and over ringtail with RINGTAIL_DDP_STRAGGLER set —
-nothing else differs. Runs alternate, trial by trial; the table gives
-medians over trials of each run's mean epoch time, the ratio to Gloo's,
-the held-out accuracy after --early epochs and after the last, and its
-mean over the last 5 epochs (one epoch's accuracy on the 359 held-out
-rows moves by a point or two from epoch to epoch). docs/pytorch.md has the
-numbers.
+"""Benchmark of straggler handling under PyTorch DDP, judged by time to
+accuracy: the same DDP script (tests/straggler_worker.py train: the digits
+MLP 64-32-10, 16 samples per rank per step, SGD with momentum, each step's
+compute padded to --pad-ms, scaled by the rows computed; one rank --slow
+times slower) over Gloo without the straggler (the reference), Gloo with
+it, and ringtail's straggler hook with it: the DDP comm hook under each
+--policies value with the script's DistributedSampler unchanged
+(RINGTAIL_DDP_STRAGGLER), and the hook driving a HeteroBatchSampler with
+the policy's shares (--sampler-policies). Rank 0 evaluates the held-out set
+every --eval-every steps; the training time (evaluations taken out) at the
+first evaluation at or above the reference's final accuracy is the run's
+time to accuracy. Runs alternate, trial by trial; the table gives medians
+over trials. docs/pytorch.md has the numbers.
 
-    /usr/bin/python3 integration/torch/bench_straggler_hook.py [--trials 3] [--epochs 20] [--policies star]
+    /usr/bin/python3 integration/torch/bench_straggler_hook.py [--trials 3] [--epochs 10]
 """
 
 import argparse
@@ -27,69 +29,82 @@ import launch  # noqa: E402
 WORKER = os.path.join(HERE, "tests", "straggler_worker.py")
 
 
-def run(backend, hook, args):
+def run(args, backend, slow, hook="", sampler_policy=""):
     env = {"RINGTAIL_DDP_STRAGGLER": hook, "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "300"}
-    outs = launch.run_world(args.world, [WORKER, "train", "--backend", backend, "--epochs", str(args.epochs),
-                                         "--pad-ms", str(args.pad_ms), "--slow", str(args.slow)],
-                            timeout=1200, extra_env=env)
-    res, stats = None, {}
+    cmd = [WORKER, "train", "--backend", backend, "--epochs", str(args.epochs), "--pad-ms", str(args.pad_ms),
+           "--slow", str(slow), "--eval-every", str(args.eval_every)]
+    if sampler_policy:
+        cmd += ["--sampler", "hetero", "--policy", sampler_policy]
+    outs = launch.run_world(args.world, cmd, timeout=1800, extra_env=env)
     for out in outs:
         for line in out.splitlines():
             if line.startswith("RESULT "):
-                res = json.loads(line[7:])
-            elif line.startswith("STATS rank="):
-                head, body = line[len("STATS rank="):].split(" ", 1)
-                stats[int(head)] = json.loads(body)
-    if res is None:
-        raise RuntimeError("no result:\n" + "\n".join(outs))
-    res["stats"] = stats
-    return res
+                return json.loads(line[7:])
+    raise RuntimeError("no result:\n" + "\n".join(outs))
+
+
+def tta(res, target):
+    """Training seconds at the first evaluation at or above target."""
+    for seconds, _, acc in res["curve"]:
+        if acc >= target:
+            return seconds
+    return None
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--trials", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--pad-ms", type=float, default=100.0)
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--pad-ms", type=float, default=40.0)
     p.add_argument("--slow", type=float, default=3.0)
-    p.add_argument("--early", type=int, default=8, help="also report the accuracy after this many epochs")
-    p.add_argument("--policies", default="star", help="comma-separated RINGTAIL_DDP_STRAGGLER values to run")
+    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--policies", default="star,adaptive,exact",
+                   help="comma-separated RINGTAIL_DDP_STRAGGLER values (the script's DistributedSampler unchanged)")
+    p.add_argument("--sampler-policies", default="shares",
+                   help="comma-separated policies driving a HeteroBatchSampler's shares")
     args = p.parse_args()
-    configs = [("gloo", "")] + [("ringtail", pol) for pol in args.policies.split(",") if pol]
-    runs = {c: [] for c in configs}
+    configs = [("Gloo, no straggler", dict(backend="gloo", slow=1.0)),
+               ("Gloo", dict(backend="gloo", slow=args.slow))]
+    configs += [("hook %s" % pol, dict(backend="gloo", slow=args.slow, hook=pol)) for pol in args.policies.split(",") if pol]
+    for pol in args.sampler_policies.split(","):
+        if pol:
+            configs += [("hook %s + HeteroBatchSampler, no straggler" % pol, dict(backend="gloo", slow=1.0, sampler_policy=pol)),
+                        ("hook %s + HeteroBatchSampler" % pol, dict(backend="gloo", slow=args.slow, sampler_policy=pol))]
+    runs = {name: [] for name, _ in configs}
     for t in range(args.trials):
-        for c in configs:
-            r = run(c[0], c[1], args)
-            runs[c].append(r)
-            print(json.dumps({"trial": t, "backend": c[0], "hook": c[1], "epoch_s": r["epoch_s"],
+        for name, kw in configs:
+            r = run(args, **kw)
+            runs[name].append(r)
+            print(json.dumps({"trial": t, "run": name, "seconds": r["seconds"], "acc": r["acc"],
                               "acc_by_epoch": r["acc_by_epoch"], "spread": r["spread"]}), flush=True)
-    base = statistics.median(statistics.mean(r["epoch_s"]) for r in runs[configs[0]])
+    ref = runs[configs[0][0]]
     print()
-    print("world %d, rank %d %.0fx slow, %.0f ms padded step, %d steps per epoch, %d epochs, %d trials (medians)" % (
-        args.world, args.world - 1, args.slow, args.pad_ms, runs[configs[0]][0]["steps_per_epoch"], args.epochs,
-        args.trials))
+    print("world %d, rank %d %.0fx slower, %.0f ms padded step, %d steps per epoch, %d epochs, eval every %d steps, "
+          "%d trials (medians; each trial's target is that trial's Gloo-without-straggler final accuracy)" % (
+              args.world, args.world - 1, args.slow, args.pad_ms, ref[0]["steps_per_epoch"], args.epochs,
+              args.eval_every, args.trials))
     print()
-    early = min(args.early, args.epochs)
-    last = min(5, args.epochs)
-    print("| run | epoch time (s) | of Gloo's | accuracy after %d / %d epochs (%%) | mean accuracy of the last %d epochs (%%) "
-          "| slow rank: child steps, batches skipped | staleness (max) | replicas' max difference |" % (early, args.epochs, last))
-    print("|---|---|---|---|---|---|---|---|")
-    for c in configs:
-        rs = runs[c]
-        ep = statistics.median(statistics.mean(r["epoch_s"]) for r in rs)
-        acc = statistics.median(r["acc"] for r in rs)
-        acc_early = statistics.median(r["acc_by_epoch"][early - 1] for r in rs)
-        acc_last = statistics.median(statistics.mean(r["acc_by_epoch"][-last:]) for r in rs)
-        name = "Gloo" if c[0] == "gloo" else "ringtail + RINGTAIL_DDP_STRAGGLER=%s" % c[1]
-        child = skipped = stale = ""
-        if c[1]:
-            slow = [r["stats"].get(args.world - 1, {}) for r in rs]
-            child = "%d, %d" % (statistics.median(s.get("roles", {}).get("child", 0) for s in slow),
-                                statistics.median(s.get("skipped", 0) for s in slow))
-            stale = "%.0f" % max(s.get("max_staleness", 0) for r in rs for s in r["stats"].values())
-        print("| %s | %.2f | %.2f | %.1f / %.1f | %.1f | %s | %s | %g |" % (
-            name, ep, ep / base, acc_early, acc, acc_last, child, stale, max(r["spread"] for r in rs)))
+    print("| run | time to the target (s) | of Gloo w/o straggler's | of Gloo's (with it) | final accuracy (%) "
+          "| vs the target (points) | replicas' max difference |")
+    print("|---|---|---|---|---|---|---|")
+    gloo = runs[configs[1][0]]
+    for name, _ in configs:
+        rs = runs[name]
+        t, r0, rg, acc, diff = [], [], [], [], []
+        for i, r in enumerate(rs):
+            target = ref[i]["acc"]
+            x = tta(r, target)
+            t.append(x if x is not None else float("inf"))
+            x0, xg = tta(ref[i], target), tta(gloo[i], target)
+            r0.append(t[-1] / x0 if x0 else float("inf"))
+            rg.append(t[-1] / xg if xg else float("inf"))
+            acc.append(r["acc"])
+            diff.append(r["acc"] - target)
+        med = statistics.median
+        fmt = lambda v: "never" if v == float("inf") else "%.2f" % v
+        print("| %s | %s | %s | %s | %.2f | %+.2f | %g |" % (name, fmt(med(t)), fmt(med(r0)), fmt(med(rg)), med(acc),
+                                                         med(diff), max(r["spread"] for r in rs)))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,17 @@
 #!/bin/sh
 # CI entry point of the PyTorch integration: builds libringtail.so and the
-# ringtail launcher, then runs tests/test_torch.py with Debian's python3
-# (torch 1.13, CPU). Skips cleanly when /usr/bin/python3 has no torch.
-# About 1-2 minutes on 2 cores.
+# ringtail launcher, then runs tests/test_torch.py and tests/test_install.py
+# with the Python that has torch (find_python.sh: $PYTHON, python3 on PATH,
+# else Debian's /usr/bin/python3 with python3-torch, torch 1.13, CPU).
+# Skips cleanly when none has torch. About 3-4 minutes on 2 cores.
 set -eu
-PY=/usr/bin/python3
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-if ! "$PY" -c "import torch, torch.distributed" >/dev/null 2>&1; then
-	echo "SKIP integration/torch: $PY cannot import torch (install it: apt-get install python3-torch)"
+if ! PY=$("$here/find_python.sh" 2>&1) || ! "$PY" -c "import torch, torch.distributed" >/dev/null 2>&1; then
+	echo "SKIP integration/torch: ${PY:-no python} (install torch: apt-get install python3-torch)"
 	exit 0
 fi
+echo "integration/torch: testing with $PY"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 "$here/build_lib.sh"
@@ -22,4 +23,4 @@ else
 fi
 export OMP_NUM_THREADS=1
 cd "$here/tests"
-timeout 900 "$PY" -m unittest -v test_torch
+timeout 900 "$PY" -m unittest -v test_torch test_install

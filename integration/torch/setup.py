@@ -1,6 +1,8 @@
 """Builds libringtail.so with Go when it is missing (set
 RINGTAIL_SKIP_GO_BUILD=1 to skip; the package then loads $RINGTAIL_LIB),
-and tags the wheel for the platforms the library runs on when it carries
+puts ringtail_torch_autoload.pth at the root of site-packages (Python runs
+it at start-up: the "ringtail" backend registers itself once torch is
+imported, see _ringtail_torch_autoload.py), and tags the wheel for the platforms the library runs on when it carries
 it: py3-none-manylinux_2_N_<arch>, N the newest glibc symbol version the
 library needs (Go's c-shared libraries link only libc), so pip refuses the
 wheel on an older system instead of the import failing there; any Python 3
@@ -24,6 +26,7 @@ except ImportError:  # building an sdist or installing without the wheel package
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.path.join(HERE, "ringtail_torch", "libringtail.so")
+PTH = "ringtail_torch_autoload.pth"
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 
@@ -40,6 +43,11 @@ class BuildWithLib(build_py):
                 print("ringtail-torch: no Go toolchain or source tree: installing without libringtail.so "
                       "(set RINGTAIL_LIB at run time)")
         super().run()
+        # The .pth goes to the root of site-packages, beside the packages.
+        self.copy_file(os.path.join(HERE, PTH), os.path.join(self.build_lib, PTH), preserve_mode=0)
+
+    def get_outputs(self, include_bytecode=1):
+        return super().get_outputs(include_bytecode) + [os.path.join(self.build_lib, PTH)]
 
 
 def manylinux_tag(plat):

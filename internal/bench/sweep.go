@@ -17,7 +17,12 @@ const (
 	AllGather     = "allgather"
 	Broadcast     = "broadcast"
 	ReduceScatter = "reducescatter"
+	AllToAll      = "alltoall"
 )
+
+// Collectives are the collectives a sweep measures, in the order help
+// lists them.
+var Collectives = []string{AllReduce, AllGather, Broadcast, ReduceScatter, AllToAll}
 
 // Spec is one sweep.
 type Spec struct {
@@ -39,12 +44,16 @@ type Spec struct {
 // Validate checks the sweep.
 func (s *Spec) Validate() error {
 	switch s.Collective {
-	case AllReduce, AllGather, Broadcast, ReduceScatter:
+	case AllReduce, AllGather, Broadcast, ReduceScatter, AllToAll:
 	default:
-		return fmt.Errorf("bench: unknown collective %q (want allreduce, allgather, broadcast or reducescatter)", s.Collective)
+		return fmt.Errorf("bench: unknown collective %q (want %s)", s.Collective, strings.Join(Collectives, ", "))
 	}
-	if s.MinBytes < 0 || s.MaxBytes < s.MinBytes {
-		return fmt.Errorf("bench: sizes %d..%d", s.MinBytes, s.MaxBytes)
+	if s.MinBytes < 0 {
+		return fmt.Errorf("bench: negative minimum size %d", s.MinBytes)
+	}
+	if s.MaxBytes < s.MinBytes {
+		return fmt.Errorf("bench: the smallest size (-b %s) is larger than the largest (-e %s): raise -e too, e.g. -b %s -e %s",
+			FormatSize(s.MinBytes), FormatSize(s.MaxBytes), FormatSize(s.MinBytes), FormatSize(s.MinBytes))
 	}
 	if s.MaxBytes > 4<<30 {
 		return fmt.Errorf("bench: max size %d exceeds 4 GiB", s.MaxBytes)
@@ -119,7 +128,7 @@ func busFactor(coll string, n int) float64 {
 	switch coll {
 	case AllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case AllGather, ReduceScatter:
+	case AllGather, ReduceScatter, AllToAll:
 		return float64(n-1) / float64(n)
 	}
 	return 1
@@ -141,7 +150,7 @@ func Run(ctx context.Context, comm *ringtail.Comm, s Spec) ([]Result, error) {
 	var out []Result
 	for size := s.MinBytes; size <= s.MaxBytes; size *= s.Factor {
 		count := size / es
-		if s.Collective == AllGather || s.Collective == ReduceScatter {
+		if s.Collective == AllGather || s.Collective == ReduceScatter || s.Collective == AllToAll {
 			count -= count % int64(n)
 		}
 		r, err := measure(ctx, comm, s, count, big, small)
@@ -164,6 +173,7 @@ func measure(ctx context.Context, comm *ringtail.Comm, s Spec, count int64, big,
 	es := int64(s.DType.Size())
 	res := Result{Collective: s.Collective, Ranks: n, SizeBytes: count * es, Count: count, Type: s.DType.String(), RedOp: s.Op.String(), Root: s.Root}
 	if s.Collective != AllReduce && s.Collective != ReduceScatter {
+		// nccl-tests prints "none" for collectives without a reduction.
 		res.RedOp = "none"
 	}
 	per := count / int64(n)
@@ -176,6 +186,8 @@ func measure(ctx context.Context, comm *ringtail.Comm, s Spec, count int64, big,
 			return comm.Broadcast(ctx, data, s.Root)
 		case AllGather:
 			return comm.AllGather(ctx, input, data)
+		case AllToAll:
+			return comm.AllToAll(ctx, input, data)
 		default:
 			return comm.ReduceScatter(ctx, input, data, s.Op)
 		}
@@ -187,6 +199,8 @@ func measure(ctx context.Context, comm *ringtail.Comm, s Spec, count int64, big,
 		data, input = ringtail.Raw(big[:count*es], s.DType), ringtail.Raw(small[:per*es], s.DType)
 	case ReduceScatter:
 		data, input = ringtail.Raw(small[:per*es], s.DType), ringtail.Raw(big[:count*es], s.DType)
+	case AllToAll:
+		data, input = ringtail.Raw(small[:count*es], s.DType), ringtail.Raw(big[:count*es], s.DType)
 	}
 	if s.Check {
 		fill(s, rank, data, input)
@@ -270,7 +284,7 @@ func get(b ringtail.Buffer, i int64) float32 {
 
 func fill(s Spec, rank int, data, input ringtail.Buffer) {
 	target := data
-	if s.Collective == AllGather || s.Collective == ReduceScatter {
+	if s.Collective == AllGather || s.Collective == ReduceScatter || s.Collective == AllToAll {
 		target = input
 	}
 	for i := int64(0); i < int64(target.Len()); i++ {
@@ -284,6 +298,9 @@ func expected(s Spec, n, rank int, i int64, perRank int64) float32 {
 		return value(s.Root, i)
 	case AllGather:
 		return value(int(i/perRank), i%perRank)
+	case AllToAll:
+		// Block b came from rank b: its block for this rank.
+		return value(int(i/perRank), int64(rank)*perRank+i%perRank)
 	}
 	idx := i
 	if s.Collective == ReduceScatter {
@@ -312,7 +329,7 @@ func expected(s Spec, n, rank int, i int64, perRank int64) float32 {
 func check(s Spec, n, rank int, data ringtail.Buffer) int64 {
 	var wrong int64
 	per := int64(data.Len())
-	if s.Collective == AllGather {
+	if s.Collective == AllGather || s.Collective == AllToAll {
 		per = int64(data.Len() / n)
 	}
 	tol := float32(0)

@@ -7,6 +7,7 @@ package commtest
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,4 +51,26 @@ func Start(t testing.TB, n int, mutate func(*ringtail.Config)) []*ringtail.Comm 
 		}
 	})
 	return comms
+}
+
+// Each runs f on every rank 0..n−1 concurrently and returns the errors by
+// rank.
+func Each(n int, f func(r int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() { errs[r] = f(r) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// NoErrors fails t with the first rank's error, if any.
+func NoErrors(t testing.TB, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
 }

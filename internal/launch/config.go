@@ -125,6 +125,13 @@ type Config struct {
 	Stderr io.Writer
 	// PrefixOutput prefixes every output line with "[rank] ".
 	PrefixOutput bool
+	// Hint, if set, is asked about each line a rank writes to stderr
+	// (without the prefix); a non-empty answer is written to Stderr after
+	// it, as "<Name>: rank R: <hint>", once per job however many ranks
+	// give it (PythonHints: what to do when a rank's python lacks torch or
+	// ringtail_torch). Called from the goroutines copying the ranks'
+	// output.
+	Hint func(line string) string
 	// Name starts the launcher's notices; empty means DefaultName.
 	Name string
 	// Logger receives structured logs (rank starts and exits at debug

@@ -50,6 +50,25 @@ func MetricsAddrs(np int, hosts []HostSlots, base int) []string {
 	return out
 }
 
+// CheckMetricsPorts returns an error naming the first rank of this host
+// whose metrics port (base + its local rank) is taken now, so that the job
+// is refused with one line before any rank starts, instead of that rank
+// failing at start-up and its peers being stopped mid-rendezvous.
+func CheckMetricsPorts(np int, hosts []HostSlots, base int) error {
+	for rank, addr := range MetricsAddrs(np, hosts, base) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || host != "127.0.0.1" {
+			continue // a remote rank's port is checked by that rank
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--metrics-port %d: port %s (rank %d, the port + its local rank) is in use on this host: choose another port, or leave --metrics-port out with --dashboard (free ports are picked)", base, port, rank)
+		}
+		ln.Close()
+	}
+	return nil
+}
+
 // FreePortRange returns a base port such that base..base+n−1 are free on
 // this host's loopback a moment ago (for --metrics-port's default).
 func FreePortRange(n int) (int, error) {

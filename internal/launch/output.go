@@ -19,6 +19,13 @@ type output struct {
 	stdout io.Writer
 	stderr io.Writer
 	prefix bool
+	// hint, if set, is asked about every stderr line of a rank; each
+	// different answer is written once, for the first rank that gave
+	// it, as a line of the launcher's own starting with name (see
+	// Config.Hint).
+	hint   func(line string) string
+	name   string
+	hinted map[string]bool
 }
 
 func newOutput(stdout, stderr io.Writer, prefix bool) *output {
@@ -40,12 +47,31 @@ func (o *output) write(w io.Writer, line []byte) {
 	_, _ = w.Write(line)
 }
 
+// hintFor writes the hint for a rank's stderr line, unless it is written
+// already (for this rank or another).
+func (o *output) hintFor(rank int, line string) {
+	h := o.hint(line)
+	if h == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.hinted[h] {
+		return
+	}
+	if o.hinted == nil {
+		o.hinted = map[string]bool{}
+	}
+	o.hinted[h] = true
+	_, _ = o.stderr.Write([]byte(o.name + ": rank " + strconv.Itoa(rank) + ": " + h + "\n"))
+}
+
 // stream returns the writer one rank's stdout (or stderr) is copied into;
 // file, if not nil, also receives every line, unprefixed.
 func (o *output) stream(rank int, stderr bool, file io.Writer) *lineWriter {
-	lw := &lineWriter{out: o, dst: o.stdout, file: file}
+	lw := &lineWriter{out: o, dst: o.stdout, file: file, rank: rank}
 	if stderr {
-		lw.dst = o.stderr
+		lw.dst, lw.hints = o.stderr, o.hint != nil
 	}
 	if o.prefix {
 		lw.prefix = []byte("[" + strconv.Itoa(rank) + "] ")
@@ -61,6 +87,8 @@ type lineWriter struct {
 	prefix []byte
 	buf    []byte    // the incomplete last line
 	file   io.Writer // the rank's own log file, or nil
+	rank   int
+	hints  bool // the lines go through output.hint
 }
 
 // Write consumes p; it never fails.
@@ -98,6 +126,9 @@ func (lw *lineWriter) emit() {
 	line = append(line, lw.buf...)
 	line = append(line, '\n')
 	lw.out.write(lw.dst, line)
+	if lw.hints {
+		lw.out.hintFor(lw.rank, string(lw.buf))
+	}
 	if lw.file != nil {
 		// Only this stream writes the file; a full disk must not stop
 		// the rank.

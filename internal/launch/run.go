@@ -9,7 +9,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/route"
 )
@@ -35,8 +38,19 @@ import (
 // process it started is left running (except what escaped its process
 // group with setsid, and remote ranks, which their ssh-side script stops
 // within their grace period).
+//
+// Once the ranks are being stopped, the launcher's own warnings (its
+// coordinator's, about connections the stopped ranks drop) are left out:
+// they follow from the failure already noticed and would bury it.
 func Run(ctx context.Context, cfg Config) (int, error) {
-	j := &job{cfg: cfg.withDefaults(), out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrefixOutput)}
+	stopping := new(atomic.Bool)
+	cfg.Logger = cfg.Logger.Hook(zerolog.HookFunc(func(e *zerolog.Event, level zerolog.Level, _ string) {
+		if level == zerolog.WarnLevel && stopping.Load() {
+			e.Discard()
+		}
+	}))
+	j := &job{cfg: cfg.withDefaults(), out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrefixOutput), stopping: stopping}
+	j.out.hint, j.out.name = cfg.Hint, j.cfg.Name
 	code, err := j.prepare(ctx)
 	if err == nil {
 		code, err = j.run(ctx)
@@ -53,11 +67,13 @@ type job struct {
 	out   *output
 	procs []*proc
 
-	code     int
-	err      error
-	decided  bool // code and err are final
-	noticed  bool // err was written to Stderr
-	stopping bool
+	code    int
+	err     error
+	decided bool // code and err are final
+	noticed bool // err was written to Stderr
+	// stopping: the ranks are being stopped. Atomic for the logger's
+	// hook (Run), which other goroutines call.
+	stopping *atomic.Bool
 	// srunForced: srun was told to end its step (SIGTERM); until then a
 	// stopping srun step is Slurm's to stop (a rank failed).
 	srunForced bool
@@ -196,7 +212,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	var killTimer <-chan time.Time
 	armed := false
 	for running > 0 {
-		if j.stopping && !armed {
+		if j.stopping.Load() && !armed {
 			armed, killTimer = true, time.After(cfg.Grace)
 		}
 		select {
@@ -271,7 +287,7 @@ func (j *job) rankFailed(e rankExit, running int) {
 		msg := fmt.Sprintf("rank %d on %s exited with status %d", e.place.Rank, e.place.Host, e.status)
 		j.failNoticed(e.status, &RankError{Rank: e.place.Rank, Host: e.place.Host, Status: e.status}, msg+j.stoppingOthers(running))
 	}
-	j.stopping = true
+	j.stopping.Store(true)
 }
 
 // srunExited records the end of a srun step. A failure a rank reported
@@ -359,10 +375,10 @@ func (j *job) failNoticed(code int, err error, notice string) {
 // through srun, which on SIGTERM kills the step at once (Slurm gives no
 // grace period there).
 func (j *job) stop() {
-	if j.stopping && (j.srunForced || !j.cfg.isSrun()) {
+	if j.stopping.Load() && (j.srunForced || !j.cfg.isSrun()) {
 		return
 	}
-	j.stopping = true
+	j.stopping.Store(true)
 	for _, p := range j.procs {
 		p.terminate()
 		if p.place.Rank < 0 {

@@ -153,6 +153,27 @@ func ForProcess(out io.Writer, level string) (zerolog.Logger, error) {
 	return New(o), err
 }
 
+// ForJob builds a launcher's logger on out (the stream the ranks' stderr
+// lines are copied to as well; terminal says it is one) and returns the
+// variable to give the ranks so that the stream has one format: console
+// lines (coloured on a terminal) unless RINGTAIL_LOG_FORMAT asks for
+// json, in which case the ranks inherit it. verbose lowers the level to
+// debug.
+func ForJob(lookup func(string) (string, bool), out io.Writer, terminal, verbose bool) (zerolog.Logger, string, error) {
+	o, err := OptionsFromLookup(lookup)
+	if err != nil {
+		return zerolog.Nop(), "", err
+	}
+	if verbose && o.Level > zerolog.DebugLevel {
+		o.Level = zerolog.DebugLevel
+	}
+	if o.Format == FormatAuto {
+		o.Format = FormatConsole
+	}
+	o.Out, o.Terminal = out, terminal
+	return New(o), EnvFormat + "=" + string(o.Format), nil
+}
+
 // IsTerminal reports whether w is a character device (a terminal).
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)

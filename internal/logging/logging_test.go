@@ -128,3 +128,27 @@ func TestLimited(t *testing.T) {
 		t.Errorf("total %d, want 13", l.Total())
 	}
 }
+
+// Issue 31: a launcher's stream mixed JSON (the ranks', writing to its
+// pipes) with console lines. ForJob gives launcher and ranks one format:
+// console unless json is asked for.
+func TestForJobGivesTheRanksTheLaunchersFormat(t *testing.T) {
+	var buf bytes.Buffer
+	log, env, err := ForJob(lookupOf(map[string]string{}), &buf, false, false)
+	if err != nil || env != "RINGTAIL_LOG_FORMAT=console" {
+		t.Fatalf("env %q, %v", env, err)
+	}
+	log.Warn().Msg("hello")
+	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "WRN hello") {
+		t.Fatalf("not a console line: %q", buf.String())
+	}
+	buf.Reset()
+	log, env, err = ForJob(lookupOf(map[string]string{EnvFormat: "json"}), &buf, true, true)
+	if err != nil || env != "RINGTAIL_LOG_FORMAT=json" {
+		t.Fatalf("env %q, %v", env, err)
+	}
+	log.Debug().Msg("verbose")
+	if !strings.HasPrefix(buf.String(), `{"level":"debug"`) {
+		t.Fatalf("not a JSON debug line: %q", buf.String())
+	}
+}

@@ -40,6 +40,10 @@ type DashboardConfig struct {
 	// Client fetches the ranks' streams (default: a client without a
 	// timeout, as streams are long-lived).
 	Client *http.Client
+	// OnStragglers, if set, is called with each change of the job's
+	// straggler set, as the first target's step events show it (in step
+	// order, from one goroutine); the launcher prints it.
+	OnStragglers func(StragglerChange)
 }
 
 // Validate reports every invalid field.
@@ -155,7 +159,11 @@ func (d *Dashboard) follow(ctx context.Context, index int, target string) {
 		b, _ := json.Marshal(targetMsg{"target", index, target, state})
 		d.hub.publish(b, fmt.Sprintf("target/%d", index))
 	}
-	lastStep, lastStats := -1<<62, 0.0
+	lastStep, lastStats, lastProgress := -1<<62, 0.0, 0.0
+	var watch *stragglerWatch
+	if index == 0 && d.cfg.OnStragglers != nil {
+		watch = &stragglerWatch{}
+	}
 	backoff := 200 * time.Millisecond
 	status("connecting")
 	for ctx.Err() == nil {
@@ -174,6 +182,17 @@ func (d *Dashboard) follow(ctx context.Context, index int, target string) {
 			case "step":
 				if head.Step > lastStep {
 					lastStep = head.Step
+					d.hub.publish(msg, "")
+					var m stepMsg
+					if watch != nil && json.Unmarshal(msg, &m) == nil {
+						if c, ok := watch.observe(&m); ok {
+							d.cfg.OnStragglers(c)
+						}
+					}
+				}
+			case "progress":
+				if head.TMs > lastProgress {
+					lastProgress = head.TMs
 					d.hub.publish(msg, "")
 				}
 			case "stats":

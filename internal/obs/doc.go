@@ -9,12 +9,15 @@
 //     Chrome trace events (timeline.go). It records training steps
 //     (observe.StepEvent, step.go) to the metrics, the timeline (step,
 //     compute, wait for children, the controller's decision as an instant
-//     event) and an event stream; it samples busbw and host/GPU telemetry
+//     event) and an event stream, and the training loop's progress
+//     (observe.Progress, progress.go: ringtail_train_* gauges, a counter
+//     track, progress events); it samples busbw and host/GPU telemetry
 //     every Period (sampler.go); it serves /metrics, /events (Server-Sent
 //     Events) and /info on the rank's metrics address.
 //   - Dashboard (dashboard.go) follows the ranks' /events streams and
 //     serves the live page (web/, embedded; no external assets) and
-//     /api/events to browsers.
+//     /api/events to browsers; it reports each settled change of the
+//     straggler set (stragglers.go) for the launcher's terminal line.
 //   - Merge (merge.go) joins the ranks' timeline files into one trace on
 //     one clock.
 //

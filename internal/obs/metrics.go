@@ -43,6 +43,11 @@ const (
 	MetricGPUMemTotal    = "ringtail_gpu_memory_total_bytes"
 	MetricGPUPower       = "ringtail_gpu_power_watts"
 	MetricGPUClock       = "ringtail_gpu_sm_clock_hertz"
+	MetricTrainStep      = "ringtail_train_step"
+	MetricTrainEpoch     = "ringtail_train_epoch"
+	MetricTrainLoss      = "ringtail_train_loss"
+	MetricTrainAccuracy  = "ringtail_train_accuracy_ratio"
+	MetricTrainSamples   = "ringtail_train_samples_per_second"
 )
 
 // maxCollective bounds the per-collective arrays (wire.Collective values).
@@ -134,6 +139,9 @@ type metrics struct {
 
 	hostCPU, hostRx, hostTx                              prometheus.Gauge
 	gpuUtil, gpuMemUsed, gpuMemTotal, gpuPower, gpuClock *prometheus.GaugeVec
+
+	// The training loop's progress (observe.Progress).
+	trainStep, trainEpoch, trainLoss, trainAccuracy, trainThroughput prometheus.Gauge
 }
 
 // busFactor is nccl-tests' bus bandwidth factor: busbw = algbw × factor,
@@ -214,6 +222,17 @@ func newMetrics(rank, world int, host string) *metrics {
 	for _, c := range []prometheus.Collector{m.hostCPU, m.hostRx, m.hostTx, m.gpuUtil, m.gpuMemUsed, m.gpuMemTotal, m.gpuPower, m.gpuClock} {
 		f(c)
 	}
+
+	gauge := func(name, help string) prometheus.Gauge {
+		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+		f(g)
+		return g
+	}
+	m.trainStep = gauge(MetricTrainStep, "Optimizer steps done, as the training loop last reported its progress.")
+	m.trainEpoch = gauge(MetricTrainEpoch, "Epochs done (fractional), as the training loop last reported.")
+	m.trainLoss = gauge(MetricTrainLoss, "The training loss the loop last reported.")
+	m.trainAccuracy = gauge(MetricTrainAccuracy, "The held-out accuracy the loop last reported, in [0, 1].")
+	m.trainThroughput = gauge(MetricTrainSamples, "The job's training throughput the loop last reported (global samples a second).")
 	return m
 }
 

@@ -141,6 +141,7 @@ type LinkInfo struct {
 
 var _ exec.Tracer = (*Recorder)(nil)
 var _ observe.StepRecorder = (*Recorder)(nil)
+var _ observe.ProgressRecorder = (*Recorder)(nil)
 
 // New validates cfg, opens the timeline and starts the server and the
 // sampler. Close releases them.

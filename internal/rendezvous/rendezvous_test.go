@@ -135,3 +135,65 @@ func TestOversizedMessageIsRejected(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Issue 31: ranks started by hand with different WORLD_SIZEs. The one
+// with the wrong size is refused, and so is every rank of the job, at once
+// and with the reason — whether it was waiting already or registers after
+// — instead of waiting for a rank that cannot come. The misfit registering
+// again as it should clears the way.
+func TestAMisfitRankFailsTheWholeJobAtOnce(t *testing.T) {
+	for _, misfitFirst := range []bool{false, true} {
+		addr := serve(t, 3)
+		want := "rank 1 was started with world size 4, this job has 3 ranks: give every rank the same WORLD_SIZE"
+		early := make(chan error, 1)
+		if !misfitFirst {
+			// Rank 0 waits for the others; the misfit's refusal reaches it.
+			go func() { _, err := join(addr, 3, 0, "s3cret", nil); early <- err }()
+		}
+		if _, err := join(addr, 4, 1, "s3cret", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "world size 4, this job has 3 ranks") {
+			t.Fatalf("the misfit: %v", err)
+		}
+		if misfitFirst {
+			go func() { _, err := join(addr, 3, 0, "s3cret", nil); early <- err }()
+		}
+		if err := <-early; !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("misfit first %v: rank 0: %v, want refused with %q", misfitFirst, err, want)
+		}
+		// Rank 2 registering later is refused too; then rank 1 comes with
+		// the right size and the job forms.
+		if _, err := join(addr, 3, 2, "s3cret", nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("rank 2: %v", err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for r := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Ranks 0 and 2 may register before rank 1 has cleared
+				// its misfit: refused with it, they try again.
+				for try := 0; try < 1000; try++ {
+					if _, errs[r] = join(addr, 3, r, "s3cret", nil); errs[r] == nil || !strings.Contains(errs[r].Error(), want) || r == 1 {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("misfit first %v: after rank 1 came right: %v", misfitFirst, err)
+		}
+	}
+}
+
+func TestARankOutsideTheWorldFailsTheJob(t *testing.T) {
+	addr := serve(t, 2)
+	early := make(chan error, 1)
+	go func() { _, err := join(addr, 2, 0, "s3cret", nil); early <- err }()
+	if _, err := join(addr, 2, 5, "s3cret", nil); !errors.Is(err, ErrRefused) {
+		t.Fatalf("rank 5 of 2: %v", err)
+	}
+	if err := <-early; !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "a rank was started as rank 5, outside 0..1") {
+		t.Fatalf("rank 0: %v", err)
+	}
+}

@@ -63,7 +63,24 @@ type Server struct {
 	gate   *admit.Gate
 	mu     sync.Mutex
 	groups map[string]*group
+	// misfits are the refusals of ranks that cannot belong to this job as
+	// configured (another world size, a rank outside it), by the rank
+	// they claimed: the job cannot complete while one stands, so every
+	// rank waiting and every rank registering in the meantime is refused
+	// with it, at once, instead of waiting out its timeout. One is
+	// dropped when that rank registers as it should, or after misfitTTL.
+	misfits map[int]misfit
 }
+
+// misfit is a refusal that fails the job (Server.misfits).
+type misfit struct {
+	msg string
+	at  time.Time
+}
+
+// misfitTTL bounds how long a refused rank keeps failing the others: a
+// stray process of a long-lived coordinator's job must not do so forever.
+const misfitTTL = time.Minute
 
 type waiter struct {
 	member      Member
@@ -94,7 +111,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendezvous: %w", err)
 	}
-	return &Server{cfg: cfg, gate: gate, groups: map[string]*group{}}, nil
+	return &Server{cfg: cfg, gate: gate, groups: map[string]*group{}, misfits: map[int]misfit{}}, nil
 }
 
 // Serve accepts clients on ln until ctx ends; it then closes ln, delivers
@@ -183,8 +200,10 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 		n.Authenticated()
 	}
 	c.SetDeadline(time.Now().Add(s.cfg.IOTimeout))
+	// The refused rank is told why, and so are the others when the
+	// refusal fails the job (misfit): the log says it at info level only.
 	refuse := func(msg string) {
-		log.Warn().Str("reason", msg).Msg("rendezvous: refused")
+		log.Info().Str("reason", msg).Msg("rendezvous: refused")
 		_ = writeMsg(c, authAck{Error: msg})
 	}
 	switch {
@@ -193,9 +212,11 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 		return
 	case a.World != s.cfg.World:
 		refuse(fmt.Sprintf("world size %d, this job has %d ranks", a.World, s.cfg.World))
+		s.misfit(a.Rank, fmt.Sprintf("rank %d was started with world size %d, this job has %d ranks: give every rank the same WORLD_SIZE", a.Rank, a.World, s.cfg.World))
 		return
 	case a.Rank < 0 || a.Rank >= s.cfg.World:
 		refuse(fmt.Sprintf("rank %d outside 0..%d", a.Rank, s.cfg.World-1))
+		s.misfit(a.Rank, fmt.Sprintf("a rank was started as rank %d, outside 0..%d of this job's %d ranks: give each rank a RANK below WORLD_SIZE", a.Rank, s.cfg.World-1, s.cfg.World))
 		return
 	case a.Size < 0 || a.Size > MaxMessage:
 		refuse(fmt.Sprintf("registration of %d bytes exceeds %d", a.Size, MaxMessage))
@@ -222,7 +243,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	}
 	w := &waiter{member: m, clientNonce: a.Nonce, serverNonce: nonce, out: make(chan reply, 1)}
 	if msg := s.join(a.Group, w); msg != "" {
-		log.Warn().Str("reason", msg).Msg("rendezvous: refused")
+		log.Info().Str("reason", msg).Msg("rendezvous: refused")
 		_ = writeMsg(c, reply{Error: msg})
 		return
 	}
@@ -266,9 +287,44 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pass *admit.Pass) {
 	}
 }
 
+// misfit records a refusal that fails the job (Server.misfits) and
+// answers every rank waiting with it.
+func (s *Server) misfit(rank int, msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.misfits[rank] = misfit{msg: msg, at: time.Now()}
+	for key, g := range s.groups {
+		for _, w := range g.waiters {
+			w.out <- reply{Error: msg}
+		}
+		delete(s.groups, key)
+	}
+}
+
+// standingMisfit returns the message of a misfit still in force (the
+// lowest rank's), dropping those of rank, who registers as it should
+// now, and those older than misfitTTL; "" when none.
+func (s *Server) standingMisfit(rank int) string {
+	delete(s.misfits, rank)
+	best, msg := 0, ""
+	for r, m := range s.misfits {
+		if time.Since(m.at) > misfitTTL {
+			delete(s.misfits, r)
+			continue
+		}
+		if msg == "" || r < best {
+			best, msg = r, m.msg
+		}
+	}
+	return msg
+}
+
 func (s *Server) join(key string, w *waiter) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if msg := s.standingMisfit(w.member.Rank); msg != "" {
+		return msg
+	}
 	g := s.groups[key]
 	if g == nil {
 		g = &group{waiters: map[int]*waiter{}}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/bench/synthetic"
 	"github.com/ringtail-ml/ringtail/internal/testbed/control"
-	"github.com/ringtail-ml/ringtail/straggler/driver"
 )
 
 // serveControl serves b's control socket (links replaced spec by spec,
@@ -52,14 +52,14 @@ func TestBenchStragglerAcrossFourHostsWithANetworkStraggler(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var rows []driver.BenchRow
+	var rows []synthetic.BenchRow
 	sc := bufio.NewScanner(strings.NewReader(stdout))
 	for sc.Scan() {
 		line, ok := strings.CutPrefix(sc.Text(), "[0] ")
 		if !ok || !strings.HasPrefix(line, "{") {
 			continue
 		}
-		var row driver.BenchRow
+		var row synthetic.BenchRow
 		if err := json.Unmarshal([]byte(line), &row); err != nil {
 			t.Fatalf("rank 0's row %q: %v", line, err)
 		}

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/topology"
+	"github.com/rs/zerolog"
 )
 
 // sparseFill writes the gradient of samples samples: nine elements in ten
@@ -63,7 +63,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 	outs := make([]rankOut, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	noErrors(t, each(n, func(r int) error {
+	commtest.NoErrors(t, commtest.Each(n, func(r int) error {
 		d, err := New(ctx, Config{Comm: comms[r], Payload: payload, Policy: pol, OpTimeout: 30 * time.Second})
 		if err != nil {
 			return err
@@ -80,7 +80,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 			}
 		}
 		for i := 0; ; i++ {
-			if d.Role() != RoleChild && d.Plan().Step >= steps {
+			if d.Role() != straggler.RoleChild && d.Plan().Step >= steps {
 				break
 			}
 			samples := d.Plan().Shares[r]
@@ -97,7 +97,7 @@ func TestASparseGradientOnASlowLinkTravelsCompressedAndFoldsExactly(t *testing.T
 			if err != nil {
 				return err
 			}
-			if res.Role == RoleChild {
+			if res.Role == straggler.RoleChild {
 				out.childSteps++
 				out.wire = res.Wire
 				if res.Wire.Compressed {

@@ -19,11 +19,11 @@
 //     policy decides what the members decide; a child whose edge reaches
 //     the staleness bound is waited for (Must). Gradients are never
 //     dropped: Flush drains what is still pending;
-//   - Sync (sync.go), the adapter examples/train's GradientSync plugs in;
-//   - the synthetic data-parallel job behind `ringtail bench straggler`
-//     (synthetic.go, bench.go), which runs ranks in-process over real
-//     sockets and reports seconds per global batch of applied samples for
-//     BSP, a policy and FlexRR's Ideal.
+//   - Sync (sync.go), the adapter examples/train's GradientSync plugs in.
+//
+// The protocol itself — what a member or a child does each step — is
+// straggler.Node's; the Driver is its I/O loop. The synthetic job behind
+// `ringtail bench straggler` is a harness of its own (bench/synthetic).
 //
 // The decisions themselves are pure and live in straggler/ (ringtail sim
 // runs the same code); the injected work model the bench and the

@@ -53,6 +53,11 @@ type Config struct {
 	// Payload is the number of float32 elements the caller reduces each
 	// step (gradient sums, a loss sum …); ≥ 0.
 	Payload int
+	// Gradient is how many of the payload's first elements are the
+	// gradient sum (the rest — a loss sum — is not): their norms estimate
+	// the gradient noise scale the policy prices modes with. Default: the
+	// whole payload.
+	Gradient int
 	// Policy configures the decisions; World defaults to Comm.Size().
 	Policy straggler.Config
 	// Probe measures the links between ranks when the Driver starts (a
@@ -69,31 +74,6 @@ type Config struct {
 	// Logger receives one debug event per decision (info when the mode
 	// changes); the zero value discards them.
 	Logger zerolog.Logger
-}
-
-// Role is what a rank does in a step.
-type Role int
-
-const (
-	// RoleMember is a ring member without children.
-	RoleMember Role = iota
-	// RoleParent is a ring member that folds children's gradients.
-	RoleParent
-	// RoleChild is an evicted rank computing at its own pace.
-	RoleChild
-)
-
-// String returns "member", "parent" or "child".
-func (r Role) String() string {
-	switch r {
-	case RoleMember:
-		return "member"
-	case RoleParent:
-		return "parent"
-	case RoleChild:
-		return "child"
-	}
-	return fmt.Sprintf("Role(%d)", int(r))
 }
 
 // StepInput is what the caller reports about its compute of a step.
@@ -117,7 +97,7 @@ type Result struct {
 	// parameters its gradient was computed on).
 	Step int
 	// Role is this rank's role in it.
-	Role Role
+	Role straggler.Role
 	// Applied is the number of samples whose gradients the payload now
 	// sums (members' and the children's gradients folded); 0 for a child,
 	// which applies nothing: its parameters come from its parent.
@@ -155,23 +135,17 @@ const (
 
 func tag(kind uint32, n int) uint32 { return uint32(n)<<2 | kind }
 
-// Flags of a state message.
-const (
-	stateFull   = 1 // every state part, not only the parameters
-	stateRejoin = 2 // the child is a member from this version on
-	stateFinal  = 4 // training is over: flush
-)
-
 // stateHeader is the number of float32s before a state message's data:
 // version, flags.
 const stateHeader = 2
 
-// Driver executes the straggler policy for one rank: call Step once per
-// iteration after filling Buffer with the gradient sum. As a member it
-// reduces with the ring, the exact overlap or the parent tree; as a child
-// it sends its gradient to its parent and returns at once, taking fresher
-// parameters when they have come. It is owned by the calling goroutine,
-// and every blocking wait is bounded by the caller's context and OpTimeout.
+// Driver is the I/O loop of one rank's straggler.Node: call Step once per
+// iteration after filling Buffer with the gradient sum. The Node says what
+// the step does (the collective, the states to post, the gradients to
+// drain; for a child, its gradient's post and whether to wait for
+// parameters) and the Driver does it on the communicator, feeding back
+// what came. It is owned by the calling goroutine, and every blocking wait
+// is bounded by the caller's context and OpTimeout.
 type Driver struct {
 	cfg    Config
 	comm   Comm
@@ -179,9 +153,9 @@ type Driver struct {
 	world  int
 	layout straggler.Layout
 	buf    []float32
-	pol    *straggler.Policy
-	plan   straggler.Plan // the plan of the next member step
-	wait   time.Duration  // time in the previous reduction
+	node   *straggler.Node
+	pol    straggler.Config
+	wait   time.Duration // time in the previous reduction
 	log    zerolog.Logger
 
 	state  [][]float32 // the caller's state parts (SetState): part 0 the parameters
@@ -196,21 +170,8 @@ type Driver struct {
 	gradOut  [2]outgoing
 	gradNext int
 
-	// As a parent: children owed parameters (their gradient was folded),
-	// ranks owed a rejoin state, and former children whose last gradients
-	// (up to their marker) are still to be folded.
-	owed          []int
-	rejoiner      []int
-	pendingRejoin []int
-
-	// As a child: the version of the parameters held, gradients sent
-	// since the last state received, and the time of the last send.
-	version  int
-	unacked  int
-	lastPost time.Time
-	parent   int
-	done     bool
-	gradWire gradientWire // plain or compressed gradients (compression.go)
+	lastPost time.Time // a child's previous gradient post
+	gradWire gradientWire
 }
 
 // outgoing is a buffer and the posting that may still be reading it.
@@ -231,6 +192,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.Payload < 0 {
 		return nil, fmt.Errorf("driver: payload %d must be ≥ 0: %w", cfg.Payload, ErrInvalidConfig)
+	}
+	if cfg.Gradient == 0 {
+		cfg.Gradient = cfg.Payload
+	}
+	if cfg.Gradient < 0 || cfg.Gradient > cfg.Payload {
+		return nil, fmt.Errorf("driver: gradient of %d elements in a payload of %d: %w", cfg.Gradient, cfg.Payload, ErrInvalidConfig)
 	}
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = DefaultOpTimeout
@@ -260,8 +227,12 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	node, err := straggler.NewNode(rank, pol)
+	if err != nil {
+		return nil, err
+	}
 	return &Driver{cfg: cfg, comm: cfg.Comm, rank: rank, world: world, layout: l, buf: make([]float32, l.Len()),
-		pol: pol, plan: pol.Plan(), parent: -1, stateN: stateHeader, stateOut: map[int]*outgoing{},
+		node: node, pol: pol.Config(), stateN: stateHeader, stateOut: map[int]*outgoing{},
 		log: cfg.Logger.With().Int("rank", rank).Logger()}, nil
 }
 
@@ -285,33 +256,20 @@ func (d *Driver) SetState(parts ...[]float32) {
 }
 
 // Plan returns the plan of the next member step.
-func (d *Driver) Plan() straggler.Plan { return d.plan }
+func (d *Driver) Plan() straggler.Plan { return d.node.Plan() }
 
 // Role returns this rank's role in its next Step.
-func (d *Driver) Role() Role {
-	if _, ok := d.plan.ParentOf(d.rank); ok {
-		return RoleChild
-	}
-	if len(d.plan.Children(d.rank)) > 0 {
-		return RoleParent
-	}
-	return RoleMember
-}
+func (d *Driver) Role() straggler.Role { return d.node.Role() }
 
 // Next returns the step whose batch the next iteration computes: a
 // member's next step, or the step of the parameters a child holds.
-func (d *Driver) Next() int {
-	if d.Role() == RoleChild {
-		return d.version
-	}
-	return d.plan.Step
-}
+func (d *Driver) Next() int { return d.node.Next() }
 
 // Share returns rank's samples per iteration under the current plan.
-func (d *Driver) Share(rank int) int { return d.plan.Shares[rank] }
+func (d *Driver) Share(rank int) int { return d.node.Plan().Shares[rank] }
 
 // Policy returns the configuration of the driver's policy.
-func (d *Driver) Policy() straggler.Config { return d.pol.Config() }
+func (d *Driver) Policy() straggler.Config { return d.pol }
 
 // Step hands in one iteration's gradient (in Buffer). A member reduces it
 // under the current plan and decides the next; a child sends it to its
@@ -322,15 +280,16 @@ func (d *Driver) Step(ctx context.Context, in StepInput) (Result, error) {
 	if in.Samples < 0 || in.Compute < 0 || in.Arrival < 0 {
 		return Result{}, fmt.Errorf("driver: rank %d: negative samples, compute or arrival in %+v: %w", d.rank, in, ErrInvalidConfig)
 	}
-	if d.done {
+	if d.node.Done() {
 		return Result{Done: true}, fmt.Errorf("driver: rank %d: training is over: %w", d.rank, ErrInvalidConfig)
 	}
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
-	if d.Role() == RoleChild {
-		return d.childStep(opCtx, in)
+	rd := d.node.Ready()
+	if rd.Role == straggler.RoleChild {
+		return d.childStep(opCtx, rd, in)
 	}
-	return d.memberStep(opCtx, in)
+	return d.memberStep(opCtx, rd, in)
 }
 
 // telemetry reads the rank's CPU, GPU and clock for its report.
@@ -340,100 +299,78 @@ func (d *Driver) telemetry(rr *straggler.RankReport) {
 	}
 }
 
-// memberStep reduces this rank's gradient with the other members (and the
-// children's gradients their parents fold) and decides the next plan.
-func (d *Driver) memberStep(ctx context.Context, in StepInput) (Result, error) {
+// memberStep does a member's Ready: states down, rejoined ranks' last
+// gradients folded, the reduction; then the Node decides the next plan
+// and the step's report goes to this rank's children.
+func (d *Driver) memberStep(ctx context.Context, rd straggler.Ready, in StepInput) (Result, error) {
 	start := time.Now()
-	p := d.plan
-	res := Result{Step: p.Step, Plan: p, Role: d.Role()}
-	if err := d.postStates(ctx, p.Step, false); err != nil {
+	p := rd.Plan
+	res := Result{Step: p.Step, Plan: p, Role: rd.Role}
+	unsent, err := d.postStates(ctx, rd.States)
+	if err != nil {
 		return res, err
 	}
-	d.log.Trace().Int("step", p.Step).Str("mode", p.Mode.String()).Ints("members", p.Members).Interface("parents", p.Parents).Ints("rejoin", d.pendingRejoin).Msg("driver: member step")
+	d.log.Trace().Int("step", p.Step).Str("mode", p.Mode.String()).Ints("members", p.Members).Interface("parents", p.Parents).Ints("drain", rd.Drain).Msg("driver: member step")
 	d.layout.Clear(d.buf)
-	rr := straggler.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait}
+	rr := straggler.RankReport{Present: true, Samples: in.Samples, Compute: in.Compute, Arrival: in.Arrival, Cut: in.Cut, Wait: d.wait,
+		GradSq: straggler.SquaredNorm(d.buf[:d.cfg.Gradient])}
 	d.telemetry(&rr)
 	d.layout.WriteMember(d.buf, d.rank, rr)
-	if err := d.drainRejoined(ctx, p); err != nil {
+	if err := d.drain(ctx, p.Step, rd.Drain); err != nil {
 		return res, err
 	}
-	buf := ringtail.Float32s(d.buf)
-	var err error
-	switch {
-	case p.Mode == straggler.ModeEvict:
-		edges := make([]ringtail.TreeEdge, len(p.Parents))
-		for i, e := range p.Parents {
-			edges[i] = ringtail.TreeEdge{Child: e.Child, Parent: e.Parent, Must: e.Must}
-		}
-		stepStart := start.Add(-in.Arrival)
-		var folded int
-		folded, err = d.comm.AllReduceTree(ctx, buf, ringtail.Tree{Members: p.Members, Edges: edges,
-			Deadline: stepStart.Add(p.WaitUntil), Tag: kindGradient, TagMask: kindMask})
-		res.Folded = folded
-	case p.Mode == straggler.ModeOverlap && p.Late >= 0:
-		if lr, ok := d.comm.(lateReducer); ok {
-			err = lr.AllReduceLate(ctx, buf, ringtail.Sum, p.Late)
-		} else {
-			err = d.comm.AllReduce(ctx, buf, ringtail.Sum)
-		}
-	case len(p.Members) == d.world:
-		err = d.comm.AllReduce(ctx, buf, ringtail.Sum)
-	default:
-		err = d.comm.AllReduceAmong(ctx, buf, ringtail.Sum, p.Members)
-	}
-	if err != nil {
+	if err := d.reduce(ctx, rd.Call, start.Add(-in.Arrival)); err != nil {
 		return res, fmt.Errorf("driver: rank %d step %d: %s reduction among %d ranks: %w", d.rank, p.Step, p.Mode, len(p.Members), err)
 	}
 	d.wait = time.Since(start)
 	res.Wait = d.wait
+	d.layout.WriteSum(d.buf, straggler.SquaredNorm(d.buf[:d.cfg.Gradient]))
 	rep, err := d.layout.Read(d.buf, p.Step)
 	if err != nil {
 		return res, err
 	}
 	res.Report, res.Applied = rep, rep.Applied
-	folded, stale := 0, 0.0
-	for c, cr := range rep.Child {
-		if cr.Count == 0 {
-			continue
-		}
-		folded += cr.Count
-		stale += cr.Staleness(p.Step) * float64(cr.Count)
-		if parent, ok := p.ParentOf(c); ok && parent == d.rank {
-			d.owed = append(d.owed, c)
-		}
-	}
-	res.Folded = folded
-	if folded > 0 {
-		res.Staleness = stale / float64(folded)
-	}
-	next, err := d.pol.Observe(rep)
+	mr, err := d.node.AdvanceMember(straggler.MemberOutcome{Report: rep, Unsent: unsent})
 	if err != nil {
-		return res, fmt.Errorf("driver: rank %d: %w", d.rank, err)
+		return res, fmt.Errorf("driver: %w", err)
 	}
-	// The children of this step hear its report (their policies replay it);
-	// ranks rejoining at the next step get their state at its start.
+	res.Folded, res.Staleness = rep.Folded()
+	// The children of this step hear its report (their policies replay it).
 	d.reapReports()
-	for _, e := range p.Children(d.rank) {
-		post, err := d.comm.ContributeAsync(ctx, e.Child, ringtail.Float32s(slices.Clone(d.buf[d.layout.Payload:])), tag(kindReport, p.Step))
+	for _, c := range mr.Forward {
+		post, err := d.comm.ContributeAsync(ctx, c, ringtail.Float32s(slices.Clone(d.buf[d.layout.Payload:])), tag(kindReport, p.Step))
 		if err != nil {
-			return res, fmt.Errorf("driver: rank %d: report of step %d to rank %d: %w", d.rank, p.Step, e.Child, err)
+			return res, fmt.Errorf("driver: rank %d: report of step %d to rank %d: %w", d.rank, p.Step, c, err)
 		}
 		d.reports = append(d.reports, post)
-		if next.IsMember(e.Child) {
-			d.rejoiner = append(d.rejoiner, e.Child)
-			d.pendingRejoin = append(d.pendingRejoin, e.Child)
-		}
 	}
-	if !next.IsMember(d.rank) && p.IsMember(d.rank) {
-		// Evicted: the parameters this rank holds have every step up to
-		// this one applied, so its gradients are of the next step's
-		// version until a newer state comes.
-		d.version, d.unacked = next.Step, 0
-	}
-	d.plan, res.Next = next, next
+	res.Next = mr.Next
 	d.logDecision(res)
 	d.record(res, start.Add(-in.Arrival))
 	return res, nil
+}
+
+// reduce makes a member step's collective.
+func (d *Driver) reduce(ctx context.Context, c straggler.Call, stepStart time.Time) error {
+	buf := ringtail.Float32s(d.buf)
+	switch c.Kind {
+	case straggler.CallTree:
+		edges := make([]ringtail.TreeEdge, len(c.Edges))
+		for i, e := range c.Edges {
+			edges[i] = ringtail.TreeEdge{Child: e.Child, Parent: e.Parent, Must: e.Must}
+		}
+		_, err := d.comm.AllReduceTree(ctx, buf, ringtail.Tree{Members: c.Members, Edges: edges,
+			Deadline: stepStart.Add(c.WaitUntil), Tag: kindGradient, TagMask: kindMask})
+		return err
+	case straggler.CallLate:
+		if lr, ok := d.comm.(lateReducer); ok {
+			return lr.AllReduceLate(ctx, buf, ringtail.Sum, c.Late)
+		}
+		return d.comm.AllReduce(ctx, buf, ringtail.Sum)
+	case straggler.CallAmong:
+		return d.comm.AllReduceAmong(ctx, buf, ringtail.Sum, c.Members)
+	}
+	return d.comm.AllReduce(ctx, buf, ringtail.Sum)
 }
 
 // post sends an eager message to peer.
@@ -450,81 +387,35 @@ func (d *Driver) reapReports() {
 	d.reports = slices.DeleteFunc(d.reports, func(p *ringtail.Posting) bool { return p.Done() })
 }
 
-// postStates sends the state of version (the caller has applied the
-// updates of every step before it) to the children owed one and, whole, to
-// the ranks rejoining; with final, to every child, whole, marked final.
-// None of it waits for a slow link: a child whose previous state is still
-// on its way stays owed, and gets the newest state once the link is free;
-// a rejoin or final state, or one for a child the step must hear from
-// (Edge.Must), waits for the previous one to be sent.
-func (d *Driver) postStates(ctx context.Context, version int, final bool) error {
-	send := func(to []int, flags int) ([]int, error) {
-		var busy []int
-		for _, c := range to {
-			o := d.stateOut[c]
-			if o == nil {
-				o = &outgoing{buf: make([]float32, d.stateN)}
-				d.stateOut[c] = o
+// postStates sends the states the Node asks for, none of them waiting for
+// a slow link unless it must (StatePost.Wait): it returns the children
+// whose state was skipped because the previous one is still on its way.
+func (d *Driver) postStates(ctx context.Context, posts []straggler.StatePost) ([]int, error) {
+	var busy []int
+	for _, sp := range posts {
+		o := d.stateOut[sp.To]
+		if o == nil {
+			o = &outgoing{buf: make([]float32, d.stateN)}
+			d.stateOut[sp.To] = o
+		}
+		if !o.free() {
+			if !sp.Wait {
+				busy = append(busy, sp.To)
+				continue
 			}
-			if !o.free() {
-				// A child this step must hear from may be waiting for
-				// this very state (it stops after two gradients without
-				// one): wait for the link rather than for a gradient that
-				// cannot come.
-				if flags == 0 && !d.mustHear(c) {
-					busy = append(busy, c)
-					continue
-				}
-				if err := o.post.Wait(ctx); err != nil {
-					return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
-				}
+			if err := o.post.Wait(ctx); err != nil {
+				return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, sp.To, err)
 			}
-			data := d.stage(o.buf, version, flags)
-			d.log.Trace().Int("to", c).Int("version", version).Int("flags", flags).Int("len", len(data)).Msg("driver: post state")
-			post, err := d.comm.ContributeAsync(ctx, c, ringtail.Float32s(data), tag(kindState, version))
-			if err != nil {
-				return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, c, err)
-			}
-			o.post = post
 		}
-		return busy, nil
-	}
-	if final {
-		// Every child, and every rank about to rejoin (it waits for a
-		// state, and there will be no member step for it).
-		kids := slices.Clone(d.rejoiner)
-		for _, e := range d.plan.Children(d.rank) {
-			kids = append(kids, e.Child)
+		data := d.stage(o.buf, sp.Version, sp.Flags)
+		d.log.Trace().Int("to", sp.To).Int("version", sp.Version).Int("flags", int(sp.Flags)).Int("len", len(data)).Msg("driver: post state")
+		post, err := d.comm.ContributeAsync(ctx, sp.To, ringtail.Float32s(data), tag(kindState, sp.Version))
+		if err != nil {
+			return nil, fmt.Errorf("driver: rank %d: state to rank %d: %w", d.rank, sp.To, err)
 		}
-		d.rejoiner = d.rejoiner[:0]
-		_, err := send(kids, stateFull|stateFinal)
-		return err
+		o.post = post
 	}
-	if _, err := send(d.rejoiner, stateFull|stateRejoin); err != nil {
-		return err
-	}
-	d.rejoiner = d.rejoiner[:0]
-	owed := slices.Compact(slices.Sorted(slices.Values(d.owed)))
-	var still []int
-	for _, c := range owed {
-		if parent, ok := d.plan.ParentOf(c); ok && parent == d.rank {
-			still = append(still, c)
-		}
-	}
-	busy, err := send(still, 0)
-	d.owed = append(d.owed[:0], busy...)
-	return err
-}
-
-// mustHear reports whether the current plan makes this rank wait for a
-// gradient from child c (its staleness bound is reached).
-func (d *Driver) mustHear(c int) bool {
-	for _, e := range d.plan.Parents {
-		if e.Child == c && e.Parent == d.rank && e.Must {
-			return true
-		}
-	}
-	return false
+	return busy, nil
 }
 
 // settle waits until every message this rank posted is sent.
@@ -545,7 +436,7 @@ func (d *Driver) settle(ctx context.Context) error {
 	for i := range d.gradOut {
 		if o := &d.gradOut[i]; o.post != nil {
 			if err := o.post.Wait(ctx); err != nil {
-				return fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, d.parent, err)
+				return fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, d.node.Parent(), err)
 			}
 		}
 	}
@@ -553,12 +444,12 @@ func (d *Driver) settle(ctx context.Context) error {
 }
 
 // stage fills b with a state message: the header, then the parameters
-// (and, with stateFull, every other part).
-func (d *Driver) stage(b []float32, version, flags int) []float32 {
+// (and, with StateFull, every other part).
+func (d *Driver) stage(b []float32, version int, flags straggler.StateFlags) []float32 {
 	b[0], b[1] = float32(version), float32(flags)
 	off := stateHeader
 	for i, part := range d.state {
-		if i > 0 && flags&stateFull == 0 {
+		if i > 0 && flags&straggler.StateFull == 0 {
 			break
 		}
 		off += copy(b[off:], part)
@@ -566,16 +457,16 @@ func (d *Driver) stage(b []float32, version, flags int) []float32 {
 	return b[:off]
 }
 
-// drainRejoined folds, before this step's reduction, the gradients a rank
-// that has just rejoined sent as this rank's child: every one up to its
+// drain folds, before step's reduction, the gradients the ranks that
+// have just rejoined sent as this rank's children: every one up to its
 // marker (the link delivers them in order), so none is lost or folded
 // twice.
-func (d *Driver) drainRejoined(ctx context.Context, p straggler.Plan) error {
-	for _, r := range d.pendingRejoin {
+func (d *Driver) drain(ctx context.Context, step int, ranks []int) error {
+	for _, r := range ranks {
 		for {
 			c, err := d.comm.TakeContributionMatching(ctx, r, 0, 0)
 			if err != nil {
-				return fmt.Errorf("driver: rank %d step %d: gradients of rank %d, which rejoined: %w", d.rank, p.Step, r, err)
+				return fmt.Errorf("driver: rank %d step %d: gradients of rank %d, which rejoined: %w", d.rank, step, r, err)
 			}
 			kind := c.Tag & kindMask
 			d.log.Trace().Int("from", r).Uint32("kind", kind).Msg("driver: drained")
@@ -591,30 +482,16 @@ func (d *Driver) drainRejoined(ctx context.Context, p straggler.Plan) error {
 			}
 		}
 	}
-	d.pendingRejoin = d.pendingRejoin[:0]
 	return nil
 }
 
 // fold adds a child's gradient message (payload and child slots) to the
 // buffer.
 func (d *Driver) fold(c *ringtail.Contribution) error {
-	src, err := d.view(c)
-	if err != nil {
-		return err
-	}
-	for i, v := range src {
-		d.buf[i] += v
+	if err := c.FoldInto(ringtail.Float32s(d.buf)); err != nil {
+		return fmt.Errorf("driver: rank %d: %w", d.rank, err)
 	}
 	return nil
-}
-
-// view returns a contribution's data as float32s of the buffer's length.
-func (d *Driver) view(c *ringtail.Contribution) ([]float32, error) {
-	if c.Data.DType != ringtail.Float32 || c.Data.Len() != len(d.buf) {
-		return nil, fmt.Errorf("driver: rank %d: message from rank %d (tag %d) has %d × %v, want %d × float32",
-			d.rank, c.From, c.Tag, c.Data.Len(), c.Data.DType, len(d.buf))
-	}
-	return f32(c.Data.Bytes), nil
 }
 
 func f32(b []byte) []float32 {
@@ -624,56 +501,90 @@ func f32(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
-// childStep sends the gradient to the parent and takes what the parent
-// sent: reports (replayed into the policy, so it decides what the members
-// decide) and the newest state.
-func (d *Driver) childStep(ctx context.Context, in StepInput) (Result, error) {
+// childStep does a child's Ready: the gradient to the parent; then it
+// takes what the parent sent — reports (replayed, so it decides what the
+// members decide) and the newest state.
+func (d *Driver) childStep(ctx context.Context, rd straggler.Ready, in StepInput) (Result, error) {
 	start := time.Now()
-	parent, _ := d.plan.ParentOf(d.rank)
-	d.parent = parent
-	res := Result{Step: d.version, Plan: d.plan, Role: RoleChild}
-	cycle := time.Duration(0)
+	res := Result{Step: rd.Step, Plan: rd.Plan, Role: straggler.RoleChild}
+	if rd.Idle {
+		return d.idleStep(ctx, rd, res, start)
+	}
+	cycle := in.Arrival
 	if !d.lastPost.IsZero() {
 		cycle = start.Sub(d.lastPost)
-	} else {
-		cycle = in.Arrival
 	}
 	d.lastPost = start
 	d.layout.Clear(d.buf)
-	d.layout.WriteChild(d.buf, d.rank, in.Samples, in.Compute, cycle, d.version)
+	d.layout.WriteChild(d.buf, d.rank, in.Samples, in.Compute, cycle, rd.Step)
 	// The gradient goes from a buffer of its own, so the caller computes
 	// the next one while a slow link carries this one.
 	o := &d.gradOut[d.gradNext]
 	d.gradNext ^= 1
 	if !o.free() {
 		if err := o.post.Wait(ctx); err != nil {
-			return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+			return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, rd.Parent, err)
 		}
 	}
 	if o.buf == nil {
 		o.buf = make([]float32, len(d.buf))
 	}
 	copy(o.buf, d.buf)
-	post, err := d.gradWire.post(ctx, d.comm, parent, bandwidth(d.cfg.Policy, d.rank, parent), o.buf, tag(kindGradient, d.version), d.log)
+	post, err := d.gradWire.post(ctx, d.comm, rd.Parent, bandwidth(d.pol, d.rank, rd.Parent), o.buf, tag(kindGradient, rd.Step), d.log)
 	if err != nil {
-		return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, parent, err)
+		return res, fmt.Errorf("driver: rank %d: gradient to rank %d: %w", d.rank, rd.Parent, err)
 	}
 	o.post = post
-	d.unacked++
-	// At most two gradients in flight: a child on a slow link must not
-	// pile up gradients on stale parameters; it waits for fresh ones.
-	block := d.unacked >= 2
-	if err := d.receive(ctx, &res, block); err != nil {
+	d.node.AdvanceChild()
+	if err := d.receive(ctx, &res, rd.Await); err != nil {
 		return res, err
 	}
 	res.Wait = time.Since(start)
-	res.Next = d.plan
+	res.Next = d.node.Plan()
 	d.gradWire.reap(d.log)
 	res.Wire = d.gradWire.stats
-	if res.Done || d.Role() != RoleChild {
+	if d.node.Marker() {
 		// The last gradient before rejoining (or the end) is followed by
 		// a marker, so the old parent folds exactly what was sent.
-		if err := d.post(ctx, parent, d.buf[:0], tag(kindMarker, d.version)); err != nil {
+		if err := d.post(ctx, rd.Parent, d.buf[:0], tag(kindMarker, d.node.Next())); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// idleStep is a child's iteration that computes nothing (its rows are
+// the members'): it waits for the next message from its parent — the
+// report of the members' next step, or a state — takes it and whatever
+// else came, and sends the marker when it rejoins or training ends.
+func (d *Driver) idleStep(ctx context.Context, rd straggler.Ready, res Result, start time.Time) (Result, error) {
+	c, err := d.comm.TakeContributionMatching(ctx, rd.Parent, 0, 0)
+	if err != nil {
+		return res, fmt.Errorf("driver: rank %d: waiting for the members' next step from rank %d: %w", d.rank, rd.Parent, err)
+	}
+	switch c.Tag & kindMask {
+	case kindReport:
+		err = d.replay(c)
+	case kindState:
+		var a straggler.Adoption
+		a, err = d.adopt(c)
+		res.StateReplaced, res.Done = a.Take, a.Done
+	default:
+		c.Release()
+		err = fmt.Errorf("driver: rank %d: unexpected message (tag %#x) from its parent, rank %d", d.rank, c.Tag, rd.Parent)
+	}
+	if err != nil {
+		return res, err
+	}
+	if !res.Done {
+		if err := d.receive(ctx, &res, false); err != nil {
+			return res, err
+		}
+	}
+	res.Wait = time.Since(start)
+	res.Next = d.node.Plan()
+	if d.node.Marker() {
+		if err := d.post(ctx, rd.Parent, d.buf[:0], tag(kindMarker, d.node.Next())); err != nil {
 			return res, err
 		}
 	}
@@ -687,102 +598,104 @@ func (d *Driver) receive(ctx context.Context, res *Result, block bool) error {
 		if err := d.replayReports(); err != nil {
 			return err
 		}
-		if d.Role() != RoleChild {
-			// The reports say this rank rejoins: its parent is sending the
-			// members' whole state; it must have it before its first member
-			// step, and no state before it will do.
-			block = true
-		}
+		block = block || d.node.MustAwait()
+		parent := d.node.Parent()
 		var st *ringtail.Contribution
 		if block {
-			d.log.Trace().Int("parent", d.parent).Int("unacked", d.unacked).Msg("driver: waiting for a state")
-			c, err := d.comm.TakeContributionMatching(ctx, d.parent, kindState, kindMask)
+			d.log.Trace().Int("parent", parent).Msg("driver: waiting for a state")
+			c, err := d.comm.TakeContributionMatching(ctx, parent, kindState, kindMask)
 			if err != nil {
-				return fmt.Errorf("driver: rank %d: waiting for parameters from rank %d: %w", d.rank, d.parent, err)
+				return fmt.Errorf("driver: rank %d: waiting for parameters from rank %d: %w", d.rank, parent, err)
 			}
 			st, block = c, false
-		} else if c, ok := d.comm.TryContribution(d.parent, kindState, kindMask); ok {
+		} else if c, ok := d.comm.TryContribution(parent, kindState, kindMask); ok {
 			st = c
 		} else {
 			return nil
 		}
-		rejoin, err := d.adopt(st, res)
+		a, err := d.adopt(st)
 		if err != nil {
 			return err
 		}
-		if res.Done || rejoin {
+		res.StateReplaced = res.StateReplaced || a.Take
+		res.Done = res.Done || a.Done
+		if a.Done || a.Rejoin {
 			return d.replayReports()
 		}
 	}
 }
 
-// replayReports feeds the policy every forwarded report that has arrived,
+// replayReports feeds the Node every forwarded report that has arrived,
 // in step order.
 func (d *Driver) replayReports() error {
 	for {
-		parent, ok := d.plan.ParentOf(d.rank)
-		if !ok {
-			parent = d.parent
-		}
-		c, ok := d.comm.TryContribution(parent, tag(kindReport, d.plan.Step), math.MaxUint32)
+		from, step := d.node.ExpectReport()
+		c, ok := d.comm.TryContribution(from, tag(kindReport, step), math.MaxUint32)
 		if !ok {
 			return nil
 		}
-		tail := f32(c.Data.Bytes)
-		if len(tail) != d.layout.Tail() {
-			c.Release()
-			return fmt.Errorf("driver: rank %d: report of step %d has %d elements, want %d", d.rank, d.plan.Step, len(tail), d.layout.Tail())
-		}
-		copy(d.buf[d.layout.Payload:], tail)
-		c.Release()
-		rep, err := d.layout.Read(d.buf, d.plan.Step)
-		if err != nil {
+		if err := d.replay(c); err != nil {
 			return err
-		}
-		if d.plan, err = d.pol.Observe(rep); err != nil {
-			return fmt.Errorf("driver: rank %d: %w", d.rank, err)
 		}
 	}
 }
 
-// adopt copies a state message into the caller's state; it reports
-// whether the message makes this rank a member again.
-func (d *Driver) adopt(c *ringtail.Contribution, res *Result) (bool, error) {
+// replay feeds the Node one forwarded report (it must be of the step the
+// Node expects: the parent forwards them in step order).
+func (d *Driver) replay(c *ringtail.Contribution) error {
+	defer c.Release()
+	_, step := d.node.ExpectReport()
+	if got := int(c.Tag >> 2); got != step {
+		return fmt.Errorf("driver: rank %d: report of step %d from rank %d, expected step %d", d.rank, got, c.From, step)
+	}
+	tail := f32(c.Data.Bytes)
+	if len(tail) != d.layout.Tail() {
+		return fmt.Errorf("driver: rank %d: report of step %d has %d elements, want %d", d.rank, step, len(tail), d.layout.Tail())
+	}
+	copy(d.buf[d.layout.Payload:], tail)
+	rep, err := d.layout.Read(d.buf, step)
+	if err != nil {
+		return err
+	}
+	if err := d.node.Replay(rep); err != nil {
+		return fmt.Errorf("driver: %w", err)
+	}
+	return nil
+}
+
+// adopt copies a state message into the caller's state when the Node
+// takes it; a rejoin state also replays the reports before it.
+func (d *Driver) adopt(c *ringtail.Contribution) (straggler.Adoption, error) {
 	defer c.Release()
 	data := f32(c.Data.Bytes)
 	if len(data) < stateHeader {
-		return false, fmt.Errorf("driver: rank %d: state message of %d elements", d.rank, len(data))
+		return straggler.Adoption{}, fmt.Errorf("driver: rank %d: state message of %d elements", d.rank, len(data))
 	}
-	version, flags := int(data[0]), int(data[1])
-	if version < d.version {
-		return false, nil // an older one overtaken by a newer
+	version, flags := int(data[0]), straggler.StateFlags(data[1])
+	a := d.node.Adopt(version, flags)
+	if !a.Take {
+		return a, nil
 	}
 	off := stateHeader
 	for i, part := range d.state {
-		if i > 0 && flags&stateFull == 0 {
+		if i > 0 && !a.Full {
 			break
 		}
 		if off+len(part) > len(data) {
-			return false, fmt.Errorf("driver: rank %d: state message of %d elements, state part %d needs %d more", d.rank, len(data), i, off+len(part)-len(data))
+			return a, fmt.Errorf("driver: rank %d: state message of %d elements, state part %d needs %d more", d.rank, len(data), i, off+len(part)-len(data))
 		}
 		off += copy(part, data[off:off+len(part)])
 	}
-	d.version, d.unacked = version, 0
-	res.StateReplaced = true
-	d.log.Trace().Int("version", version).Int("flags", flags).Msg("driver: adopted a state")
-	if flags&stateFinal != 0 {
-		res.Done, d.done = true, true
+	d.log.Trace().Int("version", version).Int("flags", int(flags)).Msg("driver: adopted a state")
+	if a.Rejoin {
+		if err := d.replayReports(); err != nil {
+			return a, err
+		}
+		if err := d.node.Rejoined(version); err != nil {
+			return a, fmt.Errorf("driver: %w", err)
+		}
 	}
-	if flags&stateRejoin == 0 {
-		return false, nil
-	}
-	if err := d.replayReports(); err != nil {
-		return false, err
-	}
-	if d.plan.Step != version || d.Role() == RoleChild {
-		return false, fmt.Errorf("driver: rank %d: rejoins at step %d, its policy is at step %d (%s)", d.rank, version, d.plan.Step, d.plan)
-	}
-	return true, nil
+	return a, nil
 }
 
 // Flush ends training: members send children the final state (the caller
@@ -797,36 +710,29 @@ func (d *Driver) Flush(ctx context.Context) (Result, error) {
 	start := time.Now()
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
-	if d.Role() == RoleChild && !d.done {
+	rd := d.node.Flush()
+	res := Result{Step: rd.Step, Plan: straggler.Ring(rd.Step, d.world, d.pol.GlobalBatch), Next: rd.Plan}
+	if rd.Await {
 		// Evicted by the last member step's decision: there was no step
 		// left to compute as a child, but its parent's Flush sends it the
 		// final state and folds what it sent up to a marker. Take the one
 		// and send the other, as a child's last Step would have.
-		parent, _ := d.plan.ParentOf(d.rank)
-		d.parent = parent
 		var got Result
-		for !d.done {
+		for !d.node.Done() {
 			if err := d.receive(opCtx, &got, true); err != nil {
-				return Result{Step: d.plan.Step}, err
+				return res, err
 			}
 		}
-		if err := d.post(opCtx, parent, d.buf[:0], tag(kindMarker, d.version)); err != nil {
-			return Result{Step: d.plan.Step}, err
+		if err := d.post(opCtx, rd.Parent, d.buf[:0], tag(kindMarker, d.node.Next())); err != nil {
+			return res, err
 		}
 	}
-	p := straggler.Ring(d.plan.Step, d.world, d.pol.Config().GlobalBatch)
-	res := Result{Step: p.Step, Plan: p, Next: d.plan}
 	clear(d.buf)
-	if d.Role() != RoleChild {
-		for _, e := range d.plan.Children(d.rank) {
-			d.pendingRejoin = append(d.pendingRejoin, e.Child)
-		}
-		if err := d.postStates(opCtx, d.plan.Step, true); err != nil {
-			return res, err
-		}
-		if err := d.drainRejoined(opCtx, p); err != nil {
-			return res, err
-		}
+	if _, err := d.postStates(opCtx, rd.States); err != nil {
+		return res, err
+	}
+	if err := d.drain(opCtx, rd.Step, rd.Drain); err != nil {
+		return res, err
 	}
 	if err := d.settle(opCtx); err != nil {
 		return res, err
@@ -835,7 +741,7 @@ func (d *Driver) Flush(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("driver: rank %d: flush: %w", d.rank, err)
 	}
 	res.Wait = time.Since(start)
-	rep, err := d.layout.Read(d.buf, p.Step)
+	rep, err := d.layout.Read(d.buf, rd.Step)
 	if err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/straggler"
 )
 
@@ -33,12 +34,20 @@ type rankRun struct {
 // payload); a child gets its parameters from its parent. Every rank
 // flushes and applies the leftovers. Every rank's view is returned.
 func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64) []rankRun {
+	return runJobPausing(t, comms, pol, steps, perSample, slow, nil)
+}
+
+// runJobPausing is runJob whose rank r, before its i-th iteration,
+// spends pause(r, i) outside its compute — what a training loop does
+// between steps (an evaluation, a checkpoint, logging): the rank arrives
+// late at the step with no slower compute to show for it.
+func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64, pause func(r, i int) time.Duration) []rankRun {
 	t.Helper()
 	n := len(comms)
 	runs := make([]rankRun, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	noErrors(t, each(n, func(r int) error {
+	commtest.NoErrors(t, commtest.Each(n, func(r int) error {
 		d, err := New(ctx, Config{Comm: comms[r], Payload: 8, Policy: pol, OpTimeout: 30 * time.Second})
 		if err != nil {
 			return err
@@ -64,6 +73,11 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			if d.Next() >= steps {
 				break
 			}
+			if pause != nil {
+				if err := ringtail.Sleep(ctx, pause(r, i)); err != nil {
+					return err
+				}
+			}
 			p := d.Plan()
 			tau := time.Duration(float64(perSample) * slow(r, i))
 			samples := p.Shares[r]
@@ -82,7 +96,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			if err != nil {
 				return err
 			}
-			if res.Role == RoleChild {
+			if res.Role == straggler.RoleChild {
 				run.child++
 				if res.StateReplaced {
 					run.replaced++
@@ -97,7 +111,7 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 			run.payloads[res.Step] = slices.Clone(d.Buffer())
 			apply(res.Applied)
 		}
-		run.lastChild = d.Role() == RoleChild && !done
+		run.lastChild = d.Role() == straggler.RoleChild && !done
 		f, err := d.Flush(ctx)
 		if err != nil {
 			return err
@@ -286,5 +300,70 @@ func TestAChildRejoinsWhenItIsNoLongerSlow(t *testing.T) {
 	t.Logf("modes by step: %v", modes)
 	if !evicted || !rejoined {
 		t.Fatalf("rank 1 (4× slow for 4 iterations) evicted %v, rejoined %v", evicted, rejoined)
+	}
+}
+
+// A training loop whose rank 0 evaluates every few steps (a pause between
+// steps, three steps long) ends cleanly under every policy: the ranks
+// agree on the last step, a rank evicted for its pauses finishes or is
+// told to stop, nothing is lost, every rank ends with the same state.
+func TestARunEndsCleanlyWhenOneRankEvaluatesEveryFewSteps(t *testing.T) {
+	const n, steps = 4, 30
+	comms := startComms(t, n)
+	for _, name := range straggler.Names() {
+		pol, err := straggler.Preset(name, n, 32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := runJobPausing(t, comms, pol, steps, time.Millisecond, func(int, int) float64 { return 1 },
+			func(r, i int) time.Duration {
+				if r == 0 && i%5 == 4 {
+					return 25 * time.Millisecond
+				}
+				return 0
+			})
+		view := checkRun(t, runs, steps)
+		modes := map[straggler.Mode]int{}
+		for _, res := range view {
+			modes[res.Plan.Mode]++
+		}
+		t.Logf("%s: steps by mode %v", name, modes)
+	}
+}
+
+// A rank late at every step whatever its batch (30 ms between steps: a
+// slow link, a stall) is left out of the ring the exact way under the
+// shares preset: while it is out it computes nothing and every step
+// applies the whole global batch — the members take its rows — and no
+// sample is lost or folded twice.
+func TestAnExcludedRankComputesNothingWhileTheMembersApplyTheWholeBatch(t *testing.T) {
+	const n, steps, batch = 4, 30, 32
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameShares, n, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runJobPausing(t, comms, pol, steps, time.Millisecond, func(int, int) float64 { return 1 },
+		func(r, _ int) time.Duration {
+			if r == 3 {
+				return 30 * time.Millisecond
+			}
+			return 0
+		})
+	view := checkRun(t, runs, steps)
+	excluded := 0
+	for _, res := range view {
+		if res.Plan.Mode != straggler.ModeExclude {
+			continue
+		}
+		excluded++
+		if res.Applied != batch || res.Plan.Shares[3] != 0 || !slices.Equal(res.Plan.Evicted, []int{3}) {
+			t.Fatalf("step %d excludes %v with shares %v and applies %d samples, want rank 3 out and all %d applied",
+				res.Step, res.Plan.Evicted, res.Plan.Shares, res.Applied, batch)
+		}
+	}
+	t.Logf("%d of %d steps excluded rank 3; it ran %d iterations as a child", excluded, steps, runs[3].child)
+	if excluded == 0 {
+		t.Fatalf("rank 3, 30 ms late at every step, was never excluded")
 	}
 }

@@ -19,7 +19,7 @@ func TestStepEventFromAResult(t *testing.T) {
 		Predicted: []time.Duration{100 * ms, 100 * ms, 300 * ms, 100 * ms}, Stragglers: []int{2}}
 	next := plan
 	next.Step = 5
-	res := Result{Step: 4, Role: RoleParent, Applied: 64, Folded: 1, Wait: 40 * ms, Plan: plan, Next: next,
+	res := Result{Step: 4, Role: straggler.RoleParent, Applied: 64, Folded: 1, Wait: 40 * ms, Plan: plan, Next: next,
 		Report: straggler.Report{Step: 4, Applied: 64,
 			Current: []straggler.RankReport{{Present: true, Arrival: 101 * ms, Compute: 99 * ms}, {Present: true, Arrival: 98 * ms, Compute: 97 * ms}, {}, {Present: true, Arrival: 103 * ms, Compute: 100 * ms}},
 			Child:   []straggler.ChildReport{{}, {}, {Count: 1, Samples: 4, Compute: 300 * ms, Versions: 3}, {}}}}

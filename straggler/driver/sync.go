@@ -30,7 +30,9 @@ func (s *Sync) Open(ctx context.Context, n int) ([]float32, error) {
 		return nil, fmt.Errorf("driver: sync opened twice")
 	}
 	cfg := s.cfg
-	cfg.Payload = n
+	// The buffer is the gradient, then one slot for the loss sum
+	// (examples/train's GradientSync).
+	cfg.Payload, cfg.Gradient = n, max(0, n-1)
 	d, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -37,14 +37,14 @@ func TestSamplesWithinIsTheLargestCountThatFits(t *testing.T) {
 	if got := IdealCompute(in4, 4, 0, 64, time.Millisecond); got != 19200*time.Microsecond {
 		t.Errorf("Ideal compute %v, want 19.2ms", got)
 	}
-	// A rank unavailable for 16ms of every step (AntDT persistent +16ms)
-	// of 4 ranks at 1ms/sample: 3T + (T − 16) = 64 → T = 20ms; with
-	// +100ms it never helps: 3T = 64.
-	if got := IdealCompute(mustInjector(t, "persistent=1:+16ms", 4), 4, 0, 64, time.Millisecond); got != 20*time.Millisecond {
-		t.Errorf("Ideal compute with a 16ms stall %v, want 20ms", got)
-	}
-	if got := IdealCompute(mustInjector(t, "persistent=1:+100ms", 4), 4, 0, 64, time.Millisecond); got.Round(time.Microsecond) != 21333*time.Microsecond {
-		t.Errorf("Ideal compute with a 100ms stall %v, want 21.333ms", got)
+	// A rank with a constant extra delay per iteration (AntDT persistent
+	// +16ms or +100ms) costs the Ideal nothing: it is amortized (a rank
+	// can run one long iteration — an evicted child does), so the Ideal
+	// stays a lower bound: 64 samples over 4 ranks at 1ms, 16ms.
+	for _, spec := range []string{"persistent=1:+16ms", "persistent=1:+100ms"} {
+		if got := IdealCompute(mustInjector(t, spec, 4), 4, 0, 64, time.Millisecond); got != 16*time.Millisecond {
+			t.Errorf("Ideal compute with %s: %v, want 16ms", spec, got)
+		}
 	}
 }
 

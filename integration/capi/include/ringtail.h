@@ -184,6 +184,7 @@ typedef uint64_t rt_straggler;
 /* Flags of rt_straggler_open. */
 #define RT_STRAGGLER_EQUAL_SHARES 1 /* no shares, no budget: the caller's batches are fixed */
 #define RT_STRAGGLER_PROBE 2        /* measure the links first (a collective: every rank) */
+#define RT_STRAGGLER_SAMPLED 4      /* a sampler splits each batch by the plan's shares (rt_straggler_shares): no budget */
 
 /* Roles of a rank in a step. */
 #define RT_ROLE_MEMBER 0 /* in the ring, no children */
@@ -194,6 +195,7 @@ typedef uint64_t rt_straggler;
 #define RT_MODE_RING 0    /* the plain ring over every rank */
 #define RT_MODE_OVERLAP 1 /* the exact mode: the late rank joins a reduce-scatter in progress */
 #define RT_MODE_EVICT 2   /* evicted ranks are children of members */
+#define RT_MODE_EXCLUDE 3 /* evicted ranks compute nothing; their rows go to the members */
 
 /* What a step (or flush) did. */
 typedef struct {
@@ -225,6 +227,13 @@ typedef struct {
 int rt_straggler_open(rt_comm comm, int64_t payload, char* policy, int64_t global_batch, int flags,
                       int64_t timeout_ms, rt_straggler* out, char* errbuf, size_t errlen);
 
+/* rt_straggler_shares writes the next step's shares (samples of every
+ * rank, n = the world size) to out: with RT_STRAGGLER_SAMPLED, the
+ * caller's sampler splits the next global batch by them, and the caller
+ * passes its own share's samples to rt_straggler_step with its gradient
+ * summed (not averaged) over them. */
+int rt_straggler_shares(rt_straggler h, int64_t* out, int64_t n, char* errbuf, size_t errlen);
+
 /* rt_straggler_set_state registers the training state: `total` float32s at
  * state, the parameters first (`params` of them), then the rest (optimizer
  * state). A parent sends the parameters to its children, and the whole
@@ -252,6 +261,29 @@ int rt_straggler_flush(rt_straggler h, float* grad, rt_straggler_result* result,
 
 /* rt_straggler_close frees the handle (no communication). */
 int rt_straggler_close(rt_straggler h, char* errbuf, size_t errlen);
+
+/* rt_record_progress reports a point of the training loop's progress to
+ * this rank's observability (the live dashboard's training curve and
+ * header, the ringtail_train_* metrics, the timeline): steps done, epochs
+ * done (fractional), training time so far in seconds (0: the
+ * communicator's clock), training loss, held-out accuracy in [0, 1],
+ * global samples a second and mean step time in seconds since the last
+ * point. Pass NAN for a loss or accuracy not measured at this point, 0
+ * for other unknowns. Usually rank 0 reports. No communication; does
+ * nothing unless the communicator records (RINGTAIL_METRICS_ADDR or
+ * RINGTAIL_TIMELINE, as ringtail run --dashboard sets). */
+int rt_record_progress(rt_comm comm, int64_t step, double epoch, double elapsed_s, double loss, double accuracy,
+                       double samples_per_sec, double step_time_s, char* errbuf, size_t errlen);
+
+/* rt_observe_with makes observer, another communicator of this process,
+ * record comm's straggler steps (rt_straggler_*) and progress
+ * (rt_record_progress) on its dashboard, metrics and timeline. A rank's
+ * metrics address and timeline belong to the process: open the first
+ * communicator with them and the others with RINGTAIL_METRICS_ADDR= and
+ * RINGTAIL_TIMELINE= (empty overrides), naming the first as their
+ * observer, before their first straggler driver. When the observer is
+ * finalized, comm records nothing more. */
+int rt_observe_with(rt_comm comm, rt_comm observer, char* errbuf, size_t errlen);
 
 /* rt_abort makes the operation in flight (and every later one) fail with
  * RT_ERR_CANCELED at once, and every point-to-point request finish with

@@ -3,6 +3,7 @@
  * MASTER_PORT and RINGTAIL_INSECURE=1 (or a secret) in the environment;
  * it prints "ok rank R" and exits 0, or prints the failure and exits 1.
  * Collectives run on a thread the program creates, not on main's. */
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,6 +147,12 @@ int main(void) {
 	char tiny[8];
 	rc = rt_allreduce(comm_, &x, 1, RT_FLOAT32, 42, tiny, sizeof tiny);
 	CHECK(rc == RT_ERR_INVALID && strlen(tiny) == sizeof tiny - 1, "tiny buffer");
+
+	/* progress: a point with an unmeasured loss; a bad handle is refused */
+	rc = rt_record_progress(comm_, 10, 0.5, 1.25, NAN, 0.75, 512, 0.1, err_, sizeof err_);
+	CHECK(rc == RT_OK, "record progress rc=%d", rc);
+	rc = rt_record_progress(12345, 10, 0.5, 0, NAN, NAN, 0, 0, err_, sizeof err_);
+	CHECK(rc == RT_ERR_INVALID, "record progress on a bad handle rc=%d", rc);
 
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, collectives, NULL) == 0, "pthread_create");

@@ -9,7 +9,8 @@ runs every collective (DDP's included) on ringtail. It also makes ``env://``
 work under ``ringtail run`` (see rendezvous.py). Straggler handling:
 HeteroBatchSampler / HeteroSampler give slow ranks less data,
 set_local_batch / local_batch weight the gradients by data amount (Eq. 7),
-arrivals / gather_arrivals expose when each rank reached each collective.
+arrivals / gather_arrivals expose when each rank reached each collective;
+report_progress puts the training's loss and accuracy on the dashboard.
 HookState + allreduce_hook run DDP's gradient allreduce on ringtail for jobs
 keeping another backend. enable_straggler_handling (or the environment
 variable RINGTAIL_DDP_STRAGGLER=star|exact|adaptive, read at import) puts
@@ -26,6 +27,7 @@ from ._lib import RingtailError, library_path
 from .backend import BACKEND_NAME, Arrival, ProcessGroupRingtail, create_process_group
 from .calls import arrivals, gather_arrivals, local_batch, mark_step, monitored_barrier, set_local_batch
 from .hooks import HookState, allreduce_hook
+from .progress import report_progress
 from .rendezvous import bootstrap_store, install_env_rendezvous
 from .straggler import StragglerState, enable_straggler_handling, straggler_hook, straggler_state
 from .straggler import install_from_env as _install_straggler_from_env
@@ -52,6 +54,7 @@ __all__ = [
     "mark_step",
     "measure_weights",
     "monitored_barrier",
+    "report_progress",
     "set_local_batch",
     "split_counts",
     "straggler_hook",

@@ -10,6 +10,7 @@ collective in flight never blocks other Python threads.
 import ctypes
 import os
 import threading
+import weakref
 
 # Element type and op codes of ringtail.h.
 RT_FLOAT32, RT_FLOAT64, RT_INT32, RT_INT64, RT_FLOAT16, RT_BFLOAT16, RT_UINT8 = range(1, 8)
@@ -101,6 +102,11 @@ def load():
             "rt_abort": [u64],
             "rt_finalize": [u64, p, sz],
         }
+        d = ctypes.c_double
+        # Added without an ABI change: a library built before it lacks it.
+        if hasattr(lib, "rt_record_progress"):
+            sigs["rt_record_progress"] = [u64, i64, d, d, d, d, d, d, p, sz]
+            sigs["rt_observe_with"] = [u64, u64, p, sz]
         for name, args in sigs.items():
             fn = getattr(lib, name)
             fn.argtypes = args
@@ -119,19 +125,48 @@ def _call(fn, *args):
         raise RingtailError(rc, buf.value.decode("utf-8", "replace"))
 
 
+# The communicator of this process that serves its observability (the
+# metrics address and timeline ringtail run gives the rank): a weak
+# reference, or nothing. See Comm.
+_OBSERVER = []
+_OBSERVE_VARS = ("RINGTAIL_METRICS_ADDR", "RINGTAIL_TIMELINE")
+
+
+def _observer():
+    """The live communicator serving this process's observability, or None."""
+    c = _OBSERVER[0]() if _OBSERVER else None
+    return c if c is not None and c._h else None
+
+
 class Comm:
     """One ringtail communicator: a thin, thread-safe wrapper of the C ABI
-    taking raw addresses and element counts."""
+    taking raw addresses and element counts.
+
+    A rank's metrics address and timeline (RINGTAIL_METRICS_ADDR,
+    RINGTAIL_TIMELINE) belong to the process: the first communicator opened
+    with them serves them; one opened while it lives (a subgroup's, a
+    straggler hook's) runs without and has its straggler steps and progress
+    recorded by the first (rt_observe_with), so they reach the dashboard."""
 
     def __init__(self, overrides=None):
         self._lib = load()
-        text = "\n".join("%s=%s" % kv for kv in sorted((overrides or {}).items()))
+        overrides = dict(overrides or {})
+        observing = any(overrides.get(k, os.environ.get(k)) for k in _OBSERVE_VARS)
+        observer = _observer() if observing and hasattr(self._lib, "rt_observe_with") else None
+        if observer is not None:
+            for k in _OBSERVE_VARS:
+                overrides[k] = ""
+        text = "\n".join("%s=%s" % kv for kv in sorted(overrides.items()))
         h = ctypes.c_uint64(0)
         _call(self._lib.rt_init, text.encode(), ctypes.byref(h))
         self._h = h.value
         r, w = ctypes.c_int(), ctypes.c_int()
         _call(self._lib.rt_info, self._h, ctypes.byref(r), ctypes.byref(w))
         self.rank, self.size = r.value, w.value
+        if observer is not None:
+            _call(self._lib.rt_observe_with, self._h, observer._h)
+        elif observing:
+            _OBSERVER[:] = [weakref.ref(self)]
 
     def allreduce(self, ptr, count, dtype, op):
         _call(self._lib.rt_allreduce, self._h, ptr, count, dtype, op)
@@ -173,6 +208,14 @@ class Comm:
 
     def monitored_barrier(self, timeout_ms, wait_all):
         _call(self._lib.rt_monitored_barrier, self._h, timeout_ms, 1 if wait_all else 0)
+
+    def record_progress(self, step, epoch, elapsed, loss, accuracy, samples_per_sec, step_time):
+        """rt_record_progress: a point of the training's progress (NaN for
+        a loss or accuracy not measured, 0 for other unknowns)."""
+        fn = getattr(self._lib, "rt_record_progress", None)
+        if fn is None or fn.argtypes is None:
+            raise RingtailError(1, "%s predates rt_record_progress: rebuild it (integration/torch/build_lib.sh)" % library_path())
+        _call(fn, self._h, step, epoch, elapsed, loss, accuracy, samples_per_sec, step_time)
 
     def abort(self):
         if self._h:
@@ -234,11 +277,11 @@ class Request:
 
 
 # Straggler driver (rt_straggler_*, ringtail.h): flags, roles and modes.
-RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_PROBE = 1, 2
+RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_PROBE, RT_STRAGGLER_SAMPLED = 1, 2, 4
 RT_ROLE_MEMBER, RT_ROLE_PARENT, RT_ROLE_CHILD = 0, 1, 2
-RT_MODE_RING, RT_MODE_OVERLAP, RT_MODE_EVICT = 0, 1, 2
+RT_MODE_RING, RT_MODE_OVERLAP, RT_MODE_EVICT, RT_MODE_EXCLUDE = 0, 1, 2, 3
 ROLE_NAMES = {RT_ROLE_MEMBER: "member", RT_ROLE_PARENT: "parent", RT_ROLE_CHILD: "child"}
-MODE_NAMES = {RT_MODE_RING: "ring", RT_MODE_OVERLAP: "overlap", RT_MODE_EVICT: "evict"}
+MODE_NAMES = {RT_MODE_RING: "ring", RT_MODE_OVERLAP: "overlap", RT_MODE_EVICT: "evict", RT_MODE_EXCLUDE: "exclude"}
 
 
 class StragglerResult(ctypes.Structure):
@@ -278,6 +321,7 @@ def _straggler_lib():
             "rt_straggler_set_state": [u64, p, i64, i64, p, sz],
             "rt_straggler_step": [u64, p, i64, i64, i64, res, p, sz],
             "rt_straggler_flush": [u64, p, res, p, sz],
+            "rt_straggler_shares": [u64, ctypes.POINTER(i64), i64, p, sz],
             "rt_straggler_close": [u64, p, sz],
         }
         for name, args in sigs.items():
@@ -319,6 +363,12 @@ class Straggler:
     def flush(self, grad_ptr):
         _call(self._lib.rt_straggler_flush, self._h, grad_ptr, ctypes.byref(self._res))
         return self._res
+
+    def shares(self, world):
+        """The next step's shares (samples of each of world ranks)."""
+        out = (ctypes.c_int64 * world)()
+        _call(self._lib.rt_straggler_shares, self._h, out, int(world))
+        return [int(x) for x in out]
 
     def close(self):
         """Frees the handle; safe to call twice."""

@@ -73,14 +73,16 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from . import _lib
-from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_SUM
+from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
 from .groups import agree
+from .progress import StepClock
 
 ENV = "RINGTAIL_DDP_STRAGGLER"
 ENV_TIMEOUT = "RINGTAIL_DDP_STRAGGLER_TIMEOUT"
 
 # Names accepted for a policy, and the straggler.Preset each means.
-POLICIES = {"star": "star", "evict": "star", "exact": "exact", "overlap": "exact", "adaptive": "adaptive", "bsp": "bsp"}
+POLICIES = {"star": "star", "evict": "star", "exact": "exact", "overlap": "exact", "adaptive": "adaptive", "bsp": "bsp",
+            "shares": "shares"}
 
 _IDS = itertools.count()
 # The live hook states, for the DataLoader patch (module state is what a
@@ -106,7 +108,7 @@ class StragglerState:
     buffers, the driver of the current epoch, and statistics (``stats``).
     Use enable_straggler_handling rather than building it."""
 
-    def __init__(self, model, optimizer=None, policy="star", loader=None, timeout=None):
+    def __init__(self, model, optimizer=None, policy="star", loader=None, timeout=None, sampler=None):
         if not isinstance(model, DistributedDataParallel):
             raise TypeError("ringtail straggler handling needs a DistributedDataParallel model, got %s" % type(model).__name__)
         if getattr(model, "find_unused_parameters", False):
@@ -120,6 +122,14 @@ class StragglerState:
                              "evicted rank would miss; pass broadcast_buffers=False")
         self.policy = policy_name(policy)
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
+        if sampler is not None and not (hasattr(sampler, "set_weights") and hasattr(sampler, "global_batch")):
+            raise TypeError("ringtail straggler handling: sampler must be a ringtail_torch.HeteroBatchSampler, got %s"
+                            % type(sampler).__name__)
+        # With a HeteroBatchSampler the policy's shares split every global
+        # batch (exact: the update is the whole batch's mean gradient, every
+        # step, while a slow rank gets fewer rows).
+        self._sampler = sampler
+        self._batch_len = None
         self._params = [p for p in model.module.parameters() if p.requires_grad]
         for p in self._params:
             if p.dtype != torch.float32:
@@ -165,6 +175,8 @@ class StragglerState:
             "computed": 0, "applied": {}, "flushed": [], "roles": collections.Counter(), "modes": collections.Counter(),
             "folded": 0, "max_staleness": 0.0, "replaced": 0, "skipped": 0, "repeated": 0, "waits": 0, "epochs": 0, "rejoined": 0,
         }
+        # Rank 0 reports step time and throughput to the dashboard.
+        self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
         _ACTIVE.add(self)
         _install_loader_patch()
@@ -185,6 +197,12 @@ class StragglerState:
                 off, n = self._offsets[id(p)]
                 g[off:off + n].copy_(grad.reshape(-1))
         self.stats["computed"] += 1
+        samples = 1  # the unit is one rank's (mean) gradient, as in DDP
+        if self._sampler is not None and self._warm:
+            # A share of the global batch: the gradient summed over its
+            # rows, and the step divides by the rows applied.
+            samples = self._batch_len or 1
+            g.mul_(samples)
         if not self._warm:
             # The optimizer has no state before its first step: the job's
             # first iteration is a plain average.
@@ -199,8 +217,12 @@ class StragglerState:
                 self._open()
             if self._role != RT_ROLE_CHILD:
                 self._save_state()
-            res = self._drv.step(g.data_ptr(), 1, arrival_us, arrival_us)
+            res = self._drv.step(g.data_ptr(), samples, arrival_us, arrival_us)
             applied, replaced, full = self._record(res)
+            if self._sampler is not None:
+                shares = self._drv.shares(self.size)
+                self._sampler.set_weights(shares)
+                self.stats["shares"] = shares
         if applied > 0:
             g.div_(applied)
             for bucket, _ in pending:
@@ -211,7 +233,20 @@ class StragglerState:
             fut.set_result(bucket.buffer())
         if applied == 0 or replaced:
             self._after_backward(applied == 0, replaced, full)
+        self._tick()
         self._last_return = time.perf_counter()
+
+    def _tick(self):
+        """Counts the step for the dashboard (rank 0): the bound loader's
+        batch size on every rank makes the throughput."""
+        if self._clock is None:
+            return
+        sampler = self._loader_key() if self._loader_key is not None else None
+        batch = getattr(sampler, "batch_size", None) or 0
+        try:
+            self._clock.tick(batch * self.size)
+        except _lib.RingtailError:
+            self._clock = None  # a library without rt_record_progress
 
     def _record(self, res):
         """Takes a step's result: role, next step, statistics; returns
@@ -267,8 +302,12 @@ class StragglerState:
         total = self.payload + sum(t.numel() for t in self._opt_tensors)
         if self._state is None or self._state.numel() != total:
             self._state = torch.zeros(total, dtype=torch.float32)
-        self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
-                                   self._timeout_ms)
+        if self._sampler is not None:
+            self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self._sampler.global_batch,
+                                       RT_STRAGGLER_SAMPLED, self._timeout_ms)
+        else:
+            self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
+                                       self._timeout_ms)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [self._drv])
         self._drv.set_state(self._state.data_ptr(), self.payload, total)
@@ -325,12 +364,53 @@ class StragglerState:
     def _await_final(self):
         """A child out of batches: hands in empty gradients (they carry no
         sample) until its parent sends the final state."""
-        while not self._done:
+        while not self._done and self._role == RT_ROLE_CHILD:
             res = self._drv.step(None, 0, 0, 0)
             self.stats["waits"] += 1
             _, replaced, full = self._record(res)
             if replaced:
                 self._load_state(full)
+
+    def _finish_epoch(self, batches):
+        """Ends this rank's epoch when its loader has run out: the epoch
+        ends where the members' steps end (the loader's length), whatever
+        this rank's own loader did. A child that ran ahead of its
+        parameters (it computes while it waits for them) waits for the final
+        state; if it is readmitted meanwhile, it runs the remaining member
+        steps with an empty gradient and applies each step's sum as the
+        members do (its optimizer, the same update), so every rank flushes
+        at the same point with the same parameters."""
+        if self._drv is None:
+            return
+        while not self._done:
+            if self._role == RT_ROLE_CHILD:
+                self._await_final()
+                continue
+            if self._target() >= batches:
+                return
+            self._save_state()
+            g = self._grad
+            g.zero_()
+            res = self._drv.step(g.data_ptr(), 0, 0, 0)
+            self.stats["waits"] += 1
+            applied, replaced, full = self._record(res)
+            if replaced:
+                self._load_state(full)
+            if applied > 0:
+                self._apply(g, applied)
+
+    def _apply(self, g, applied):
+        """Applies a summed gradient over applied ranks' gradients with the
+        script's optimizer, outside its loop (the flush's leftovers, a
+        rank's member steps after its loader ran out)."""
+        g.div_(applied)
+        saved = [p.grad for p in self._params]
+        for p in self._params:
+            off, n = self._offsets[id(p)]
+            p.grad = g[off:off + n].view_as(p).to(p.device, copy=True)
+        self._optimizer.step()
+        for p, old in zip(self._params, saved):
+            p.grad = old
 
     def flush(self):
         """Ends the epoch's driver: children's last gradients are folded
@@ -348,14 +428,7 @@ class StragglerState:
         applied = int(res.applied)
         self.stats["flushed"].append(applied)
         if applied > 0:
-            self._late.div_(applied)
-            saved = [p.grad for p in self._params]
-            for p in self._params:
-                off, n = self._offsets[id(p)]
-                p.grad = self._late[off:off + n].view_as(p).to(p.device, copy=True)
-            self._optimizer.step()
-            for p, g in zip(self._params, saved):
-                p.grad = g
+            self._apply(self._late, applied)
         self._drv.close()
         self._drv = None
         self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
@@ -405,12 +478,29 @@ class StragglerState:
                 self.stats["skipped"] += 1
             data = orig(it)
         except StopIteration:
+            self._finish_epoch(len(it))
             self.flush()
             raise
         self._pos += 1
         self._yielded += 1
         self._cache = data
+        self._batch_len = _rows(data)
         return data
+
+
+def _rows(data):
+    """The rows of a batch as a DataLoader yields it (a tensor, or a tuple,
+    list or dict whose first tensor has them), or None."""
+    if torch.is_tensor(data):
+        return int(data.shape[0]) if data.dim() > 0 else None
+    if isinstance(data, dict):
+        data = list(data.values())
+    if isinstance(data, (list, tuple)):
+        for x in data:
+            n = _rows(x)
+            if n is not None:
+                return n
+    return None
 
 
 def _skip(it, orig):
@@ -470,17 +560,23 @@ def straggler_hook(state, bucket):
     return fut
 
 
-def enable_straggler_handling(model, optimizer=None, policy=None, loader=None, timeout=None):
+def enable_straggler_handling(model, optimizer=None, policy=None, loader=None, timeout=None, sampler=None):
     """Registers straggler_hook on a DDP model with the named policy
-    (default: $RINGTAIL_DDP_STRAGGLER, else "star") and returns its state.
-    A collective (it opens a communicator): every rank calls it at the same
-    point. optimizer defaults to the one optimizer over the model's
-    parameters, found at the first step; loader to the DataLoader whose
-    batch preceded the first backward."""
+    (default: $RINGTAIL_DDP_STRAGGLER, else "star"; "shares" with a
+    sampler) and returns its state. A collective (it opens a
+    communicator): every rank calls it at the same point. optimizer
+    defaults to the one optimizer over the model's parameters, found at the
+    first step; loader to the DataLoader whose batch preceded the first
+    backward. With sampler (the loader's ringtail_torch.HeteroBatchSampler)
+    the policy splits every global batch by its shares — a slow rank gets
+    fewer rows, every step applies the whole batch: the exact way to
+    balance a slower rank; the loss must be a mean over the batch (DDP's
+    usual)."""
     existing = getattr(model, "_ringtail_straggler", None)
     if existing is not None:
         raise RuntimeError("ringtail straggler handling is already enabled on this model")
-    state = StragglerState(model, optimizer, policy or os.environ.get(ENV) or "star", loader, timeout)
+    default = "shares" if sampler is not None else "star"
+    state = StragglerState(model, optimizer, policy or os.environ.get(ENV) or default, loader, timeout, sampler)
     model.register_comm_hook(state, straggler_hook)
     model._ringtail_straggler = state
     return state

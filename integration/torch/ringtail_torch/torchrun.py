@@ -185,10 +185,24 @@ def _secret(nnodes):
     os.environ["RINGTAIL_SECRET"] = secrets.token_hex(16)
 
 
+def _say_if_not_installed():
+    """One line when the workers will not have the backend by themselves:
+    ringtail_torch runs from a source tree (PYTHONPATH) rather than its
+    installed wheel, whose .pth registers it in every worker."""
+    if "_ringtail_torch_autoload" in sys.modules:
+        return
+    if os.environ.get("RINGTAIL_TORCH_AUTOLOAD", "1").strip().lower() not in ("0", "false", "off", "no"):
+        print('ringtail-torchrun: ringtail_torch is not installed in %s (it runs from %s): scripts need '
+              '`import ringtail_torch` before init_process_group("ringtail"); the installed wheel registers '
+              'the backend by itself (docs/pytorch.md, "Install and run")'
+              % (sys.executable, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), file=sys.stderr)
+
+
 def main(argv=None):
     """Entry point of ringtail-torchrun."""
     from torch.distributed import run as trun
 
+    _say_if_not_installed()
     patch_std()
     register()
     _master_addr_for_workers()

@@ -56,11 +56,19 @@ def out(line):
 
 def train(args, rank, world):
     xtr, ytr, xte, yte = digits.load()
-    sampler, loader = loader_for(xtr, ytr, args.batch)
+    if args.sampler == "hetero":
+        # ringtail's HeteroBatchSampler: the same global batches, split by
+        # the straggler policy's shares (enable_straggler_handling below).
+        sampler = rt.HeteroBatchSampler(TensorDataset(xtr, ytr), rank, world, global_batch=args.batch * world, seed=0)
+        loader = DataLoader(TensorDataset(xtr, ytr), batch_sampler=sampler)
+    else:
+        sampler, loader = loader_for(xtr, ytr, args.batch)
     model = DDP(digits.mlp(hidden=(args.hidden,), seed=1))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    if args.sampler == "hetero":
+        rt.enable_straggler_handling(model, opt, policy=args.policy, loader=loader, sampler=sampler)
     slow = args.slow if rank == args.slow_rank else 1.0
-    epochs, accs = [], []
+    epochs, accs, curve, step, evals = [], [], [], 0, 0.0
     dist.barrier()
     begin = time.perf_counter()
     for epoch in range(args.epochs):
@@ -71,18 +79,36 @@ def train(args, rank, world):
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(model(x), y)
             factor = slow if args.slow_for <= 0 or start - begin < args.slow_for else 1.0
+            # The simulated device's compute scales with the rows computed
+            # (a sampler may give this rank more or fewer than --batch).
+            factor *= len(y) / args.batch
             left = args.pad_ms / 1000.0 * factor - (time.perf_counter() - start)
             if left > 0:
                 time.sleep(left)  # the simulated device's compute
             loss.backward()
             opt.step()
+            step += 1
+            if rank == 0 and args.eval_every > 0 and step % args.eval_every == 0:
+                # Rank 0 evaluates every few steps, as real scripts do: a
+                # pause between steps the other ranks do not take. The
+                # curve's time is training time: evaluations taken out.
+                e0 = time.perf_counter()
+                curve.append([round(e0 - begin - evals, 3), step, round(digits.accuracy(model.module, xte, yte), 2)])
+                if args.eval_ms > 0:
+                    time.sleep(args.eval_ms / 1000.0)
+                evals += time.perf_counter() - e0
         epochs.append(time.perf_counter() - t0)
         if rank == 0:
+            e0 = time.perf_counter()
             accs.append(round(digits.accuracy(model.module, xte, yte), 2))
+            if args.eval_every > 0:
+                curve.append([round(e0 - begin - evals, 3), step, accs[-1]])
+            evals += time.perf_counter() - e0
     res = {"mode": "train", "world": world, "backend": dist.get_backend(), "hook": os.environ.get(rt.straggler.ENV, ""),
            "slow_rank": args.slow_rank, "slow": args.slow, "pad_ms": args.pad_ms, "batch": args.batch,
            "steps_per_epoch": len(loader), "epoch_s": [round(e, 3) for e in epochs],
-           "acc": digits.accuracy(model.module, xte, yte), "acc_by_epoch": accs, "spread": spread(model)}
+           "acc": digits.accuracy(model.module, xte, yte), "acc_by_epoch": accs, "spread": spread(model),
+           "curve": curve, "steps": step, "seconds": round(time.perf_counter() - begin, 3)}
     st = rt.straggler_state(model)
     if st is not None:
         s = dict(st.stats)
@@ -134,6 +160,10 @@ def main():
     p.add_argument("--pad-ms", type=float, default=0.0)
     p.add_argument("--slow-for", type=float, default=0.0, help="seconds the slow rank is slow (0: throughout)")
     p.add_argument("--policy", default="exact", help="parity mode's policy")
+    p.add_argument("--sampler", choices=["distributed", "hetero"], default="distributed",
+                   help="hetero: ringtail's HeteroBatchSampler, split by the straggler policy's shares (--policy)")
+    p.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates the held-out set every N steps (0: never)")
+    p.add_argument("--eval-ms", type=float, default=0.0, help="extra pause of each evaluation, ms (a bigger held-out set)")
     args = p.parse_args()
     dist.init_process_group(args.backend if args.mode == "train" else "ringtail",
                             timeout=datetime.timedelta(seconds=120))

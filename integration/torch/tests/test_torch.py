@@ -362,6 +362,49 @@ class TestStragglerHook(unittest.TestCase):
         self.assertEqual(sum(applied.values()) + sum(stats[0]["flushed"]), computed)
         return res, stats
 
+    def test_runs_with_evaluation_pauses_end_cleanly_under_every_policy(self):
+        # An unmodified DDP script whose rank 0 evaluates every 15 steps
+        # (a pause the others do not take): under every policy, with and
+        # without a 3x slower rank, every run completes (no failure, no
+        # hang) with identical replicas. Before, a rank evicted for its
+        # pauses ran ahead of its parameters, ran out of batches first and
+        # flushed while the members were still reducing.
+        for policy in ("bsp", "exact", "star", "adaptive"):
+            for slow in ("1", "3"):
+                outs = launch.run_world(4, [self.WORKER, "train", "--backend", "gloo", "--epochs", "2", "--batch", "4",
+                                            "--pad-ms", "10", "--slow", slow, "--eval-every", "15", "--eval-ms", "40"],
+                                        timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER": policy,
+                                                                "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"})
+                res = result(outs)
+                self.assertEqual(res["spread"], 0.0, "%s, slow %s: replicas differ" % (policy, slow))
+                self.assertEqual(len(res["epoch_s"]), 2, "%s, slow %s: rank 0 ran %d epochs" % (policy, slow, len(res["epoch_s"])))
+
+    def test_the_policys_shares_split_the_batches_of_a_hetero_sampler(self):
+        # A DDP script with ringtail_torch's HeteroBatchSampler hands it to
+        # enable_straggler_handling: the policy gives the 3x slower rank
+        # fewer rows of every global batch (exact: every step applies the
+        # whole batch's mean gradient), nobody is evicted, the replicas
+        # stay identical.
+        outs = launch.run_world(4, [self.WORKER, "train", "--backend", "gloo", "--sampler", "hetero", "--policy", "shares",
+                                    "--epochs", "2", "--batch", "16", "--pad-ms", "20", "--slow", "3"],
+                                timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"})
+        res = result(outs)
+        stats = {}
+        for out in outs:
+            for line in out.splitlines():
+                if line.startswith("STATS rank="):
+                    head, body = line[len("STATS rank="):].split(" ", 1)
+                    stats[int(head)] = json.loads(body)
+        print("\nhetero sampler: %s; shares %s" % (json.dumps(res), stats[0].get("shares")), file=sys.stderr)
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 64)
+        self.assertLess(shares[3], min(shares[:3]), "the 3x slower rank kept as many rows as the others: %s" % shares)
+        for r, s in stats.items():
+            self.assertEqual(s["shares"], shares, "rank %d holds other shares" % r)
+            self.assertNotIn("child", s["roles"])
+            self.assertEqual(set(s["modes"]) - {"ring", "overlap"}, set())
+
     def test_slow_rank_is_evicted_and_no_sample_is_lost(self):
         res, stats = self.run_train(4, 3, "--epochs", "2", "--pad-ms", "40", "--slow", "4")
         self.assertEqual(len(stats[0]["flushed"]), 2, "one flush per epoch")

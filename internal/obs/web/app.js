@@ -8,7 +8,9 @@
     steps: new Map(),   // step -> {step, ev (lowest rank's event), own: Map(rank -> event)}
     targets: new Map(), // index -> {target, state}
     maxStep: -1,
+    progress: new Map(), // rank -> [progress points], in the order reported
   };
+  const MAX_PROGRESS = 20000;
   const MAX_STEPS = 5000, MAX_STATS = 900;
   const PALETTE = ['#3b6fb6', '#e0862d', '#4c9a4c', '#c62828', '#7b52ab', '#8c564b', '#d45fa7', '#7f7f7f', '#b5b51f', '#17a2b8'];
   const HEAT = [[255, 255, 204], [254, 217, 118], [253, 141, 60], [227, 26, 28], [128, 0, 38]];
@@ -40,6 +42,14 @@
         r.stats.push(m);
         if (r.stats.length > MAX_STATS) r.stats.splice(0, r.stats.length - MAX_STATS);
         r.last = m;
+        break;
+      }
+      case 'progress': {
+        let pts = S.progress.get(m.rank);
+        if (!pts) { pts = []; S.progress.set(m.rank, pts); }
+        if (pts.length && m.t_ms <= pts[pts.length - 1].t_ms) break; // replayed after a reconnect
+        pts.push(m);
+        if (pts.length > MAX_PROGRESS) pts.splice(0, pts.length - MAX_PROGRESS);
         break;
       }
       case 'step': {
@@ -234,18 +244,34 @@
     }
   }
 
-  // lineChart draws series [{color, dash, pts: [[x, y]]}].
-  function lineChart(cv, series, fx, fy) {
+  // robustTop is the top of a scale for values ys that leaves out rare
+  // outliers (a start-up spike hundreds of times the rest): the largest
+  // value, unless it is over twice the 90th percentile, then 1.5× that.
+  function robustTop(ys) {
+    const v = ys.filter((y) => Number.isFinite(y)).sort((a, b) => a - b);
+    if (!v.length) return 0;
+    const q = v[Math.floor(0.9 * (v.length - 1))], top = v[v.length - 1];
+    return top > 2 * q && q > 0 ? 1.5 * q : top;
+  }
+
+  // lineChart draws series [{color, dash, pts: [[x, y]]}]. With robust,
+  // the scale leaves out outliers (robustTop), drawn as marks on the top
+  // edge; it returns how many points it clipped.
+  function lineChart(cv, series, fx, fy, robust) {
     const { g, w, h } = fit(cv, 200);
     const pad = { l: 66, r: 10, t: 8, b: 20 };
     let x0 = Infinity, x1 = -Infinity, y1 = 0;
-    for (const s of series) for (const [x, y] of s.pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y1 = Math.max(y1, y); }
-    if (!Number.isFinite(x0)) { g.fillStyle = '#6b6b70'; g.fillText('no data yet', pad.l, 20); return; }
+    const ys = [];
+    for (const s of series) for (const [x, y] of s.pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y1 = Math.max(y1, y); ys.push(y); }
+    if (!Number.isFinite(x0)) { g.fillStyle = '#6b6b70'; g.fillText('no data yet', pad.l, 20); return 0; }
     if (x1 === x0) x1 = x0 + 1;
+    if (robust) y1 = robustTop(ys);
     y1 = y1 > 0 ? y1 * 1.1 : 1;
+    cv.dataset.top = String(y1);
     axes(g, w, h, pad, x0, x1, y1, fx, fy);
     const X = (x) => pad.l + ((x - x0) / (x1 - x0)) * (w - pad.l - pad.r);
-    const Y = (y) => h - pad.b - (y / y1) * (h - pad.t - pad.b);
+    const Y = (y) => h - pad.b - (Math.min(y, y1) / y1) * (h - pad.t - pad.b);
+    let clipped = 0;
     for (const s of series) {
       g.strokeStyle = s.color;
       g.lineWidth = 1.5;
@@ -253,8 +279,15 @@
       g.beginPath();
       s.pts.forEach(([x, y], i) => (i ? g.lineTo(X(x), Y(y)) : g.moveTo(X(x), Y(y))));
       g.stroke();
+      g.setLineDash([]);
+      g.fillStyle = s.color;
+      for (const [x, y] of s.pts) {
+        if (y <= y1) continue;
+        clipped++;
+        g.beginPath(); g.moveTo(X(x) - 4, pad.t + 6); g.lineTo(X(x) + 4, pad.t + 6); g.lineTo(X(x), pad.t); g.fill();
+      }
     }
-    g.setLineDash([]);
+    return clipped;
   }
 
   function legend(el, n) {
@@ -288,7 +321,9 @@
       const pts = x ? x.stats.filter((st) => st.calls > 0).map((st) => [(st.t_ms - t0) / 1000, st.busbw_gbps]) : [];
       series.push({ color: color(r), pts });
     }
-    lineChart($('bw'), series, (v) => v.toFixed(0) + ' s', (v) => fmtRate(v * 1e9));
+    const clipped = lineChart($('bw'), series, (v) => v.toFixed(0) + ' s', (v) => fmtRate(v * 1e9), true);
+    $('bw').dataset.clipped = String(clipped);
+    $('bw-clipped').textContent = clipped ? `; ${clipped} start-up ${clipped > 1 ? 'outliers' : 'outlier'} above the scale, marked ▲` : '';
     legend($('bw-legend'), n);
   }
 
@@ -330,6 +365,59 @@
     tb.innerHTML = html;
   }
 
+  // progressPoints returns the progress of the lowest rank that reports
+  // any (the loop's numbers are the job's; usually rank 0 reports).
+  function progressPoints() {
+    const ranks = [...S.progress.keys()].sort((a, b) => a - b);
+    return ranks.length ? S.progress.get(ranks[0]) : [];
+  }
+
+  // drawTrain draws the training curve: held-out accuracy (left axis,
+  // 0–100%) and training loss (right axis) over training time.
+  function drawTrain(pts) {
+    const cv = $('train');
+    const { g, w, h } = fit(cv, 220);
+    const pad = { l: 52, r: 58, t: 10, b: 22 };
+    const acc = pts.filter((p) => p.accuracy != null).map((p) => [p.elapsed_ms / 1000, 100 * p.accuracy]);
+    const loss = pts.filter((p) => p.loss != null).map((p) => [p.elapsed_ms / 1000, p.loss]);
+    cv.dataset.points = String(pts.length);
+    cv.dataset.accuracyPoints = String(acc.length);
+    cv.dataset.lossPoints = String(loss.length);
+    $('train-shown').textContent = String(pts.length);
+    g.font = '11px system-ui, sans-serif';
+    if (!acc.length && !loss.length) {
+      g.fillStyle = '#6b6b70';
+      g.fillText('no progress reported yet: the training loop reports it with Comm.RecordProgress (Go) or ringtail_torch.report_progress (PyTorch)', pad.l, 24);
+      return;
+    }
+    let x0 = Infinity, x1 = -Infinity, l1 = 0;
+    for (const [x] of acc.concat(loss)) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); }
+    for (const [, y] of loss) l1 = Math.max(l1, y);
+    x0 = Math.min(x0, 0);
+    if (x1 <= x0) x1 = x0 + 1;
+    l1 = l1 > 0 ? l1 * 1.1 : 1;
+    const X = (x) => pad.l + ((x - x0) / (x1 - x0)) * (w - pad.l - pad.r);
+    const YA = (y) => h - pad.b - (y / 100) * (h - pad.t - pad.b);
+    const YL = (y) => h - pad.b - (y / l1) * (h - pad.t - pad.b);
+    g.strokeStyle = '#e2e2e0';
+    g.lineWidth = 1;
+    for (let i = 0; i <= 4; i++) {
+      const y = h - pad.b - ((h - pad.t - pad.b) * i) / 4;
+      g.beginPath(); g.moveTo(pad.l, y + 0.5); g.lineTo(w - pad.r, y + 0.5); g.stroke();
+      g.fillStyle = '#4c9a4c'; g.textAlign = 'right'; g.fillText((25 * i) + '%', pad.l - 4, y + 4);
+      g.fillStyle = '#c62828'; g.textAlign = 'left'; g.fillText(((l1 * i) / 4).toFixed(l1 < 1 ? 3 : 2), w - pad.r + 4, y + 4);
+    }
+    g.fillStyle = '#6b6b70'; g.textAlign = 'center';
+    for (let i = 0; i <= 4; i++) g.fillText((x0 + ((x1 - x0) * i) / 4).toFixed(x1 - x0 < 8 ? 1 : 0) + ' s', X(x0 + ((x1 - x0) * i) / 4), h - pad.b + 15);
+    for (const [series, Y, c] of [[acc, YA, '#4c9a4c'], [loss, YL, '#c62828']]) {
+      g.strokeStyle = c; g.fillStyle = c; g.lineWidth = 1.8;
+      g.beginPath();
+      series.forEach(([x, y], i) => (i ? g.lineTo(X(x), Y(y)) : g.moveTo(X(x), Y(y))));
+      g.stroke();
+      if (series.length <= 200) for (const [x, y] of series) { g.beginPath(); g.arc(X(x), Y(y), 2.5, 0, 2 * Math.PI); g.fill(); }
+    }
+  }
+
   function drawSummary(last) {
     $('world').textContent = S.world || '–';
     if (last) {
@@ -341,6 +429,17 @@
     let bw = 0, k = 0;
     for (const [, r] of S.ranks) if (r.last && r.last.calls > 0) { bw += r.last.busbw_gbps; k++; }
     $('busbw').textContent = k ? fmtRate((bw / k) * 1e9) : '–';
+    // The loop's last report, each measure from the last point that has it.
+    const pts = progressPoints();
+    const lastWith = (f) => { for (let i = pts.length - 1; i >= 0; i--) if (f(pts[i])) return pts[i]; return null; };
+    const a = lastWith((q) => q.accuracy != null), l = lastWith((q) => q.loss != null);
+    const st = lastWith((q) => q.step_ms > 0), sp = lastWith((q) => q.samples_per_sec > 0);
+    const ep = lastWith((q) => q.epoch > 0);
+    $('epoch').textContent = ep ? (Number.isInteger(ep.epoch) ? String(ep.epoch) : ep.epoch.toFixed(2)) : '–';
+    $('loss').textContent = l ? l.loss.toFixed(4) : '–';
+    $('acc').textContent = a ? (100 * a.accuracy).toFixed(2) + '%' : '–';
+    $('steptime').textContent = st ? fmtMs(st.step_ms) : '–';
+    $('sps').textContent = sp ? sp.samples_per_sec.toFixed(0) : '–';
   }
 
   function draw() {
@@ -348,6 +447,7 @@
     const lastStep = S.steps.get(S.maxStep);
     const last = lastStep ? lastStep.ev : null;
     drawSummary(last);
+    drawTrain(progressPoints());
     drawHeat(marks);
     drawPred();
     drawShares(marks, last);

@@ -1,4 +1,4 @@
-package driver
+package synthetic
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/straggler"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
@@ -45,7 +46,7 @@ type BenchConfig struct {
 	// (default [straggler.NameAdaptive]).
 	Policies []string
 	// Warmup and Steps, GlobalBatch, PerSample and GradBytes are as in
-	// SyntheticConfig.
+	// Config.
 	Warmup, Steps int
 	GlobalBatch   int
 	PerSample     time.Duration
@@ -56,7 +57,7 @@ type BenchConfig struct {
 	Logger zerolog.Logger
 	// Join, when set, makes this process rank Rank of every run: it
 	// returns a new communicator of the job's world for each run (a new
-	// generation each time; see SyntheticConfig.Join). Every rank calls
+	// generation each time; see Config.Join). Every rank calls
 	// RunBench with the same configuration, and every rank emits the same
 	// rows (print them on one).
 	Join func(ctx context.Context) (*ringtail.Comm, error)
@@ -99,7 +100,7 @@ type BenchRow struct {
 	// Policy is the policy preset of the row.
 	Policy string `json:"policy"`
 	// Collective is the per-step reduction time in Ideal: the adaptive
-	// run's SyntheticResult.Reduction (the last rank to arrive waits for
+	// run's Result.Reduction (the last rank to arrive waits for
 	// no straggler), measured under the same machine load as the run.
 	Collective float64 `json:"collective_s"`
 	// CleanCollective is the no-straggler BSP run's step time minus its
@@ -109,14 +110,14 @@ type BenchRow struct {
 	// (the global batch under BSP).
 	AppliedPerStep float64 `json:"adaptive_applied_per_step"`
 	// EvictSteps, OverlapSteps, Folded, Staleness and Cut describe the
-	// adaptive run (see SyntheticResult).
+	// adaptive run (see Result).
 	EvictSteps   int     `json:"evict_steps"`
 	OverlapSteps int     `json:"overlap_steps"`
 	Folded       int64   `json:"folded"`
 	Staleness    float64 `json:"staleness"`
 	Cut          int64   `json:"cut"`
 	// Computed and Applied count every sample the policy's run computed
-	// and applied, warm-up and flush included; RunSynthetic fails the run
+	// and applied, warm-up and flush included; Run fails the run
 	// unless they are equal (no gradient lost or folded twice).
 	Computed int64 `json:"computed"`
 	Applied  int64 `json:"applied"`
@@ -156,7 +157,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 		cfg.Policies = []string{straggler.NameAdaptive}
 	}
 	if cfg.Join != nil && len(cfg.Ranks) != 1 {
-		return fmt.Errorf("driver: a bench of ranks in processes of their own runs one world, not %v: %w", cfg.Ranks, ErrInvalidConfig)
+		return fmt.Errorf("driver: a bench of ranks in processes of their own runs one world, not %v: %w", cfg.Ranks, driver.ErrInvalidConfig)
 	}
 	for _, n := range cfg.Ranks {
 		pats, err := benchPatterns(cfg, n)
@@ -184,13 +185,13 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 				links[i] = workload.BaseLinks(n, cfg.LinkRate)
 			}
 		}
-		run := func(policy string, in *inject.Injector, links string) (SyntheticResult, error) {
+		run := func(policy string, in *inject.Injector, links string) (Result, error) {
 			if cfg.Links != nil && cfg.Rank == 0 {
 				if err := cfg.Links.SetLinks(ctx, links); err != nil {
-					return SyntheticResult{}, fmt.Errorf("setting the links %q: %w", links, err)
+					return Result{}, fmt.Errorf("setting the links %q: %w", links, err)
 				}
 			}
-			return RunSynthetic(ctx, SyntheticConfig{Ranks: n, Policy: policy, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps,
+			return Run(ctx, Config{Ranks: n, Policy: policy, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps,
 				GlobalBatch: cfg.GlobalBatch, PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Logger: cfg.Logger,
 				Join: cfg.Join, Links: cfg.Links, Probe: cfg.Probe})
 		}

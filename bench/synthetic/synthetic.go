@@ -1,4 +1,4 @@
-package driver
+package synthetic
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/straggler"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
-// SyntheticConfig configures one run of the synthetic data-parallel job of
+// Config configures one run of the synthetic data-parallel job of
 // `ringtail bench straggler`.
-type SyntheticConfig struct {
+type Config struct {
 	// Ranks is the number of ranks, run in this process (one goroutine and
 	// one Comm over real sockets each), or the world that Join joins.
 	Ranks int
@@ -40,7 +41,7 @@ type SyntheticConfig struct {
 	// Logger receives the drivers' decisions.
 	Logger zerolog.Logger
 	// Join, when set, makes this process one rank of the run, the other
-	// ranks running RunSynthetic with the same configuration in processes
+	// ranks running Run with the same configuration in processes
 	// of their own (a launcher's, a test bed's hosts): it returns a new
 	// communicator of a world of Ranks for this run. Nil: every rank runs
 	// in this process.
@@ -54,7 +55,7 @@ type SyntheticConfig struct {
 	Probe bool
 }
 
-func (c SyntheticConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.Ranks < 1:
 		return fmt.Errorf("driver: synthetic job needs ≥ 1 rank, got %d", c.Ranks)
@@ -73,8 +74,8 @@ func (c SyntheticConfig) validate() error {
 	return err
 }
 
-// SyntheticResult is what one run measured (rank 0's clock).
-type SyntheticResult struct {
+// Result is what one run measured (rank 0's clock).
+type Result struct {
 	// Policy and Ranks echo the configuration.
 	Policy string `json:"policy"`
 	Ranks  int    `json:"ranks"`
@@ -100,7 +101,7 @@ type SyntheticResult struct {
 	Cut          int64   `json:"cut"`
 	// Total is every sample any rank computed in the run, warm-up
 	// included; TotalApplied every sample the run applied: they are equal
-	// (no gradient is lost or folded twice), which RunSynthetic checks.
+	// (no gradient is lost or folded twice), which Run checks.
 	Total, TotalApplied int64 `json:"-"`
 	// Policy is the policy configuration the ranks ran; Reports and Plans
 	// the report of every step and the plan decided from it, as the
@@ -131,15 +132,15 @@ type rankRecord struct {
 	end                   time.Time
 }
 
-// RunSynthetic runs the synthetic job: every iteration each rank computes
+// Run runs the synthetic job: every iteration each rank computes
 // its share (or, under a budget, as many samples as fit in it) with a timer
 // sleep of the injected duration, puts the sample count in its gradient,
 // and hands it to its Driver; an evicted rank iterates at its own pace. It
 // returns the Steps after the warmup, flush included, as the members saw
 // them, and checks that every sample computed was applied exactly once.
-func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, error) {
+func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
-		return SyntheticResult{}, err
+		return Result{}, err
 	}
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = 2 * time.Minute
@@ -156,7 +157,7 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 		c.ConnectTimeout = 30 * time.Second
 	})
 	if err != nil {
-		return SyntheticResult{}, fmt.Errorf("driver: %w", err)
+		return Result{}, fmt.Errorf("driver: %w", err)
 	}
 	defer func() {
 		for _, c := range comms {
@@ -176,7 +177,7 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 	}
 	wg.Wait()
 	if err := firstError(errs); err != nil {
-		return SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks}, err
+		return Result{Policy: cfg.Policy, Ranks: cfg.Ranks}, err
 	}
 	return summarize(cfg, recs)
 }
@@ -184,15 +185,15 @@ func RunSynthetic(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, er
 // runSyntheticRank runs this process's rank of the job on a communicator
 // from cfg.Join, then shares every rank's record with every rank, so that
 // each summarises the run alike.
-func runSyntheticRank(ctx context.Context, cfg SyntheticConfig) (SyntheticResult, error) {
-	fail := SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks}
+func runSyntheticRank(ctx context.Context, cfg Config) (Result, error) {
+	fail := Result{Policy: cfg.Policy, Ranks: cfg.Ranks}
 	comm, err := cfg.Join(ctx)
 	if err != nil {
 		return fail, fmt.Errorf("driver: joining the run: %w", err)
 	}
 	defer comm.Close()
 	if comm.Size() != cfg.Ranks {
-		return fail, fmt.Errorf("driver: the run's communicator has %d ranks, the job %d: %w", comm.Size(), cfg.Ranks, ErrInvalidConfig)
+		return fail, fmt.Errorf("driver: the run's communicator has %d ranks, the job %d: %w", comm.Size(), cfg.Ranks, driver.ErrInvalidConfig)
 	}
 	var rec rankRecord
 	if err := syntheticRank(ctx, cfg, comm, &rec); err != nil {
@@ -207,8 +208,8 @@ func runSyntheticRank(ctx context.Context, cfg SyntheticConfig) (SyntheticResult
 
 // summarize turns the ranks' records into the run's result: each step as
 // any member saw it (members see identical reports).
-func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) {
-	out := SyntheticResult{Policy: cfg.Policy, Ranks: cfg.Ranks, Steps: cfg.Steps}
+func summarize(cfg Config, recs []rankRecord) (Result, error) {
+	out := Result{Policy: cfg.Policy, Ranks: cfg.Ranks, Steps: cfg.Steps}
 	total := cfg.Warmup + cfg.Steps
 	var t0 time.Time
 	staleSum, staleN := 0.0, 0
@@ -296,13 +297,13 @@ func summarize(cfg SyntheticConfig, recs []rankRecord) (SyntheticResult, error) 
 	return out, nil
 }
 
-func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm, rec *rankRecord) error {
+func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *rankRecord) error {
 	r := comm.Rank()
 	pol, err := straggler.Preset(cfg.Policy, cfg.Ranks, cfg.GlobalBatch)
 	if err != nil {
 		return err
 	}
-	d, err := New(ctx, Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, Probe: cfg.Probe, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
+	d, err := driver.New(ctx, driver.Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, Probe: cfg.Probe, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 	stepStart := time.Now()
 	stalled := false
 	for {
-		member := d.Role() != RoleChild
+		member := d.Role() != straggler.RoleChild
 		if member && d.Plan().Step >= total {
 			break
 		}
@@ -326,7 +327,7 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 		if st := linkStall(cfg.Injector, r, s); st > 0 && !stalled {
 			stalled = true // once: a child may iterate at one step index twice
 			if cfg.Links == nil {
-				return fmt.Errorf("driver: synthetic rank %d step %d: the pattern stalls this rank's link, and nothing shapes links here (run the ranks on a test bed): %w", r, s, ErrInvalidConfig)
+				return fmt.Errorf("driver: synthetic rank %d step %d: the pattern stalls this rank's link, and nothing shapes links here (run the ranks on a test bed): %w", r, s, driver.ErrInvalidConfig)
 			}
 			if err := cfg.Links.Stall(ctx, r, st); err != nil {
 				return fmt.Errorf("driver: synthetic rank %d step %d: stalling its link: %w", r, s, err)
@@ -361,12 +362,12 @@ func syntheticRank(ctx context.Context, cfg SyntheticConfig, comm *ringtail.Comm
 			rec.computed += int64(n)
 		}
 		entered := time.Now()
-		res, err := d.Step(ctx, StepInput{Samples: n, Compute: compute, Arrival: entered.Sub(stepStart), Cut: cut})
+		res, err := d.Step(ctx, driver.StepInput{Samples: n, Compute: compute, Arrival: entered.Sub(stepStart), Cut: cut})
 		stepStart = time.Now()
 		if err != nil {
 			return err
 		}
-		if res.Role == RoleChild {
+		if res.Role == straggler.RoleChild {
 			if res.Done {
 				break
 			}

@@ -1,4 +1,4 @@
-package driver
+package synthetic
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
@@ -83,7 +85,7 @@ func TestBenchWithRanksAsProcesses(t *testing.T) {
 	defer cancel()
 	log := &shaperLog{}
 	rows := make([][]BenchRow, n)
-	errs := each(n, func(r int) error {
+	errs := commtest.Each(n, func(r int) error {
 		gen := uint64(0)
 		cfg := BenchConfig{Ranks: []int{n}, Patterns: []string{"none", "slow-3x", "stall-1s"}, Policies: []string{"adaptive", "star"},
 			Warmup: 2, Steps: 4, GlobalBatch: 32, PerSample: time.Millisecond, GradBytes: 4096, Seed: 1, Probe: true,
@@ -101,7 +103,7 @@ func TestBenchWithRanksAsProcesses(t *testing.T) {
 			return nil
 		})
 	})
-	noErrors(t, errs)
+	commtest.NoErrors(t, errs)
 	if len(rows[0]) != 6 {
 		t.Fatalf("rank 0 has %d rows, want 3 patterns × 2 policies", len(rows[0]))
 	}
@@ -166,7 +168,7 @@ func TestBenchRefusesNetworkPatternsWithoutLinks(t *testing.T) {
 		}
 	}
 	cfg := BenchConfig{Ranks: []int{4, 8}, Join: func(context.Context) (*ringtail.Comm, error) { return nil, errors.New("unused") }}
-	if err := RunBench(context.Background(), cfg, func(BenchRow) error { return nil }); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("two worlds for ranks in processes: %v, want ErrInvalidConfig", err)
+	if err := RunBench(context.Background(), cfg, func(BenchRow) error { return nil }); !errors.Is(err, driver.ErrInvalidConfig) {
+		t.Errorf("two worlds for ranks in processes: %v, want driver.ErrInvalidConfig", err)
 	}
 }

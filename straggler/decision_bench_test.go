@@ -1,0 +1,56 @@
+package straggler
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkPolicyObserve is one decision of the adaptive policy (a step's
+// report in, the next plan out) at large worlds, one rank 3× slower: the
+// cost `ringtail sim` reports as decide_ms, without the simulation around
+// it.
+//
+//	go test -run '^$' -bench PolicyObserve -benchmem ./straggler
+func BenchmarkPolicyObserve(b *testing.B) {
+	for _, n := range []int{1024, 16384} {
+		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
+			cfg, err := Preset(NameAdaptive, n, 64*n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.GradBytes = 16 << 20
+			p, err := NewPolicy(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			report := func() Report {
+				pl := p.Plan()
+				rep := Report{Step: pl.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
+				for r := range n {
+					tau := 2 * time.Millisecond
+					if r == 2 {
+						tau *= 3
+					}
+					c := time.Duration(pl.Shares[r]) * tau
+					rep.Current[r] = RankReport{Present: true, Samples: pl.Shares[r], Compute: c, Arrival: c, Wait: 5 * time.Millisecond}
+				}
+				return rep
+			}
+			for range 5 {
+				if _, err := p.Observe(report()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				rep := report()
+				b.StartTimer()
+				if _, err := p.Observe(rep); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
