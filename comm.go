@@ -10,6 +10,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/wire"
+	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // Comm is a communicator: one rank's membership in a job's mesh. Its
@@ -186,13 +187,17 @@ func (c *Comm) Barrier(ctx context.Context) error {
 
 // DumpPlan returns, as text, the program cfg.Rank would run for an
 // AllReduce of count elements of dt with op (ringtail bench --dump-plan):
-// the algorithm every call of that shape takes.
-func DumpPlan(cfg Config, count int, dt DType, op Op) (string, error) {
+// the algorithm every call of that shape takes first, on the path it
+// takes. The ranks are placed on hosts of cfg.LocalWorldSize ranks each
+// (block placement); bandwidth, when not nil, is the links' measured
+// bandwidth in bytes per second between ranks of different hosts, as the
+// communicator's probe would find it.
+func DumpPlan(cfg Config, count int, dt DType, op Op, bandwidth topology.Matrix) (string, error) {
 	if err := cfg.Validate(); err != nil {
 		return "", err
 	}
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: count, ElemSize: dt.Size(), Avg: op == Avg}, DType: dt, Op: op}
-	p, err := engine.Program(&cl, cfg.Rank, cfg.WorldSize, cfg.tunables())
+	p, err := engine.Program(&cl, cfg.Rank, cfg.settings(), cfg.planFacts(bandwidth))
 	if err != nil {
 		return "", err
 	}

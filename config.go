@@ -19,6 +19,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // Environment variables read by ConfigFromEnv. The first six are the ones
@@ -49,6 +50,8 @@ const (
 	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
 	EnvPieceBytes     = "RINGTAIL_PIECE_BYTES" // allreduce pieces on shared memory; "0": off
 	EnvPieces         = "RINGTAIL_PIECES"      // "auto" (default: measured), "always" or "off"
+	EnvAlgorithm      = "RINGTAIL_ALGORITHM"   // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload
+	EnvStreams        = "RINGTAIL_STREAMS"     // connections per pair of ranks across hosts; 0: 8, used where measured to pay
 	EnvNoUnix         = "RINGTAIL_NO_UNIX"     // "1": TCP even within a host
 	EnvNoShm          = "RINGTAIL_NO_SHM"      // "1": unix sockets instead of shared memory within a host
 	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
@@ -176,6 +179,22 @@ type Config struct {
 	// PieceBytes in pieces (a subgroup's too); "off" never. Every rank
 	// must give the same value.
 	Pieces string
+	// Streams is the number of connections per pair of ranks when the job
+	// spans hosts (0, the default: 8; at least Channels): where one TCP
+	// stream cannot fill a link (its window over a long round trip), the
+	// link probe measures one stream against all of them at once and the
+	// decision point gives programs as many channels as the cost model
+	// says pay. Every rank must give the same value.
+	Streams int
+	// Algorithm is the program of an AllReduce of every rank larger than
+	// SmallBytes: "auto" (the default; "" too) lets the decision point
+	// choose among those that apply — the ring, pieces (above), and
+	// across hosts the two-level allreduce (hosts of several ranks) and
+	// the offload of a rank behind a slow link — by the cost model and by
+	// measuring them (docs/design.md); "ring", "ring-pieces", "two-level"
+	// or "ring-offload" runs that one where it applies (the ring where it
+	// does not). Every rank must give the same value.
+	Algorithm string
 	// Logger receives structured logs; the zero value discards them.
 	Logger zerolog.Logger
 	// MetricsAddr, when set, serves this rank's Prometheus metrics
@@ -312,6 +331,10 @@ func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	env.Int(EnvChunkBytes, &c.ChunkBytes)
 	env.Int(EnvSmallBytes, &c.SmallBytes)
 	env.Int(EnvPieceBytes, &c.PieceBytes)
+	env.Int(EnvStreams, &c.Streams)
+	if v := env.Get(EnvAlgorithm); v != "" {
+		c.Algorithm = v
+	}
 	if v := env.Get(EnvPieces); v != "" {
 		c.Pieces = v
 	}
@@ -372,31 +395,42 @@ func (c *Config) controlPlane() string {
 	return "libp2p"
 }
 
-// tunables are the settings that choose algorithms (internal/algo), as
-// DumpPlan shows them: with PieceBytes only when Pieces is "always" (with
-// "auto" the engine's tuner starts from the plain ring).
+// tunables are the program builders' settings (internal/algo).
 func (c *Config) tunables() algo.Tunables {
-	t := algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes}
-	if c.Pieces == "always" {
-		t.PieceBytes = c.PieceBytes
-	}
-	return t
+	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes, PieceBytes: c.PieceBytes}
 }
 
-// settings maps a validated Config to the engine's, whose PieceBytes is
-// the piece whenever pieces may run ("auto" or "always").
-func (c *Config) settings() engine.Settings {
-	t := c.tunables()
-	if c.Pieces != "off" {
-		t.PieceBytes = c.PieceBytes
+// planFacts are the facts the ranks of a communicator with this Config
+// would agree on, for --dump-plan: hosts of LocalWorldSize ranks each
+// (block placement), fastboxes where that is one host with shared
+// memory, and bandwidth (nil: none) as the links' measurements.
+func (c *Config) planFacts(bandwidth topology.Matrix) algo.Facts {
+	f := algo.Facts{World: c.WorldSize, FastboxBytes: transport.FastboxPayload}
+	per := max(1, c.LocalWorldSize)
+	if per < c.WorldSize {
+		f.Host = make([]int, c.WorldSize)
+		for r := range f.Host {
+			f.Host[r] = r / per
+		}
+	} else {
+		f.Fast = !c.DisableShm && !c.DisableUnix
 	}
+	if bandwidth != nil {
+		f.Net.Bandwidth, f.Measured = bandwidth, true
+	}
+	return f
+}
+
+// settings maps a validated Config to the engine's.
+func (c *Config) settings() engine.Settings {
+	program, _ := algo.ParseKind(c.Algorithm) // validated
 	return engine.Settings{
 		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: t,
-		TunePieces: c.Pieces != "always", Logger: c.Logger, Network: c.network,
+		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
+		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger, Network: c.network,
 	}
 }
 
@@ -472,6 +506,12 @@ func (c *Config) Validate() error {
 	case "", "auto", "always", "off":
 	default:
 		bad("pieces %q must be auto, always or off (%s)", c.Pieces, EnvPieces)
+	}
+	if c.Streams < 0 || c.Streams > 16 {
+		bad("streams %d must be in 0..16 (%s)", c.Streams, EnvStreams)
+	}
+	if _, err := algo.ParseKind(c.Algorithm); err != nil {
+		bad("algorithm %q must be auto, ring, ring-pieces, two-level or ring-offload (%s)", c.Algorithm, EnvAlgorithm)
 	}
 	if c.MetricsAddr != "" {
 		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {

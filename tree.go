@@ -93,7 +93,7 @@ func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
 			cl.Spec.Children = append(cl.Spec.Children, algo.Child{Rank: e.Child, Must: e.Must})
 		}
 	}
-	p, err := engine.Program(&cl, cfg.Rank, cfg.WorldSize, cfg.tunables())
+	p, err := engine.Program(&cl, cfg.Rank, cfg.settings(), cfg.planFacts(nil))
 	if err != nil {
 		return "", err
 	}

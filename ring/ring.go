@@ -94,40 +94,59 @@ func allReduce(s Spec, count, piece int, avg bool) (*plan.Program, error) {
 	if n == 1 {
 		return p, nil
 	}
-	right, left := s.Order[mod(pos+1, n)], s.Order[mod(pos-1, n)]
 	p.Channels = make([]plan.Channel, s.Channels)
+	div := 0
+	if avg {
+		div = n // the owner's last fold of its segment also divides
+	}
 	for off := 0; off == 0 || off < count; off += piece {
 		pieceLen := min(piece, count-off)
 		for c := range p.Channels {
 			cOff, cLen := plan.Segment(pieceLen, s.Channels, c)
-			seg := func(k int) (int, int) {
-				o, l := plan.Segment(cLen, n, mod(k, n))
-				return off + cOff + o, l
-			}
 			ch := &p.Channels[c]
-			for st := 0; st < n-1; st++ { // reduce-scatter
-				so, sl := seg(pos - st)
-				ro, rl := seg(pos - st - 1)
-				div := 0
-				if st == n-2 && avg {
-					div = n // the owner's last fold of its segment also divides
-				}
-				ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
-					{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-					{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl, Div: div},
-				}})
-			}
-			for st := 0; st < n-1; st++ { // allgather
-				so, sl := seg(pos + 1 - st)
-				ro, rl := seg(pos - st)
-				ch.Steps = append(ch.Steps, plan.Step{Phase: plan.PhaseAllGather, Ops: []plan.Op{
-					{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
-					{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
-				}})
-			}
+			ch.Steps = appendRing(ch.Steps, s.Order, pos, off+cOff, cLen, div, true, true)
 		}
 	}
 	return p, nil
+}
+
+// appendRing appends to steps the ring allreduce of the elements
+// [off, off+length) of Data around order, for the rank at position pos:
+// its reduce-scatter (rs) and its allgather (ag) steps. In the
+// reduce-scatter the owner's last fold of its segment divides by div (0:
+// none). After the reduce-scatter position pos owns segment pos+1 (of
+// len(order) segments of the range, by plan.Segment).
+func appendRing(steps []plan.Step, order []int, pos, off, length, div int, rs, ag bool) []plan.Step {
+	n := len(order)
+	if n == 1 {
+		return steps
+	}
+	right, left := order[mod(pos+1, n)], order[mod(pos-1, n)]
+	seg := func(k int) (int, int) {
+		o, l := plan.Segment(length, n, mod(k, n))
+		return off + o, l
+	}
+	for st := 0; rs && st < n-1; st++ { // reduce-scatter
+		so, sl := seg(pos - st)
+		ro, rl := seg(pos - st - 1)
+		d := 0
+		if st == n-2 {
+			d = div
+		}
+		steps = append(steps, plan.Step{Phase: plan.PhaseReduceScatter, Ops: []plan.Op{
+			{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+			{Kind: plan.RecvReduce, Peer: left, Buf: plan.Data, Off: ro, Len: rl, Div: d},
+		}})
+	}
+	for st := 0; ag && st < n-1; st++ { // allgather
+		so, sl := seg(pos + 1 - st)
+		ro, rl := seg(pos - st)
+		steps = append(steps, plan.Step{Phase: plan.PhaseAllGather, Ops: []plan.Op{
+			{Kind: plan.Send, Peer: right, Buf: plan.Data, Off: so, Len: sl},
+			{Kind: plan.Recv, Peer: left, Buf: plan.Data, Off: ro, Len: rl},
+		}})
+	}
+	return steps
 }
 
 // ReduceScatter builds the ring reduce-scatter: Input holds n blocks of

@@ -18,6 +18,26 @@ func orders(n int, rng *rand.Rand) [][]int {
 	return [][]int{id, rng.Perm(n)}
 }
 
+// sumOf is the sequential reference: the elementwise sum of every rank's
+// data, divided by the number of ranks with avg.
+func sumOf(data [][]float64, avg bool) []float64 {
+	var want []float64
+	for r, d := range data {
+		if r == 0 {
+			want = make([]float64, len(d))
+		}
+		for i, v := range d {
+			want[i] += v
+		}
+	}
+	if avg {
+		for i := range want {
+			want[i] /= float64(len(data))
+		}
+	}
+	return want
+}
+
 func inputs(n, count int, rng *rand.Rand) [][]float64 {
 	d := make([][]float64, n)
 	for r := range d {
@@ -110,17 +130,7 @@ func checkAllReduceReference(t *testing.T, maxN int, counts []int, build func(s 
 					for _, avg := range []bool{false, true} {
 						name := fmt.Sprintf("n%d/count%d/ch%d/order%v/avg%v", n, count, chans, order, avg)
 						data := inputs(n, count, rng)
-						want := make([]float64, count)
-						for r := range data {
-							for i, v := range data[r] {
-								want[i] += v
-							}
-						}
-						if avg {
-							for i := range want {
-								want[i] /= float64(n)
-							}
-						}
+						want := sumOf(data, avg)
 						progs := make([]*plan.Program, n)
 						for r := range progs {
 							p, err := build(Spec{Order: order, Rank: r, Channels: chans}, count, avg)

@@ -23,6 +23,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/launch"
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
 const benchUsage = `Usage: ringtail bench allreduce|allgather|broadcast|reducescatter|alltoall -np N [flags]
@@ -70,8 +71,11 @@ type sweepFlags struct {
 	smallBytes           int
 	pieceBytes           int
 	pieces               string
+	algorithm            string
 	noUnix, noShm        bool
 	dumpPlan             int
+	dumpHosts            int
+	dumpLinks            string
 	bindTo               string
 }
 
@@ -95,7 +99,48 @@ func (f *sweepFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noUnix, "no-unix", false, "use TCP loopback instead of unix sockets")
 	fs.BoolVar(&f.noShm, "no-shm", false, "use unix sockets instead of shared memory")
 	fs.StringVar(&f.bindTo, "bind-to", "core", "core: one CPU per rank when they fit (like mpirun); none")
+	fs.StringVar(&f.algorithm, "algorithm", "auto", "allreduce program: auto (chosen by the cost model and measurement), ring, ring-pieces, two-level, ring-offload")
 	fs.IntVar(&f.dumpPlan, "dump-plan", -1, "print the allreduce program of this rank for the largest size and exit")
+	fs.IntVar(&f.dumpHosts, "hosts", 1, "with -dump-plan: the ranks run on this many hosts (np/hosts each)")
+	fs.StringVar(&f.dumpLinks, "links", "", "with -dump-plan: the links between hosts as measured, e.g. 'link=3:rate=200mbit' (others 10 Gbit/s)")
+}
+
+// dumpBandwidth is the bandwidth matrix (bytes per second) of -links for
+// np ranks on hosts of per ranks each: a link between two hosts runs at
+// the lower of their rates (10 Gbit/s where no clause names a rank); nil
+// without -links.
+func (f *sweepFlags) dumpBandwidth(per int) ([][]float64, error) {
+	if f.dumpLinks == "" {
+		return nil, nil
+	}
+	spec, err := inject.Parse(f.dumpLinks)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(f.np); err != nil {
+		return nil, err
+	}
+	rate := make([]float64, f.np)
+	for r := range rate {
+		rate[r] = 1.25e9
+	}
+	for _, l := range spec.Links {
+		for _, r := range l.Ranks {
+			if l.Rate > 0 {
+				rate[r] = float64(l.Rate) / 8
+			}
+		}
+	}
+	bw := make([][]float64, f.np)
+	for a := range bw {
+		bw[a] = make([]float64, f.np)
+		for b := range bw[a] {
+			if a/per != b/per {
+				bw[a][b] = min(rate[a], rate[b])
+			}
+		}
+	}
+	return bw, nil
 }
 
 func (f *sweepFlags) spec(coll string) (bench.Spec, error) {
@@ -184,11 +229,19 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg := ringtail.DefaultConfig(f.dumpPlan, f.np)
 		cfg.Channels, cfg.ChunkBytes, cfg.SmallBytes, cfg.PieceBytes, cfg.Pieces = f.channels, f.chunkBytes, f.smallBytes, f.pieceBytes, f.pieces
-		if f.noShm || f.noUnix {
-			cfg.PieceBytes = 0 // pieces run only where every link is shared memory
+		cfg.DisableShm, cfg.DisableUnix, cfg.Algorithm = f.noShm, f.noUnix, f.algorithm
+		if f.dumpHosts < 1 || f.np%f.dumpHosts != 0 {
+			fmt.Fprintf(stderr, "ringtail bench: -hosts %d must divide -np %d\n", f.dumpHosts, f.np)
+			return 2
 		}
+		cfg.LocalRank, cfg.LocalWorldSize = f.dumpPlan%(f.np/f.dumpHosts), f.np/f.dumpHosts
 		cfg.MasterPort, cfg.Insecure = 1, true
-		text, err := ringtail.DumpPlan(cfg, int(spec.MaxBytes)/spec.DType.Size(), spec.DType, spec.Op)
+		bw, err := f.dumpBandwidth(f.np / f.dumpHosts)
+		if err != nil {
+			fmt.Fprintf(stderr, "ringtail bench: -links: %v\n", err)
+			return 2
+		}
+		text, err := ringtail.DumpPlan(cfg, int(spec.MaxBytes)/spec.DType.Size(), spec.DType, spec.Op, bw)
 		if err != nil {
 			fmt.Fprintf(stderr, "ringtail bench: %v\n", err)
 			return 2
@@ -251,7 +304,7 @@ func launchBench(ctx context.Context, f *sweepFlags, coll string, results chan<-
 		NP: f.np, Command: append([]string{self}, f.workerArgs(coll)...), Name: "ringtail bench",
 		Env: []string{"RINGTAIL_CHANNELS=" + strconv.Itoa(f.channels), "RINGTAIL_CHUNK_BYTES=" + strconv.Itoa(f.chunkBytes),
 			"RINGTAIL_SMALL_BYTES=" + strconv.Itoa(f.smallBytes), "RINGTAIL_PIECE_BYTES=" + strconv.Itoa(f.pieceBytes),
-			"RINGTAIL_PIECES=" + f.pieces,
+			"RINGTAIL_PIECES=" + f.pieces, "RINGTAIL_ALGORITHM=" + f.algorithm,
 			"RINGTAIL_NO_UNIX=" + strconv.FormatBool(f.noUnix),
 			"RINGTAIL_NO_SHM=" + strconv.FormatBool(f.noShm)},
 		Stdout: out, Stderr: stderr, Logger: zerolog.Nop(), BindTo: f.bindTo,
@@ -342,6 +395,9 @@ func benchRank(ctx context.Context, coll string, f *sweepFlags, set map[string]b
 	}
 	if set["pieces"] {
 		cfg.Pieces = f.pieces
+	}
+	if set["algorithm"] {
+		cfg.Algorithm = f.algorithm
 	}
 	if set["no-unix"] {
 		cfg.DisableUnix = f.noUnix

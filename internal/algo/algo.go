@@ -1,11 +1,3 @@
-// Package algo is the one place that chooses how a collective runs: given
-// what was called (the collective, its size, the ranks taking part) and
-// the communicator's tunables, Choose returns the program builder's
-// output for one rank. The communicator, --dump-plan, the benchmarks and a
-// future autotuner all call it, so they can never disagree.
-//
-// It is pure: no I/O, no clock, no goroutines. It must not import the
-// transport, the executor or the root package.
 package algo
 
 import (
@@ -14,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/ringtail-ml/ringtail/internal/cost"
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 	"github.com/ringtail-ml/ringtail/ring"
@@ -29,19 +22,26 @@ type Tunables struct {
 	Channels int
 	// ChunkBytes is the pipelining unit of a chained broadcast.
 	ChunkBytes int
-	// PieceBytes, when positive, runs an AllReduce larger than it as the
-	// ring over consecutive pieces of at most PieceBytes
-	// (ring.AllReducePieces), each finished before the next starts, so
-	// that a piece's steps run in the CPUs' caches. It pays where ranks
-	// exchange through shared memory at memory speed; the communicator
-	// sets it only when every rank's links are shared memory (one host),
-	// and a parent tree's program (on the general path) never uses it.
+	// PieceBytes is the piece of an AllReduce in pieces (KindPieces,
+	// ring.AllReducePieces): consecutive pieces of at most PieceBytes,
+	// each finished before the next starts, so that a piece's steps run
+	// in the CPUs' caches. It pays where ranks exchange through shared
+	// memory at memory speed; the Planner chooses pieces only there.
 	PieceBytes int
 	// Order is the world's ring (a permutation of the ranks; nil: rank
 	// order). Collectives over every rank follow it, and so do the
 	// members of an allreduce among some ranks, whose results do not
 	// depend on where each member sits.
 	Order []int
+	// Hosts groups the ranks by host for a two-level allreduce
+	// (KindTwoLevel): hosts in ring order, each host's ranks in ring
+	// order (nil: not known).
+	Hosts [][]int
+	// CPUGroups groups the ranks of one host by the CPU they are bound to
+	// for the small-message allreduce (KindCPUGroups): groups in ring
+	// order, each led by its first rank (nil: not known, or no CPU runs
+	// two ranks).
+	CPUGroups [][]int
 }
 
 // Spec is one rank's call, as far as the algorithm depends on it.
@@ -89,48 +89,56 @@ func (s Spec) Bytes() int { return s.Count * s.ElemSize }
 // Small reports whether the call takes the latency-optimal algorithm.
 func (s Spec) Small(t Tunables) bool { return s.Bytes() <= t.SmallBytes }
 
-// The completion of AllReduceLate moves units of about 1/lateRounds of a
-// segment, so that its pipeline fills and drains in about 2/lateRounds of
-// the late rank's transfer time, but of lateMinBytes at least (per-step
-// costs stay small against the transfer) and lateMaxBytes (or ChunkBytes)
-// at most: a sender runs ahead into its socket buffers, and the finished
-// units the late rank waits for queue behind what its owner has buffered
-// for its ring neighbour; on the test bed at 1 Gbit/s, 64 MiB over 4 ranks
-// completed in 0.58–0.67 s after the late rank's arrival with 128–256 KiB
-// units, 0.78–1.0 s with 1 MiB and 0.83 s with 1.4 MB.
-const (
-	lateRounds   = 16
-	lateMinBytes = 64 << 10
-	lateMaxBytes = 256 << 10
-)
-
-// lateChunk is the unit, in elements, of s's AllReduceLate completion.
+// lateChunk is the unit, in elements, of s's AllReduceLate completion
+// (cost.LateUnit of a segment: one of Channels × (n−1)).
 func lateChunk(s Spec, t Tunables) int {
 	n := s.World
 	if s.Members != nil {
 		n = len(s.Members)
 	}
-	es := max(1, s.ElemSize)
 	parts := max(1, t.Channels) * max(1, n-1)
 	seg := (s.Count + parts - 1) / parts
-	chunk := max((seg+lateRounds-1)/lateRounds, lateMinBytes/es)
-	return max(1, min(chunk, min(lateMaxBytes, t.ChunkBytes)/es))
+	return cost.LateUnit(seg, s.ElemSize, t.ChunkBytes)
 }
 
 // ErrUnsupported is wrapped when no algorithm exists for a collective.
 var ErrUnsupported = errors.New("algo: unsupported collective")
 
-// Choose builds rank s.Rank's program for the call.
-func Choose(s Spec, t Tunables) (*plan.Program, error) {
+// Choose builds rank s.Rank's program for the call with the collective's
+// own algorithm (Build with KindDefault).
+func Choose(s Spec, t Tunables) (*plan.Program, error) { return Build(s, t, Choice{}) }
+
+// Build builds rank s.Rank's program for the call as c says: an
+// AllReduce's program of the kind chosen, any other call's (and an
+// AllReduce's with KindDefault) its collective's own algorithm.
+func Build(s Spec, t Tunables, c Choice) (*plan.Program, error) {
+	if c.Channels > 0 {
+		t.Channels = c.Channels
+	}
 	order := ringOrder(s, t)
 	rs := ring.Spec{Order: order, World: s.World, Rank: s.Rank, Channels: t.Channels}
 	switch s.Collective {
 	case wire.AllReduce:
+		switch c.Kind {
+		case KindRing:
+			return ring.AllReduce(rs, s.Count, s.Avg)
+		case KindPieces:
+			return ring.AllReducePieces(rs, s.Count, max(1, t.PieceBytes/max(1, s.ElemSize)), s.Avg)
+		case KindTwoLevel:
+			if s.Members != nil {
+				return nil, fmt.Errorf("%w: a two-level allreduce among a subgroup", ErrUnsupported)
+			}
+			return ring.AllReduceTwoLevel(t.Hosts, s.World, s.Rank, t.Channels, s.Count, s.Avg)
+		case KindOffload:
+			return ring.AllReduceOffload(rs, c.Slow, s.Count, c.Rounds, s.Avg)
+		case KindCPUGroups:
+			if s.Members != nil {
+				return nil, fmt.Errorf("%w: an allreduce grouped by CPU among a subgroup", ErrUnsupported)
+			}
+			return tree.AllReduceGroups(t.CPUGroups, s.World, s.Rank, s.Count, s.Avg)
+		}
 		if s.Small(t) {
 			return tree.AllReduce(order, s.World, s.Rank, s.Count, s.Avg)
-		}
-		if t.PieceBytes > 0 && s.Bytes() > t.PieceBytes {
-			return ring.AllReducePieces(rs, s.Count, max(1, t.PieceBytes/max(1, s.ElemSize)), s.Avg)
 		}
 		return ring.AllReduce(rs, s.Count, s.Avg)
 	case wire.Barrier:
@@ -158,8 +166,12 @@ func Choose(s Spec, t Tunables) (*plan.Program, error) {
 		if s.Peer < 0 || s.Peer >= s.World || s.Peer == s.Rank {
 			return nil, fmt.Errorf("algo: peer %d is not another rank of 0..%d", s.Peer, s.World-1)
 		}
-		return &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count,
-			Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Len: s.Count}}}}}}}, nil
+		p := &plan.Program{Algorithm: "p2p", Rank: s.Rank, World: s.World, DataLen: s.Count}
+		for ch := range max(1, c.Channels) { // one stream, or the message split over c.Channels
+			off, n := plan.Segment(s.Count, max(1, c.Channels), ch)
+			p.Channels = append(p.Channels, plan.Channel{Steps: []plan.Step{{Ops: []plan.Op{{Kind: kind, Peer: s.Peer, Buf: plan.Data, Off: off, Len: n}}}}})
+		}
+		return p, nil
 	case wire.AllReduceTree:
 		return treeAllReduce(s, t)
 	case wire.AllToAll:
@@ -209,7 +221,6 @@ func treeAllReduce(s Spec, t Tunables) (*plan.Program, error) {
 	inner := s
 	inner.Collective, inner.Children = wire.AllReduce, nil
 	t.Channels = 1
-	t.PieceBytes = 0 // the general path: pieces pay only on fastboxes
 	p, err := Choose(inner, t)
 	if err != nil {
 		return nil, err

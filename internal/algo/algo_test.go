@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ringtail-ml/ringtail/internal/cost"
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
@@ -147,7 +148,7 @@ func peers(p *plan.Program, kind plan.OpKind) []int {
 }
 
 // AllReduceLate takes the late-rank ring with the late rank from Root,
-// in units between lateMinBytes and lateMaxBytes, and refuses a late rank
+// in units between cost.LateMinBytes and cost.LateMaxBytes, and refuses a late rank
 // outside the world.
 func TestChooseAllReduceLate(t *testing.T) {
 	tun := Tunables{SmallBytes: 4 << 10, Channels: 1, ChunkBytes: 1 << 20}
@@ -155,8 +156,8 @@ func TestChooseAllReduceLate(t *testing.T) {
 		world, count, esize int
 		wantChunk           int // elements
 	}{
-		{4, 10, 4, lateMinBytes / 4},                 // tiny: one unit
-		{4, 16 << 20 / 4, 4, lateMaxBytes / 4},       // 16 MiB: capped
+		{4, 10, 4, cost.LateMinBytes / 4},            // tiny: one unit
+		{4, 16 << 20 / 4, 4, cost.LateMaxBytes / 4},  // 16 MiB: capped
 		{8, 16 << 20 / 4, 4, (16<<20/4/7 + 15) / 16}, // a sixteenth of a segment
 		{8, 16 << 20 / 2, 2, (16<<20/2/7 + 15) / 16}, // in elements of the type
 	} {
@@ -195,11 +196,16 @@ func TestChooseAllReduceLate(t *testing.T) {
 	}
 }
 
-// An AllReduce larger than PieceBytes runs in pieces of at most PieceBytes
-// (in elements of the call's type), one at or below it runs as the plain
-// ring, and a parent tree's program (general path) never takes pieces.
-func TestChoosePiecesOnlyLargeAllReduces(t *testing.T) {
+// With pieces "always" on shared memory, an AllReduce larger than
+// PieceBytes runs in pieces of at most PieceBytes (in elements of the
+// call's type), one at or below it runs as the plain ring, and a parent
+// tree's program (general path) never takes pieces.
+func TestPiecesOnlyLargeAllReduces(t *testing.T) {
 	tun := Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 10, PieceBytes: 400}
+	pl, err := NewPlanner(Config{Tunables: tun, Pieces: "always"}, Facts{World: 4, Fast: true, FastboxBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		count, esize int
 		want         string
@@ -210,32 +216,25 @@ func TestChoosePiecesOnlyLargeAllReduces(t *testing.T) {
 		{count: 1000, esize: 2, want: "ring-pieces", maxLen: 50},
 		{count: 10, esize: 4, want: "recursive-doubling"},
 	} {
-		p, err := Choose(Spec{Collective: wire.AllReduce, Rank: 1, World: 4, Count: c.count, ElemSize: c.esize}, tun)
+		s := Spec{Collective: wire.AllReduce, Rank: 1, World: 4, Count: c.count, ElemSize: c.esize}
+		p, err := pl.Program(s, pl.Decide(&s).Choice)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Algorithm != c.want {
-			t.Fatalf("%d×%d bytes: %q, want %q", c.count, c.esize, p.Algorithm, c.want)
+		if p.Algorithm != c.want || !p.Fast {
+			t.Fatalf("%d×%d bytes: %q (fastbox path %t), want %q on the fastbox path", c.count, c.esize, p.Algorithm, p.Fast, c.want)
 		}
-		if c.maxLen == 0 {
-			continue
-		}
-		longest := 0
-		for _, st := range p.Channels[0].Steps {
-			for _, o := range st.Ops {
-				longest = max(longest, o.Len)
-			}
-		}
-		if longest != c.maxLen {
-			t.Fatalf("%d×%d bytes: longest message %d elements, want %d", c.count, c.esize, longest, c.maxLen)
+		if c.maxLen > 0 && p.LargestMessage() != c.maxLen {
+			t.Fatalf("%d×%d bytes: longest message %d elements, want %d", c.count, c.esize, p.LargestMessage(), c.maxLen)
 		}
 	}
-	p, err := Choose(Spec{Collective: wire.AllReduceTree, Rank: 1, World: 4, Members: []int{0, 1, 2}, Count: 1000, ElemSize: 4,
-		Children: []Child{{Rank: 3}}}, tun)
+	s := Spec{Collective: wire.AllReduceTree, Rank: 1, World: 4, Members: []int{0, 1, 2}, Count: 1000, ElemSize: 4,
+		Children: []Child{{Rank: 3}}}
+	p, err := pl.Program(s, pl.Decide(&s).Choice)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Algorithm != "collect+ring" {
-		t.Fatalf("parent tree: %q, want collect+ring", p.Algorithm)
+	if p.Algorithm != "collect+ring" || p.Fast {
+		t.Fatalf("parent tree: %q (fastbox path %t), want collect+ring on the general path", p.Algorithm, p.Fast)
 	}
 }

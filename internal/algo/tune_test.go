@@ -6,7 +6,7 @@ import (
 )
 
 // tuneRun drives a Tuner as one rank would for calls calls of bytes
-// bytes, each taking cost(pieces) nanoseconds per byte (asked of every
+// bytes, each taking costOf(pieces) nanoseconds per byte (asked of every
 // call, timed or not, as every call takes its time), the agreement being
 // this rank's own report (a Max over one rank). It returns each call's
 // variant.
@@ -14,8 +14,9 @@ func tuneRun(tu *Tuner, bytes, calls int, cost func(pieces bool) float64) []bool
 	ran := make([]bool, 0, calls)
 	for range calls {
 		st := tu.Next(bytes)
-		ran = append(ran, st.Pieces)
-		ns := cost(st.Pieces)
+		pieces := st.Variant == 1
+		ran = append(ran, pieces)
+		ns := cost(pieces)
 		if st.Timed {
 			tu.Observe(bytes, time.Duration(ns*float64(bytes)))
 		}
@@ -24,6 +25,13 @@ func tuneRun(tu *Tuner, bytes, calls int, cost func(pieces bool) float64) []bool
 		}
 	}
 	return ran
+}
+
+// inPieces reports whether the tuner's choice for bytes is pieces (the
+// second candidate).
+func inPieces(tu *Tuner, bytes int) bool {
+	best, _ := tu.Choice(bytes)
+	return best == 1
 }
 
 func count(ran []bool, pieces bool) int {
@@ -43,9 +51,9 @@ type tuneCase struct {
 	want         bool
 }
 
-// cost returns a cost function: ns per byte of the plain ring and of
+// costOf returns a cost function: ns per byte of the plain ring and of
 // pieces.
-func cost(ring, pieces float64) func(bool) float64 {
+func costOf(ring, pieces float64) func(bool) float64 {
 	return func(p bool) float64 {
 		if p {
 			return pieces
@@ -61,14 +69,14 @@ func TestTunerKeepsTheFasterVariant(t *testing.T) {
 	for _, tc := range []tuneCase{{"quiet cores: pieces", 0.4, 0.2, true}, {"busy cores: the ring", 0.8, 6, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var tu Tuner
-			ran := tuneRun(&tu, bytes, 10000, cost(tc.ring, tc.pieces))
+			ran := tuneRun(&tu, bytes, 10000, costOf(tc.ring, tc.pieces))
 			const first = 1 + tuneProbe // a variant's first window: one untimed call more
 			for i := range 2 * first {
 				if ran[i] != (i >= first) {
 					t.Fatalf("first windows ran %v, want %d calls of the ring then %d in pieces", ran[:2*first], first, first)
 				}
 			}
-			if got, _, _ := tu.Choice(bytes); got != tc.want {
+			if got := inPieces(&tu, bytes); got != tc.want {
 				t.Fatalf("chose pieces %t, want %t", got, tc.want)
 			}
 			if other := count(ran[2*first:], !tc.want); other > 100 {
@@ -92,14 +100,14 @@ func TestTunerDoesNotTimeAVariantsFirstCall(t *testing.T) {
 			var tu Tuner
 			ran := map[bool]bool{}
 			firstSlow := func(p bool) float64 { // each variant's first call 8× the later ones
-				c := cost(tc.ring, tc.pieces)(p)
+				c := costOf(tc.ring, tc.pieces)(p)
 				if !ran[p] {
 					ran[p], c = true, 8*c
 				}
 				return c
 			}
 			calls := tuneRun(&tu, bytes, 25, firstSlow)
-			if got, _, _ := tu.Choice(bytes); got != tc.want {
+			if got := inPieces(&tu, bytes); got != tc.want {
 				t.Fatalf("chose pieces %t after %v, want %t", got, calls, tc.want)
 			}
 			if n := count(calls[len(calls)-10:], tc.want); n != 10 {
@@ -114,11 +122,11 @@ func TestTunerDoesNotTimeAVariantsFirstCall(t *testing.T) {
 // few windows, not after the probe interval has grown long.
 func TestTunerFollowsTheLoad(t *testing.T) {
 	const bytes = 16 << 20
-	quiet, busy := cost(0.4, 0.2), cost(0.8, 6)
+	quiet, busy := costOf(0.4, 0.2), costOf(0.8, 6)
 	var tu Tuner
 	tuneRun(&tu, bytes, 20000, quiet) // a long quiet time: the probe interval is at its longest
 	ran := tuneRun(&tu, bytes, 100, busy)
-	if pieces, _, _ := tu.Choice(bytes); pieces {
+	if pieces := inPieces(&tu, bytes); pieces {
 		t.Fatal("still in pieces after 100 busy calls")
 	}
 	// The window the change falls in may not drift far enough; the next
@@ -128,7 +136,7 @@ func TestTunerFollowsTheLoad(t *testing.T) {
 	}
 	tuneRun(&tu, bytes, 20000, busy)
 	ran = tuneRun(&tu, bytes, 100, quiet)
-	if pieces, _, _ := tu.Choice(bytes); !pieces {
+	if pieces := inPieces(&tu, bytes); !pieces {
 		t.Fatal("not back to pieces after 100 quiet calls")
 	}
 	if n := count(ran, false); n > 2*tuneWindow+tuneProbe {
@@ -155,7 +163,7 @@ func TestTunerIsSteadyUnderNoise(t *testing.T) {
 		return 0.45 * f
 	}
 	ran := tuneRun(&tu, bytes, 20000, noisy)
-	if pieces, _, _ := tu.Choice(bytes); !pieces {
+	if pieces := inPieces(&tu, bytes); !pieces {
 		t.Fatal("chose the ring")
 	}
 	if n := count(ran, false); n > 400 {
@@ -169,13 +177,13 @@ func TestTunerTunesEachSizeClass(t *testing.T) {
 	var tu Tuner
 	small, large := 2<<20, 64<<20
 	for range 200 {
-		tuneRun(&tu, small, 1, cost(0.4, 0.2))
-		tuneRun(&tu, large, 1, cost(0.3, 0.5))
+		tuneRun(&tu, small, 1, costOf(0.4, 0.2))
+		tuneRun(&tu, large, 1, costOf(0.3, 0.5))
 	}
-	if p, _, _ := tu.Choice(small); !p {
+	if p := inPieces(&tu, small); !p {
 		t.Error("2 MiB: chose the ring, measured slower")
 	}
-	if p, _, _ := tu.Choice(large); p {
+	if p := inPieces(&tu, large); p {
 		t.Error("64 MiB: chose pieces, measured slower")
 	}
 }
@@ -194,7 +202,7 @@ func TestTunersAgreeFromTheSameAgreedTimes(t *testing.T) {
 			}
 			if steps[r].Timed {
 				ns := 0.2 + 0.1*float64(r) + 0.05*float64(call%3) // each rank its own times
-				if !steps[r].Pieces {
+				if steps[r].Variant != 1 {
 					ns *= 2 - float64(call%500)/250 // the ring gets faster, then slower
 				}
 				tus[r].Observe(bytes, time.Duration(ns*bytes))

@@ -51,7 +51,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) (differ bool, err
 		copy(all[block*me:], mine)
 		chk := &Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: len(all), ElemSize: 1, Members: sp.Members},
 			DType: reduce.Uint8, Op: reduce.Sum, Data: all, Purpose: purpose}
-		return all, e.execLocked(ctx, chk, false, nil)
+		return all, e.execLocked(ctx, chk, algo.Choice{}, nil)
 	}
 	var fp [8]byte
 	binary.LittleEndian.PutUint64(fp[:], c.SiteFP)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,14 +56,21 @@ type Settings struct {
 	// instead of in rank order.
 	HostRingOrder bool
 	FastSpin      time.Duration
-	Tunables      algo.Tunables
-	// TunePieces, with Tunables.PieceBytes, measures whether a large
-	// AllReduce of the world runs faster in pieces or as the plain ring
-	// and keeps the faster (algo.Tuner); without it every AllReduce
-	// larger than PieceBytes runs in pieces. Either only where every
-	// rank's links are shared memory.
-	TunePieces bool
-	Logger     zerolog.Logger
+	// Tunables are the program builders' settings; Tunables.PieceBytes is
+	// the piece of an AllReduce in pieces (0: never in pieces).
+	Tunables algo.Tunables
+	// Pieces is "auto" (a large AllReduce on shared memory runs in pieces
+	// where the decision point measures them faster), "always" or "off".
+	Pieces string
+	// Program, when set, is the program every large AllReduce of the
+	// world runs where it applies (algo.Config.Program).
+	Program algo.Kind
+	// Streams is the number of connections per pair of ranks when the
+	// ranks span hosts (0: DefaultStreams): a program's channels may use
+	// them where one stream cannot fill a link, as the link probe
+	// measures. Within one host the connections are Tunables.Channels.
+	Streams int
+	Logger  zerolog.Logger
 	// Tracer observes every call (internal/obs); nil: none. The executor
 	// reports phases to it only when TracePhases.
 	Tracer      exec.Tracer
@@ -77,6 +85,13 @@ type Settings struct {
 	// (RINGTAIL_DEBUG=detail): a collective exchange per call.
 	Detail bool
 }
+
+// DefaultStreams is the number of connections per pair of ranks on
+// different hosts when Settings.Streams is 0: where a stream is limited by
+// its window (a long round trip), 8 of them carried 8× one on the test
+// bed's added-delay links (docs/benchmarks.md); the probe decides whether
+// a program uses them.
+const DefaultStreams = 8
 
 // ErrClosed is returned by calls on a closed engine.
 var ErrClosed = errors.New("ringtail: communicator closed")
@@ -113,16 +128,16 @@ type Engine struct {
 
 	mesh     *transport.Mesh
 	executor *exec.Executor
-	// pieceBytes is the piece of an AllReduce in pieces: 0 until every
-	// rank has agreed on fastboxes (agreeOnFastboxes), then the configured
-	// Tunables.PieceBytes: pieces pay where ranks exchange at memory
-	// speed, not over sockets. tuner, when set, chooses between pieces
-	// and the plain ring for each large AllReduce of the world; tuneBuf
-	// and tuneCall are its agreement's.
-	pieceBytes int
-	tuner      *algo.Tuner
-	tuneBuf    [8]byte
-	tuneCall   Call
+	// planner decides how every call runs (algo.Planner): built from
+	// the settings at New, then from what every rank agreed about the
+	// transport (agreeOnTransport). tuneBuf and tuneCall are its
+	// agreements'; announced is what --log-level info last said ran, by
+	// collective and size class (announce).
+	planner   *algo.Planner
+	streams   int // connections per pair of ranks (Settings.Streams)
+	tuneBuf   [8]byte
+	tuneCall  Call
+	announced map[announceKey]string
 
 	coordStop context.CancelFunc
 	coordDone chan struct{}
@@ -139,6 +154,10 @@ type Engine struct {
 func New(ctx context.Context, s Settings) (*Engine, error) {
 	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
 	e.doneFn = e.groupDone
+	var err error
+	if e.planner, err = algo.NewPlanner(e.plannerConfig(), algo.Facts{World: s.World}); err != nil {
+		return nil, fmt.Errorf("ringtail: %w", err)
+	}
 	if s.Flight != nil {
 		s.Flight.SetCallLock(&e.mu)
 	}
@@ -198,10 +217,12 @@ func (e *Engine) connect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
 	}
-	ep, _ := json.Marshal(ln.Endpoint())
+	cpu := boundCPU()
+	ep, _ := json.Marshal(advertised{Endpoint: ln.Endpoint(), CPU: &cpu})
 	settings := map[string]string{
 		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
-		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "tune_pieces": strconv.FormatBool(s.TunePieces), "generation": strconv.FormatUint(s.Generation, 10),
+		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "pieces": s.Pieces,
+		"program": s.Program.String(), "streams": strconv.Itoa(s.Streams), "generation": strconv.FormatUint(s.Generation, 10),
 		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
 		"debug_detail": strconv.FormatBool(s.Detail),
 	}
@@ -221,19 +242,29 @@ func (e *Engine) connect(ctx context.Context) error {
 		return fmt.Errorf("ringtail: rank %d: %w", s.Rank, err)
 	}
 	eps := make([]transport.Endpoint, len(members))
+	cpus := make([]int, len(members))
 	for i, m := range members {
-		if err := json.Unmarshal(m.Endpoint, &eps[i]); err != nil {
+		var a advertised
+		if err := json.Unmarshal(m.Endpoint, &a); err != nil {
 			ln.Close()
 			return fmt.Errorf("ringtail: rank %d's endpoint: %w", i, err)
+		}
+		eps[i], cpus[i] = a.Endpoint, -1
+		if a.CPU != nil {
+			cpus[i] = *a.CPU
 		}
 	}
 	if s.HostRingOrder {
 		e.s.Tunables.Order = hostRingOrder(eps)
 	}
 	silence := s.PeerTimeout
+	e.streams = s.Tunables.Channels
+	if hostIndex(eps) != nil {
+		e.streams = max(e.streams, cmp.Or(s.Streams, DefaultStreams))
+	}
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
 		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret},
-		Channels: s.Tunables.Channels, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
+		Channels: e.streams, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
 		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
 		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: s.Tunables.ChunkBytes, Names: names},
 	})
@@ -250,7 +281,15 @@ func (e *Engine) connect(ctx context.Context) error {
 	if s.Flight != nil {
 		e.executor.SetWaitHook(s.Flight.Waiting)
 	}
-	return e.agreeOnFastboxes(ctx)
+	return e.agreeOnTransport(ctx, eps, cpus)
+}
+
+// advertised is what a rank tells the others at the rendezvous: where to
+// reach it, and the CPU it is bound to (−1: none), for the allreduce of
+// ranks grouped by CPU.
+type advertised struct {
+	transport.Endpoint
+	CPU *int `json:"cpu,omitempty"`
 }
 
 // hostRingOrder returns the ring that keeps each host's ranks adjacent
@@ -270,14 +309,15 @@ func hostRingOrder(eps []transport.Endpoint) []int {
 	return nil
 }
 
-// agreeOnFastboxes enables the fastbox path if every rank has fastboxes on
-// all its links. A rank with one link that is not shared memory (another
-// host, a failed upgrade) would run a call's exchange with a same-host peer
-// over the ring while the peer waits in its fastbox; so all ranks decide
-// together, with a Min over the general path. With fastboxes and a piece
-// size, a large AllReduce runs in pieces: always, or where the tuner
-// measures that they are faster (TunePieces).
-func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
+// agreeOnTransport gives the decision point the facts every rank agrees
+// on: the hosts and the CPUs the ranks are bound to (from what every rank
+// advertised at the rendezvous, which every rank holds) and whether every
+// rank has fastboxes on all its links. A rank with one link that is not
+// shared memory (another host, a failed upgrade) would run a call's
+// exchange with a same-host peer over the ring while the peer waits in
+// its fastbox; so all ranks decide together, with a Min over the general
+// path.
+func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint, cpus []int) error {
 	all := make([]byte, 4) // one int32, native order
 	if e.mesh.AllFast() {
 		all[0] = 1
@@ -287,15 +327,42 @@ func (e *Engine) agreeOnFastboxes(ctx context.Context) error {
 	if err := e.Run(ctx, c); err != nil {
 		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
 	}
-	fast := all[0] == 1
-	e.executor.EnableFast(fast)
-	if fast && e.s.Tunables.PieceBytes > 0 {
-		e.pieceBytes = e.s.Tunables.PieceBytes
-		if e.s.TunePieces {
-			e.tuner = &algo.Tuner{}
-		}
+	f := algo.Facts{World: e.s.World, Fast: all[0] == 1, FastboxBytes: transport.FastboxPayload, Host: hostIndex(eps), CPU: cpus,
+		Streams: e.streams}
+	p, err := algo.NewPlanner(e.plannerConfig(), f)
+	if err != nil {
+		return fmt.Errorf("ringtail: %w", err)
 	}
+	e.mu.Lock()
+	e.planner = p
+	clear(e.progs)
+	e.last.p, e.plain.p = nil, nil
+	e.mu.Unlock()
 	return nil
+}
+
+// plannerConfig is what the settings say about the choice of programs.
+func (e *Engine) plannerConfig() algo.Config {
+	return algo.Config{Tunables: e.s.Tunables, Pieces: e.s.Pieces, Program: e.s.Program}
+}
+
+// hostIndex numbers the endpoints' hosts in order of their first rank, or
+// returns nil when every rank is on one host.
+func hostIndex(eps []transport.Endpoint) []int {
+	index := map[string]int{}
+	host := make([]int, len(eps))
+	for r, ep := range eps {
+		h, ok := index[ep.Host]
+		if !ok {
+			h = len(index)
+			index[ep.Host] = h
+		}
+		host[r] = h
+	}
+	if len(index) < 2 {
+		return nil
+	}
+	return host
 }
 
 func (e *Engine) startCoordinator() error {

@@ -66,8 +66,8 @@ type progKey struct {
 	members    string // the member list of a subgroup call
 	children   string // this rank's children in an AllReduceTree
 	tag, mask  uint32
-	splits     string // an uneven AllToAll's send and receive counts
-	pieces     bool   // an AllReduce in pieces of Engine.pieceBytes
+	splits     string      // an uneven AllToAll's send and receive counts
+	choice     algo.Choice // the program the decision point chose
 }
 
 // plainKey identifies the program of a plain call: one of the whole world
@@ -80,7 +80,7 @@ type plainKey struct {
 	avg         bool
 	count, root int
 	esize       int
-	pieces      bool
+	choice      algo.Choice
 }
 
 // isPlain reports whether c is a plain call (see plainKey).
@@ -227,7 +227,8 @@ func (e *Engine) idleState(id uint32) (wire.State, bool) {
 	return wire.State{Done: g.done, Desc: g.last}, true
 }
 
-// program returns the cached program for k, or builds it with algo.Choose.
+// program returns the cached program for k, or has the decision point
+// build it.
 func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	if e.last.p != nil && e.last.key == k {
 		return e.last.p, nil
@@ -238,18 +239,11 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	}
 	sp := c.Spec
 	sp.Rank, sp.World = e.s.Rank, e.s.World
-	t := e.s.Tunables
-	t.PieceBytes = 0
-	if k.pieces {
-		t.PieceBytes = e.pieceBytes
-	}
-	p, err := algo.Choose(sp, t)
+	p, err := e.planner.Program(sp, k.choice)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
+	e.announce(c, k.choice, p)
 	if len(e.progs) >= 256 {
 		clear(e.progs)
 	}
@@ -258,19 +252,19 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 	return p, nil
 }
 
-// lookup returns the call's group and program (in pieces or not): a plain
-// call that repeats the previous plain call reuses its program without
-// building a progKey. The group is returned even when the program fails
-// (the error names the call by its descriptor).
-func (e *Engine) lookup(c *Call, pieces bool) (*group, *plan.Program, error) {
+// lookup returns the call's group and its program with the choice ch: a
+// plain call that repeats the previous plain call reuses its program
+// without building a progKey. The group is returned even when the program
+// fails (the error names the call by its descriptor).
+func (e *Engine) lookup(c *Call, ch algo.Choice) (*group, *plan.Program, error) {
 	plain := isPlain(c)
 	sp := &c.Spec
 	if k := &e.plain.key; plain && e.plain.p != nil && k.collective == sp.Collective && k.count == sp.Count &&
-		k.esize == sp.ElemSize && k.root == sp.Root && k.avg == sp.Avg && k.pieces == pieces {
+		k.esize == sp.ElemSize && k.root == sp.Root && k.avg == sp.Avg && k.choice == ch {
 		return &e.world, e.plain.p, nil
 	}
 	k, gk, err := e.keyOf(c)
-	k.pieces = pieces
+	k.choice = ch
 	g := e.groupOf(gk)
 	if err != nil {
 		return g, nil, err
@@ -280,7 +274,7 @@ func (e *Engine) lookup(c *Call, pieces bool) (*group, *plan.Program, error) {
 		return g, nil, err
 	}
 	if plain {
-		e.plain.key = plainKey{collective: sp.Collective, avg: sp.Avg, count: sp.Count, root: sp.Root, esize: sp.ElemSize, pieces: pieces}
+		e.plain.key = plainKey{collective: sp.Collective, avg: sp.Avg, count: sp.Count, root: sp.Root, esize: sp.ElemSize, choice: ch}
 		e.plain.p = p
 	}
 	return g, p, nil
@@ -328,56 +322,56 @@ func (e *Engine) Run(ctx context.Context, c *Call) error {
 }
 
 func (e *Engine) runLocked(ctx context.Context, c *Call) error {
-	if e.pieceBytes == 0 || c.Spec.Collective != wire.AllReduce {
-		return e.execLocked(ctx, c, false, e.s.Tracer)
+	d := e.planner.Decide(&c.Spec)
+	if d.Probe {
+		if err := e.probeLinksLocked(ctx); err != nil {
+			return err
+		}
+		d = e.planner.Decide(&c.Spec)
 	}
-	if e.tuner == nil {
-		return e.execLocked(ctx, c, true, e.s.Tracer)
+	if !d.Tuned() {
+		return e.execLocked(ctx, c, d.Choice, e.s.Tracer)
 	}
-	if bytes := c.Spec.Bytes(); bytes > e.pieceBytes && !c.Spec.Small(e.s.Tunables) && isPlain(c) {
-		return e.runTunedLocked(ctx, c, bytes)
-	}
-	return e.execLocked(ctx, c, false, e.s.Tracer)
+	return e.runTunedLocked(ctx, c, d)
 }
 
-// runTunedLocked runs a large AllReduce of the world in pieces or as the
-// plain ring, as the tuner says; it times the call when asked, and after
+// runTunedLocked runs a large AllReduce of the world among whose programs
+// the decision point is measuring: it times the call when asked, and after
 // the last call of a window the ranks agree on the window's time with a
 // Max allreduce (untraced: it is the communicator's, not the caller's), so
-// that every rank's tuner makes the same next choice.
-func (e *Engine) runTunedLocked(ctx context.Context, c *Call, bytes int) error {
-	step := e.tuner.Next(bytes)
+// that every rank's decision point makes the same next choice.
+func (e *Engine) runTunedLocked(ctx context.Context, c *Call, d algo.Decision) error {
+	bytes := c.Spec.Bytes()
 	var start time.Time
-	if step.Timed {
+	if d.Timed {
 		start = time.Now()
 	}
-	if err := e.execLocked(ctx, c, step.Pieces, e.s.Tracer); err != nil {
+	if err := e.execLocked(ctx, c, d.Choice, e.s.Tracer); err != nil {
 		return err
 	}
-	if step.Timed {
-		e.tuner.Observe(bytes, time.Since(start))
+	if d.Timed {
+		e.planner.Observe(bytes, time.Since(start))
 	}
-	if !step.Agree {
+	if !d.Agree {
 		return nil
 	}
-	binary.NativeEndian.PutUint64(e.tuneBuf[:], math.Float64bits(e.tuner.Report(bytes)))
+	binary.NativeEndian.PutUint64(e.tuneBuf[:], math.Float64bits(e.planner.Report(bytes)))
 	agree := &e.tuneCall
 	*agree = Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: 1, ElemSize: 8}, DType: reduce.Float64, Op: reduce.Max, Data: e.tuneBuf[:],
 		Purpose: "agreeing on the measured allreduce"}
-	if err := e.execLocked(ctx, agree, false, nil); err != nil {
+	if err := e.execLocked(ctx, agree, algo.Choice{}, nil); err != nil {
 		return err
 	}
-	if e.tuner.Agreed(bytes, math.Float64frombits(binary.NativeEndian.Uint64(e.tuneBuf[:]))) {
-		now, ring, inPieces := e.tuner.Choice(bytes)
-		e.s.Logger.Debug().Int("bytes", bytes).Bool("pieces", now).Float64("ring_ns_per_byte", ring*1e9).
-			Float64("pieces_ns_per_byte", inPieces*1e9).Msg("allreduce: the measured choice changed")
+	if e.planner.Agreed(bytes, math.Float64frombits(binary.NativeEndian.Uint64(e.tuneBuf[:]))) {
+		e.s.Logger.Info().Str("collective", "AllReduce").Int("bytes", bytes).Str("why", e.planner.Why(bytes)).
+			Msg("the measured choice of program changed")
 	}
 	return nil
 }
 
-// execLocked runs one call: in pieces or not (an AllReduce), reported to
-// tr when not nil.
-func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.Tracer) error {
+// execLocked runs one call with the program of choice ch, reported to tr
+// when not nil.
+func (e *Engine) execLocked(ctx context.Context, c *Call, ch algo.Choice, tr exec.Tracer) error {
 	if e.closed {
 		return ErrClosed
 	}
@@ -393,7 +387,7 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, pieces bool, tr exec.T
 			return siteErr // the check's own exchange failed: the call never began
 		}
 	}
-	g, p, err := e.lookup(c, pieces)
+	g, p, err := e.lookup(c, ch)
 	// The executor's call is filled field by field: a composite literal
 	// is built in a temporary and copied, and the copy's wide loads of its
 	// narrow stores stall on every small call.
@@ -474,14 +468,21 @@ func (e *Engine) invalidLocked(d wire.Desc, err error) error {
 	return te
 }
 
-// Program returns the program rank would run for c (--dump-plan): the same
-// choice Run makes.
-func Program(c *Call, rank, world int, t algo.Tunables) (*plan.Program, error) {
-	sp := c.Spec
-	sp.Rank, sp.World = rank, world
-	p, err := algo.Choose(sp, t)
+// Program returns the program rank would run for c (--dump-plan) in a
+// communicator with settings s whose ranks agreed on facts f: the choice
+// the decision point makes first (where it measures candidates, the one
+// the cost model prices best).
+func Program(c *Call, rank int, s Settings, f algo.Facts) (*plan.Program, error) {
+	e := &Engine{s: s}
+	p, err := algo.NewPlanner(e.plannerConfig(), f)
 	if err != nil {
 		return nil, err
 	}
-	return p, p.Validate()
+	sp := c.Spec
+	sp.Rank, sp.World = rank, s.World
+	d := p.Decide(&sp)
+	if d.Probe {
+		return nil, fmt.Errorf("ringtail: the choice needs the links measured")
+	}
+	return p.Program(sp, d.Choice)
 }

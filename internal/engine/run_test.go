@@ -95,8 +95,12 @@ func TestRouteIP(t *testing.T) {
 // point-to-point and tree calls and changes every field the shortcut
 // compares: a stale shortcut would hand a call another call's program.
 func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
-	e := &Engine{s: Settings{Rank: 1, World: 4, Tunables: algo.Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20}},
-		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}, pieceBytes: 128}
+	e := &Engine{s: Settings{Rank: 1, World: 4, Tunables: algo.Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20, PieceBytes: 128}},
+		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	var err error
+	if e.planner, err = algo.NewPlanner(e.plannerConfig(), algo.Facts{World: 4}); err != nil {
+		t.Fatal(err)
+	}
 	calls := []algo.Spec{
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
 		{Collective: wire.AllReduce, Count: 2, ElemSize: 4},
@@ -119,7 +123,11 @@ func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
 	pieces := map[int]bool{len(calls) - 3: true, len(calls) - 1: true} // pieces, then not, then pieces again
 	for i, sp := range calls {
 		c := &Call{Spec: sp}
-		g, p, err := e.lookup(c, pieces[i])
+		var ch algo.Choice
+		if pieces[i] {
+			ch.Kind = algo.KindPieces
+		}
+		g, p, err := e.lookup(c, ch)
 		if err != nil {
 			t.Fatalf("call %d (%+v): %v", i, sp, err)
 		}
@@ -127,7 +135,7 @@ func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call %d: keyOf: %v", i, err)
 		}
-		k.pieces = pieces[i]
+		k.choice = ch
 		if got := p.Algorithm == "ring-pieces"; got != pieces[i] {
 			t.Fatalf("call %d (%+v): algorithm %s, want pieces %t", i, sp, p.Algorithm, pieces[i])
 		}

@@ -29,6 +29,7 @@ type cluster struct {
 	boxes  []*testMailbox
 	ranks  []*rankState
 	tun    algo.Tunables
+	fast   bool // programs take the fastbox path where they fit
 }
 
 // rankState is one rank's call counters; mu is held while a call runs, as
@@ -62,7 +63,7 @@ func newCluster(t *testing.T, n int, o clusterOpts) *cluster {
 	}
 	c := &cluster{t: t, n: n, lns: make([]transport.Listener, n), meshes: make([]*transport.Mesh, n),
 		execs: make([]*Executor, n), boxes: make([]*testMailbox, n), ranks: make([]*rankState, n),
-		tun: algo.Tunables{SmallBytes: 256, Channels: o.channels, ChunkBytes: o.chunk}}
+		tun: algo.Tunables{SmallBytes: 256, Channels: o.channels, ChunkBytes: o.chunk}, fast: o.fast}
 	if o.shm {
 		s, err := transport.NewSockets(transport.SocketsConfig{})
 		if err != nil {
@@ -111,11 +112,8 @@ func newCluster(t *testing.T, n int, o clusterOpts) *cluster {
 		}
 		c.boxes[r] = &testMailbox{mesh: m}
 		ex.SetMailbox(c.boxes[r])
-		if o.fast {
-			if !m.AllFast() {
-				t.Fatalf("rank %d has links without fastboxes over shared memory", r)
-			}
-			ex.EnableFast(true)
+		if o.fast && !m.AllFast() {
+			t.Fatalf("rank %d has links without fastboxes over shared memory", r)
 		}
 		c.execs[r] = ex
 	}
@@ -192,17 +190,28 @@ func (c *cluster) all() []int {
 	return out
 }
 
-// program is algo.Choose's program of sp for rank r, validated.
+// program is the decision point's program of sp for rank r (the
+// collective's own algorithm), validated, on the fastbox path where the
+// cluster has fastboxes and it fits.
 func (c *cluster) program(sp algo.Spec, r int) *plan.Program {
 	c.t.Helper()
 	sp.Rank, sp.World = r, c.n
-	p, err := algo.Choose(sp, c.tun)
+	pl, err := algo.NewPlanner(algo.Config{Tunables: c.tun}, algo.Facts{World: c.n, Fast: c.fast, FastboxBytes: transport.FastboxPayload})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p, err := pl.Program(sp, algo.Choice{})
 	if err != nil {
 		c.t.Fatalf("rank %d: %v", r, err)
 	}
-	if err := p.Validate(); err != nil {
-		c.t.Fatalf("rank %d: %v", r, err)
-	}
+	return p
+}
+
+// path puts a hand-built program of float32 elements on the path the
+// decision point would give it: the fastbox path where the cluster has
+// fastboxes and the program fits them.
+func (c *cluster) path(p *plan.Program) *plan.Program {
+	p.Fast = c.fast && !p.General && !p.HasEager() && p.LargestMessage()*4 <= transport.FastboxPayload
 	return p
 }
 

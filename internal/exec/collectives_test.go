@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,13 +285,8 @@ func TestEveryProgramOnFastboxesEqualsTheSequentialReference(t *testing.T) {
 			for _, dt := range []reduce.DType{reduce.Float32, reduce.Float16, reduce.Int64} {
 				for _, op := range c.ops([]reduce.Op{reduce.Sum, reduce.Avg, reduce.Max}) {
 					r := c.ranks(cl.n)[0]
-					sp := c.specFor(r, dt, op, cl.n)
-					sp.Rank, sp.World = r, cl.n
-					p, err := algo.Choose(sp, cl.tun)
-					if err != nil {
-						t.Fatal(err)
-					}
-					fast := cl.execs[sp.Rank].fastProgram(p, &Call{DType: dt}) != nil
+					p := cl.program(c.specFor(r, dt, op, cl.n), r)
+					fast := p.Fast
 					if want := c.spec.Collective != wire.AllReduceTree; fast != want {
 						t.Fatalf("fastbox path %v, want %v", fast, want)
 					}
@@ -303,10 +299,14 @@ func TestEveryProgramOnFastboxesEqualsTheSequentialReference(t *testing.T) {
 		cl := newCluster(t, 2, clusterOpts{shm: true, fast: true, chunk: 256 << 10, channels: 1})
 		c := call{"ring allreduce of 1.2 MB", algo.Spec{Collective: wire.AllReduce, Count: 300_000}, "ring"}
 		p := cl.program(c.specFor(0, reduce.Float32, reduce.Sum, cl.n), 0)
-		if cl.execs[0].fastProgram(p, &Call{DType: reduce.Float32}) != nil {
-			t.Fatal("a program with messages larger than a fastbox was compiled for fastboxes")
+		if p.Fast {
+			t.Fatal("a program with messages larger than a fastbox was put on the fastbox path")
 		}
 		c.check(t, cl, reduce.Float32, reduce.Sum)
+		p.Fast = true // told otherwise, the executor refuses it
+		if _, err := cl.execs[0].fastProgram(p, &Call{DType: reduce.Float32}); err == nil || !strings.Contains(err.Error(), "exceeds a fastbox") {
+			t.Fatalf("a program with messages larger than a fastbox on the fastbox path: %v", err)
+		}
 	})
 }
 

@@ -32,7 +32,6 @@ type Call struct {
 // the communicator runs one collective at a time. Its buffers (completion
 // channel, scratch, bookkeeping) are reused from call to call.
 type Executor struct {
-	fastOK     bool                  // every rank agreed that fastboxes may be used (EnableFast)
 	fast       map[fastKey]*fastProg // programs compiled for fastboxes (nil: not eligible)
 	lastFast   fastKey               // the previous call's key and program, checked before the map
 	lastProg   *fastProg
@@ -92,13 +91,17 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
 	e.prog, e.callDone, e.timeout = p, call.Done, timeout
 	call.Collected = 0
-	if fp := e.fastProgram(p, call); fp != nil {
+	fp, err := e.fastProgram(p, call)
+	if err != nil {
+		return err
+	}
+	if fp != nil {
 		e.fp = fp
 		err := e.runFast(ctx, timeout, fp, p, call)
 		e.fp = nil
 		return err // synchronous: nothing of the call is left with the links
 	}
-	err := e.runGeneral(ctx, timeout, p, call)
+	err = e.runGeneral(ctx, timeout, p, call)
 	if err != nil && e.mesh != nil {
 		// Sends and receives of the call may still be queued or under
 		// way: take the call's buffers back from the failed mesh's links

@@ -90,7 +90,7 @@ func TestCancellationNamesTheRankWaitedOn(t *testing.T) {
 				// Rank 1 takes rank 0's first message: rank 0 is in the
 				// call, waiting for rank 1's.
 				part := &Call{Desc: call.Desc, DType: reduce.Float32, Op: reduce.Sum, Data: make([]byte, 4*count)}
-				if err := cl.run(context.Background(), 1, time.Minute, recvFrom(1, 2, 0, count), part); err != nil {
+				if err := cl.run(context.Background(), 1, time.Minute, cl.path(recvFrom(1, 2, 0, count)), part); err != nil {
 					t.Fatal(err)
 				}
 				cancel()
@@ -241,7 +241,7 @@ func TestARingReceiveAgainstAFastboxMessageIsAMismatch(t *testing.T) {
 		Channels: []plan.Channel{{Steps: []plan.Step{{Ops: []plan.Op{{Kind: plan.Send, Peer: 1, Buf: plan.Data, Len: 4}}}}}}}
 	smallDesc := d
 	smallDesc.Count = 4
-	if err := cl.run(context.Background(), 0, time.Minute, small, &Call{Desc: smallDesc, DType: reduce.Float32, Data: make([]byte, 16)}); err != nil {
+	if err := cl.run(context.Background(), 0, time.Minute, cl.path(small), &Call{Desc: smallDesc, DType: reduce.Float32, Data: make([]byte, 16)}); err != nil {
 		t.Fatal(err)
 	}
 	big := recvFrom(1, 2, 0, 1<<18)
@@ -303,12 +303,12 @@ func TestAHeldFrameIsCaught(t *testing.T) {
 			go func() { sent <- cl.run(context.Background(), 2, time.Minute, p, c) }()
 			defer func() { <-sent }()
 			empty := &plan.Program{Algorithm: "test-empty", Rank: 0, World: 3, DataLen: 4}
-			if err := cl.run(context.Background(), 0, time.Minute, empty, &Call{Desc: c.Desc, DType: reduce.Float32, Data: make([]byte, 16)}); err != nil {
+			if err := cl.run(context.Background(), 0, time.Minute, cl.path(empty), &Call{Desc: c.Desc, DType: reduce.Float32, Data: make([]byte, 16)}); err != nil {
 				t.Fatal(err)
 			}
 			// Call #2: rank 0 waits on rank 1, which never comes.
 			wait := &Call{Desc: wire.Desc{Collective: wire.AllReduce, DType: uint8(reduce.Float32), Call: 2, Count: 4}, DType: reduce.Float32, Data: make([]byte, 16)}
-			err := cl.run(context.Background(), 0, time.Minute, recvFrom(0, 3, 1, 4), wait)
+			err := cl.run(context.Background(), 0, time.Minute, cl.path(recvFrom(0, 3, 1, 4)), wait)
 			te := transportError(t, 0, err)
 			if te.Kind != transport.KindMismatch || te.Rank != 2 || !strings.Contains(te.Detail, "finished that call without receiving") {
 				t.Fatalf("got %v, want a mismatch naming rank 2's held frame", err)
@@ -320,7 +320,7 @@ func TestAHeldFrameIsCaught(t *testing.T) {
 			sent := make(chan error, 1)
 			go func() { sent <- cl.run(context.Background(), 2, time.Minute, p, c) }()
 			defer func() { <-sent }()
-			err := cl.run(context.Background(), 0, time.Minute, recvFrom(0, 3, 1, 4), &Call{Desc: c.Desc, DType: reduce.Float32, Data: make([]byte, 16)})
+			err := cl.run(context.Background(), 0, time.Minute, cl.path(recvFrom(0, 3, 1, 4)), &Call{Desc: c.Desc, DType: reduce.Float32, Data: make([]byte, 16)})
 			te := transportError(t, 0, err)
 			if te.Kind != transport.KindMismatch || te.Rank != 2 || !strings.Contains(te.Detail, "does not receive") {
 				t.Fatalf("got %v, want a mismatch naming rank 2", err)

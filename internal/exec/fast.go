@@ -40,44 +40,39 @@ type fastProg struct {
 	scratch int // bytes
 }
 
-// EnableFast allows programs to run on fastboxes. Both ends of every link
-// a call uses must take the same path, so the communicator enables it only
-// when every rank has fastboxes on all its links (one host, shared memory
-// everywhere), which it learns with a collective on the general path.
-func (e *Executor) EnableFast(ok bool) {
-	e.fastOK = ok
-	e.lastFast, e.lastProg = fastKey{}, nil
-	clear(e.fast)
-}
-
-// fastProgram returns p compiled for the fastbox path, or nil when p cannot
-// run there: a message exceeds a fastbox or a link it uses has none (not
-// shared memory). The answer is cached per program (programs are cached by
-// the communicator) and element size.
-func (e *Executor) fastProgram(p *plan.Program, call *Call) *fastProg {
-	if e.mesh == nil || !e.fastOK {
-		return nil
+// fastProgram returns p compiled for the fastbox path, or nil when p runs
+// on the general path (p.Fast, which the decision point set, says which:
+// every rank of a call takes the same path). It fails when p cannot run
+// there (a link without a fastbox, a message larger than one): the
+// decision point was told otherwise. The compiled program is cached per
+// program (programs are cached by the communicator) and element size.
+func (e *Executor) fastProgram(p *plan.Program, call *Call) (*fastProg, error) {
+	if !p.Fast {
+		return nil, nil
+	}
+	if e.mesh == nil {
+		return nil, fmt.Errorf("exec: a fastbox program without a mesh")
 	}
 	key := fastKey{p, call.DType.Size()}
 	if key == e.lastFast {
-		return e.lastProg
+		return e.lastProg, nil
 	}
 	fp, seen := e.fast[key]
 	if !seen {
-		fp = compileFast(e.mesh, p, key.esize)
+		var err error
+		if fp, err = compileFast(e.mesh, p, key.esize); err != nil {
+			return nil, err
+		}
 		if len(e.fast) > 1024 {
 			clear(e.fast)
 		}
 		e.fast[key] = fp
 	}
 	e.lastFast, e.lastProg = key, fp
-	return fp
+	return fp, nil
 }
 
-func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
-	if p.General || p.HasEager() {
-		return nil // eager messages travel the general path
-	}
+func compileFast(mesh *transport.Mesh, p *plan.Program, es int) (*fastProg, error) {
 	fp := &fastProg{scratch: p.ScratchLen * es}
 	for c, ch := range p.Channels {
 		for _, st := range ch.Steps {
@@ -94,8 +89,13 @@ func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
 						srcOff: o.SrcOff * es, div: o.Div, peer: o.Peer, channel: c, fold: o.Kind == plan.RecvReduce, phase: st.Phase}
 					if !o.Kind.Local() {
 						f, has := mesh.Link(o.Peer, c).Fast()
-						if !has || op.n > transport.FastboxPayload {
-							return nil
+						switch {
+						case o.Kind.Eager():
+							return nil, fmt.Errorf("exec: %s: eager op %v on the fastbox path", p.Algorithm, o)
+						case !has:
+							return nil, fmt.Errorf("exec: %s: the link to rank %d has no fastbox", p.Algorithm, o.Peer)
+						case op.n > transport.FastboxPayload:
+							return nil, fmt.Errorf("exec: %s: a message of %d bytes exceeds a fastbox (%d)", p.Algorithm, op.n, transport.FastboxPayload)
 						}
 						op.link = f
 					}
@@ -104,7 +104,7 @@ func compileFast(mesh *transport.Mesh, p *plan.Program, es int) *fastProg {
 			}
 		}
 	}
-	return fp
+	return fp, nil
 }
 
 // runFast runs a compiled program synchronously in the calling goroutine:

@@ -208,6 +208,28 @@ type Program struct {
 	// same path, and some ranks' programs of this call need the general
 	// one (they collect eager messages).
 	General bool
+	// Fast runs the program on the synchronous fastbox path. The decision
+	// point (algo.Planner.Program) sets it from what every rank agreed
+	// (fastboxes on every link) and the program (not General, no eager
+	// messages, every message fits a fastbox), so every rank of a call
+	// takes the same path; the executor only follows it.
+	Fast bool
+}
+
+// LargestMessage is the length, in elements, of the program's longest
+// send or receive.
+func (p *Program) LargestMessage() int {
+	n := 0
+	for _, ch := range p.Channels {
+		for _, st := range ch.Steps {
+			for _, o := range st.Ops {
+				if !o.Kind.Local() {
+					n = max(n, o.Len)
+				}
+			}
+		}
+	}
+	return n
 }
 
 // Validate checks that every operation stays inside its buffer and names a
@@ -293,7 +315,11 @@ func checkOverlap(st Step) error {
 // String renders the program one op per line, for --dump-plan and tests.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s rank %d/%d data=%d input=%d scratch=%d\n", p.Algorithm, p.Rank, p.World, p.DataLen, p.InputLen, p.ScratchLen)
+	path := "queued"
+	if p.Fast {
+		path = "fastbox"
+	}
+	fmt.Fprintf(&b, "%s rank %d/%d data=%d input=%d scratch=%d path=%s\n", p.Algorithm, p.Rank, p.World, p.DataLen, p.InputLen, p.ScratchLen, path)
 	for c, ch := range p.Channels {
 		for s, st := range ch.Steps {
 			for _, o := range st.Ops {
