@@ -439,7 +439,11 @@ func TestSlurmOnThisMachine(t *testing.T) {
 	t.Logf("binaries built in %.1fs", time.Since(start).Seconds())
 	// Synchronous SGD (bsp) is deterministic: every way of starting the 4
 	// ranks must train the same parameters.
-	trainArgs := []string{train, "--epochs", "1", "--step-compute", "0", "--mode", "bsp"}
+	// The ring on every run: across the two nodes the decision point would
+	// otherwise choose the two-level allreduce, whose sums round in another
+	// order than the one-host ring's, and the parameters would differ in
+	// their last bits.
+	trainArgs := []string{"env", "RINGTAIL_ALGORITHM=ring", train, "--epochs", "1", "--step-compute", "0", "--mode", "bsp"}
 
 	t.Run("scontrol expands host lists as ExpandHostList does", func(t *testing.T) {
 		for _, tc := range hostListCases {
@@ -542,7 +546,11 @@ func TestSlurmAcrossHosts(t *testing.T) {
 	}
 	c := startCluster(t, cc)
 	ringtail, train := buildBinaries(t)
-	trainArgs := []string{train, "--epochs", "1", "--step-compute", "0", "--mode", "bsp"}
+	// The ring on every run: across the two nodes the decision point would
+	// otherwise choose the two-level allreduce, whose sums round in another
+	// order than the one-host ring's, and the parameters would differ in
+	// their last bits.
+	trainArgs := []string{"env", "RINGTAIL_ALGORITHM=ring", train, "--epochs", "1", "--step-compute", "0", "--mode", "bsp"}
 	first, second := cc.nodes[0].name, cc.nodes[1].name
 
 	code, stdout, _ := c.run(t, ringtail, append([]string{"run", "--launcher", "direct", "-np", "4", "--"}, trainArgs...)...)
