@@ -84,11 +84,7 @@ func TestMailboxMatchesTagsAndKeepsOrder(t *testing.T) {
 }
 
 func eachBox(boxes []*Mailbox, f func(r int, m *Mailbox) error) []error {
-	comms := make([]*Comm, len(boxes))
-	for i, m := range boxes {
-		comms[i] = m.c
-	}
-	return each(comms, func(r int, _ *Comm) error { return f(r, boxes[r]) })
+	return each(make([]*Comm, len(boxes)), func(r int, _ *Comm) error { return f(r, boxes[r]) })
 }
 
 // Two ranks that both send a large message before receiving do not

@@ -1,4 +1,4 @@
-package ringtail
+package engine
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/reduce"
 )
 
 // MissingRanksError is the failure of MonitoredBarrier: the ranks that did
@@ -52,7 +54,7 @@ func (m *Mailbox) MonitoredBarrier(ctx context.Context, timeout time.Duration, w
 	if timeout <= 0 {
 		return fmt.Errorf("ringtail: monitored barrier timeout %v must be positive", timeout)
 	}
-	if m.c.Size() == 1 {
+	if m.e.s.World == 1 {
 		return nil
 	}
 	m.barrierMu.Lock()
@@ -66,7 +68,7 @@ func (m *Mailbox) MonitoredBarrier(ctx context.Context, timeout time.Duration, w
 
 func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Duration) error {
 	arrive := binary.LittleEndian.AppendUint32(nil, seq)
-	s, err := m.start(0, tagArrive, Raw(arrive, Uint8))
+	s, err := m.Start(0, tagArrive, arrive, reduce.Uint8)
 	if err != nil {
 		return err
 	}
@@ -75,9 +77,9 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*timeout)
 	defer cancel()
-	verdict := make([]byte, verdictLen(m.c.Size()))
+	verdict := make([]byte, verdictLen(m.e.s.World))
 	for {
-		r, err := m.post(0, tagVerdict, Raw(verdict, Uint8))
+		r, err := m.Post(0, tagVerdict, verdict, reduce.Uint8)
 		if err != nil {
 			return err
 		}
@@ -90,7 +92,7 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 		if binary.LittleEndian.Uint32(verdict) != seq {
 			continue // a verdict of an earlier barrier this rank was late for
 		}
-		if missing := bitmapRanks(verdict[4:], m.c.Size()); len(missing) > 0 {
+		if missing := bitmapRanks(verdict[4:], m.e.s.World); len(missing) > 0 {
 			return &MissingRanksError{Ranks: missing, Timeout: timeout, Rank: m.me}
 		}
 		return nil
@@ -98,7 +100,7 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 }
 
 func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Duration, waitAll bool) error {
-	w := m.c.Size()
+	w := m.e.s.World
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var missing []int
@@ -108,7 +110,7 @@ func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Dura
 			break // like Gloo: the first rank that failed is enough
 		}
 		for {
-			rc, err := m.post(r, tagArrive, Raw(buf, Uint8))
+			rc, err := m.Post(r, tagArrive, buf, reduce.Uint8)
 			if err != nil {
 				return err
 			}
@@ -132,7 +134,7 @@ func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Dura
 	}
 	var sends []*Sending
 	for r := 1; r < w; r++ {
-		s, err := m.start(r, tagVerdict, Raw(verdict, Uint8))
+		s, err := m.Start(r, tagVerdict, verdict, reduce.Uint8)
 		if err != nil {
 			return err
 		}
