@@ -32,25 +32,27 @@ type Comm struct {
 // connects to every other rank. It returns when the mesh is complete, or
 // with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
-	if err := cfg.withProcessDebug(); err != nil {
+	ic := cfg.internal()
+	if err := ic.WithProcessDebug(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
+	cfg.FlightDir, cfg.FlightSize, cfg.Debug = ic.FlightDir, ic.FlightSize, ic.Debug
+	if err := ic.Validate(); err != nil {
 		return nil, err
 	}
-	fl, err := cfg.flightRecorder()
+	fl, err := ic.FlightRecorder()
 	if err != nil {
 		return nil, err
 	}
-	rec, err := cfg.recorder(fl)
+	rec, err := ic.Recorder(fl)
 	if err != nil {
 		return nil, err
 	}
-	s := cfg.settings()
+	s := ic.Settings()
 	if rec != nil {
 		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
 	}
-	s.Flight, s.Detail = fl, cfg.detail()
+	s.Flight, s.Detail = fl, ic.Detail()
 	e, err := engine.New(ctx, s)
 	if err != nil {
 		if rec != nil {
@@ -197,7 +199,8 @@ func DumpPlan(cfg Config, count int, dt DType, op Op, bandwidth topology.Matrix)
 		return "", err
 	}
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: count, ElemSize: dt.Size(), Avg: op == Avg}, DType: dt, Op: op}
-	p, err := engine.Program(&cl, cfg.Rank, cfg.settings(), cfg.planFacts(bandwidth))
+	ic := cfg.internal()
+	p, err := engine.Program(&cl, cfg.Rank, ic.Settings(), ic.PlanFacts(bandwidth))
 	if err != nil {
 		return "", err
 	}

@@ -1,25 +1,13 @@
 package ringtail
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/ringtail-ml/ringtail/internal/algo"
-	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
-	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
-	"github.com/ringtail-ml/ringtail/internal/logging"
-	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/transport"
-	"github.com/ringtail-ml/ringtail/topology"
 )
 
 // Environment variables read by ConfigFromEnv. The first six are the ones
@@ -28,63 +16,63 @@ import (
 // MASTER_ADDR and MASTER_PORT, which a launcher can then leave to torch
 // (its TCPStore cannot share a port with ringtail's coordinator).
 const (
-	EnvRank           = "RANK"
-	EnvWorldSize      = "WORLD_SIZE"
-	EnvLocalRank      = "LOCAL_RANK"
-	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
-	EnvMasterAddr     = "MASTER_ADDR"
-	EnvMasterPort     = "MASTER_PORT"
-	EnvRingtailAddr   = "RINGTAIL_MASTER_ADDR" // before MASTER_ADDR when set
-	EnvRingtailPort   = "RINGTAIL_MASTER_PORT" // before MASTER_PORT when set
-	EnvSecret         = "RINGTAIL_SECRET"      // the job secret itself
-	EnvSecretFile     = "RINGTAIL_SECRET_FILE" // or a file holding it
-	EnvInsecure       = "RINGTAIL_INSECURE"    // "1": allow a job without a secret
-	EnvJobID          = "RINGTAIL_JOB_ID"
-	EnvCoordinator    = "RINGTAIL_COORDINATOR" // "external": rank 0 does not host the rendezvous
-	EnvListenIP       = "RINGTAIL_LISTEN_IP"
-	EnvTimeout        = "RINGTAIL_TIMEOUT"      // operation timeout, e.g. "5m"
-	EnvPeerTimeout    = "RINGTAIL_PEER_TIMEOUT" // silence before a peer is declared dead
-	EnvConnectTimeout = "RINGTAIL_CONNECT_TIMEOUT"
-	EnvChannels       = "RINGTAIL_CHANNELS"
-	EnvChunkBytes     = "RINGTAIL_CHUNK_BYTES"
-	EnvSmallBytes     = "RINGTAIL_SMALL_BYTES"
-	EnvPieceBytes     = "RINGTAIL_PIECE_BYTES" // allreduce pieces on shared memory; "0": off
-	EnvPieces         = "RINGTAIL_PIECES"      // "auto" (default: measured), "always" or "off"
-	EnvAlgorithm      = "RINGTAIL_ALGORITHM"   // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload
-	EnvStreams        = "RINGTAIL_STREAMS"     // connections per pair of ranks across hosts; 0: 8, used where measured to pay
-	EnvNoUnix         = "RINGTAIL_NO_UNIX"     // "1": TCP even within a host
-	EnvNoShm          = "RINGTAIL_NO_SHM"      // "1": unix sockets instead of shared memory within a host
-	EnvTolerate       = "RINGTAIL_TOLERATE_DEATHS"
-	EnvFastSpin       = "RINGTAIL_FAST_SPIN"     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
-	EnvControlPlane   = "RINGTAIL_CONTROL_PLANE" // "libp2p" (default with a secret) or "tcp"
-	EnvDataPlane      = "RINGTAIL_DATA_PLANE"    // "sockets" (default) or "libp2p"
-	EnvRingOrder      = "RINGTAIL_RING_ORDER"    // "hosts" (default) or "ranks"
-	EnvMetricsAddr    = "RINGTAIL_METRICS_ADDR"  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
-	EnvTimeline       = "RINGTAIL_TIMELINE"      // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
+	EnvRank           = envcfg.VarRank
+	EnvWorldSize      = envcfg.VarWorldSize
+	EnvLocalRank      = envcfg.VarLocalRank
+	EnvLocalWorldSize = envcfg.VarLocalWorldSize
+	EnvMasterAddr     = envcfg.VarMasterAddr
+	EnvMasterPort     = envcfg.VarMasterPort
+	EnvRingtailAddr   = envcfg.VarRingtailAddr // before MASTER_ADDR when set
+	EnvRingtailPort   = envcfg.VarRingtailPort // before MASTER_PORT when set
+	EnvSecret         = envcfg.VarSecret       // the job secret itself
+	EnvSecretFile     = envcfg.VarSecretFile   // or a file holding it
+	EnvInsecure       = envcfg.VarInsecure     // "1": allow a job without a secret
+	EnvJobID          = envcfg.VarJobID
+	EnvCoordinator    = envcfg.VarCoordinator // "external": rank 0 does not host the rendezvous
+	EnvListenIP       = envcfg.VarListenIP
+	EnvTimeout        = envcfg.VarTimeout     // operation timeout, e.g. "5m"
+	EnvPeerTimeout    = envcfg.VarPeerTimeout // silence before a peer is declared dead
+	EnvConnectTimeout = envcfg.VarConnectTimeout
+	EnvChannels       = envcfg.VarChannels
+	EnvChunkBytes     = envcfg.VarChunkBytes
+	EnvSmallBytes     = envcfg.VarSmallBytes
+	EnvPieceBytes     = envcfg.VarPieceBytes // allreduce pieces on shared memory; "0": off
+	EnvPieces         = envcfg.VarPieces     // "auto" (default: measured), "always" or "off"
+	EnvAlgorithm      = envcfg.VarAlgorithm  // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload
+	EnvStreams        = envcfg.VarStreams    // connections per pair of ranks across hosts; 0: 8, used where measured to pay
+	EnvNoUnix         = envcfg.VarNoUnix     // "1": TCP even within a host
+	EnvNoShm          = envcfg.VarNoShm      // "1": unix sockets instead of shared memory within a host
+	EnvTolerate       = envcfg.VarTolerate
+	EnvFastSpin       = envcfg.VarFastSpin     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
+	EnvControlPlane   = envcfg.VarControlPlane // "libp2p" (default with a secret) or "tcp"
+	EnvDataPlane      = envcfg.VarDataPlane    // "sockets" (default) or "libp2p"
+	EnvRingOrder      = envcfg.VarRingOrder    // "hosts" (default) or "ranks"
+	EnvMetricsAddr    = envcfg.VarMetricsAddr  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
+	EnvTimeline       = envcfg.VarTimeline     // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)
 	// The flight recorder and the call-site check (docs/debugging.md).
 	// These three act on every communicator of the process, however it
 	// was configured (New fills the Config fields they set when unset).
-	EnvFlightDir  = "RINGTAIL_FLIGHT_DIR"  // dump each rank's last calls here when a collective fails (default: the timeline's directory)
-	EnvFlightSize = "RINGTAIL_FLIGHT_SIZE" // calls the flight recorder keeps (default 2000; "0": off)
-	EnvDebug      = "RINGTAIL_DEBUG"       // "detail": every collective checks that all ranks call it from the same call site
+	EnvFlightDir  = envcfg.VarFlightDir  // dump each rank's last calls here when a collective fails (default: the timeline's directory)
+	EnvFlightSize = envcfg.VarFlightSize // calls the flight recorder keeps (default 2000; "0": off)
+	EnvDebug      = envcfg.VarDebug      // "detail": every collective checks that all ranks call it from the same call site
 	// EnvJobCompletionIndex is the pod's index in a Kubernetes Indexed
 	// Job: the rank when RANK is unset (see ConfigFromLookup).
-	EnvJobCompletionIndex = "JOB_COMPLETION_INDEX"
+	EnvJobCompletionIndex = envcfg.VarJobCompletionIndex
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
 // docs/benchmarks.md).
 const (
-	DefaultOpTimeout      = 5 * time.Minute
-	DefaultPeerTimeout    = 10 * time.Second
-	DefaultConnectTimeout = 2 * time.Minute
-	DefaultChannels       = 1
-	DefaultChunkBytes     = 1 << 20
-	DefaultSmallBytes     = 4 << 10
+	DefaultOpTimeout      = envcfg.DefaultOpTimeout
+	DefaultPeerTimeout    = envcfg.DefaultPeerTimeout
+	DefaultConnectTimeout = envcfg.DefaultConnectTimeout
+	DefaultChannels       = envcfg.DefaultChannels
+	DefaultChunkBytes     = envcfg.DefaultChunkBytes
+	DefaultSmallBytes     = envcfg.DefaultSmallBytes
 	// DefaultPieceBytes is the allreduce piece (see Config.PieceBytes),
 	// the size that measured best where pieces pay; SuggestedPieceBytes
 	// is the same size, for flags that set one.
-	DefaultPieceBytes   = 1 << 20
+	DefaultPieceBytes   = envcfg.DefaultPieceBytes
 	SuggestedPieceBytes = DefaultPieceBytes
 )
 
@@ -230,15 +218,7 @@ type Config struct {
 
 // DefaultConfig returns a Config with every tunable at its default and the
 // given rank and world size.
-func DefaultConfig(rank, world int) Config {
-	return Config{
-		Rank: rank, WorldSize: world, LocalRank: rank, LocalWorldSize: world,
-		MasterAddr: "127.0.0.1", JobID: "ringtail",
-		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
-		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
-	}
-}
+func DefaultConfig(rank, world int) Config { return configOf(envcfg.Default(rank, world)) }
 
 // ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
 // constants) over DefaultConfig. It reports every malformed variable.
@@ -267,269 +247,38 @@ func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
 // (and their RINGTAIL_MASTER_* forms) and RINGTAIL_JOB_ID that is set still
 // wins; the secret always comes from RINGTAIL_SECRET or RINGTAIL_SECRET_FILE.
 func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
-	c := DefaultConfig(0, 1)
-	env := envcfg.Reader{Lookup: lookup}
-	_, rankSet := env.LookupVar(EnvRank)
-	jobID := ""
-	cluster := clusterPlacement(&env, rankSet, &c, &jobID)
-	env.Int(EnvRank, &c.Rank)
-	env.Int(EnvWorldSize, &c.WorldSize)
-	if !cluster {
-		c.LocalRank, c.LocalWorldSize = c.Rank, c.WorldSize
-	}
-	env.Int(EnvLocalRank, &c.LocalRank)
-	env.Int(EnvLocalWorldSize, &c.LocalWorldSize)
-	if v := env.Get(EnvMasterAddr); v != "" {
-		c.MasterAddr = v
-	}
-	if v := env.Get(EnvRingtailAddr); v != "" {
-		c.MasterAddr = v
-	}
-	if v := env.Get(EnvRingtailPort); strings.TrimSpace(v) != "" {
-		_ = env.Get(EnvMasterPort) // asked for (see above), but torch's, not ours to parse
-		env.Int(EnvRingtailPort, &c.MasterPort)
-	} else {
-		env.Int(EnvMasterPort, &c.MasterPort)
-	}
-	if v := env.Get(EnvJobID); v != "" {
-		c.JobID = v
-	} else if jobID != "" {
-		c.JobID = jobID
-	} else if c.MasterPort != 0 {
-		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
-	}
-	secret, hasSecret := env.LookupVar(EnvSecret)
-	if f := env.Get(EnvSecretFile); hasSecret {
-		c.Secret = []byte(secret)
-	} else if f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			env.Fail(fmt.Errorf("%s: %w", EnvSecretFile, err))
-		}
-		c.Secret = []byte(strings.TrimSpace(string(b)))
-	}
-	c.Insecure = env.Bool(EnvInsecure)
-	c.ExternalCoordinator = env.Get(EnvCoordinator) == "external"
-	c.ListenIP = env.Get(EnvListenIP)
-	c.DisableUnix = env.Bool(EnvNoUnix)
-	c.DisableShm = env.Bool(EnvNoShm)
-	c.TolerateDeaths = env.Bool(EnvTolerate)
-	if v := env.Get(EnvControlPlane); v != "" {
-		c.ControlPlane = v
-	}
-	if v := env.Get(EnvDataPlane); v != "" {
-		c.DataPlane = v
-	}
-	if v := env.Get(EnvRingOrder); v != "" {
-		c.RingOrder = v
-	}
-	env.Duration(EnvTimeout, &c.OpTimeout)
-	env.Duration(EnvPeerTimeout, &c.PeerTimeout)
-	env.Duration(EnvConnectTimeout, &c.ConnectTimeout)
-	env.Duration(EnvFastSpin, &c.FastSpin)
-	env.Int(EnvChannels, &c.Channels)
-	env.Int(EnvChunkBytes, &c.ChunkBytes)
-	env.Int(EnvSmallBytes, &c.SmallBytes)
-	env.Int(EnvPieceBytes, &c.PieceBytes)
-	env.Int(EnvStreams, &c.Streams)
-	if v := env.Get(EnvAlgorithm); v != "" {
-		c.Algorithm = v
-	}
-	if v := env.Get(EnvPieces); v != "" {
-		c.Pieces = v
-	}
-	c.MetricsAddr = env.Get(EnvMetricsAddr)
-	c.Timeline = env.Get(EnvTimeline)
-	c.debugFromEnv(&env)
-	logger, err := logging.FromLookup(lookup, os.Stderr)
-	if err != nil {
-		env.Fail(err)
-	}
-	c.Logger = logger.With().Int("rank", c.Rank).Logger()
-	if err := env.Err(); err != nil {
-		return c, fmt.Errorf("ringtail: environment: %w", err)
-	}
-	return c, nil
-}
-
-// clusterPlacement fills c's rank, world, local rank and world, and
-// rendezvous from a Slurm job step's or a Kubernetes Indexed Job's
-// variables when RANK is unset (see ConfigFromLookup), and *jobID with
-// the job id they imply, if any. It reports whether it placed the rank.
-// Every variable is looked up whether or not RANK is set.
-func clusterPlacement(env *envcfg.Reader, rankSet bool, c *Config, jobID *string) bool {
-	task, isTask, err := slurm.TaskFromLookup(env.LookupVar)
-	index, hasIndex := env.LookupVar(EnvJobCompletionIndex)
-	_, worldSet := env.LookupVar(EnvWorldSize)
-	switch {
-	case rankSet:
-		return false
-	case isTask && err != nil:
-		env.Fail(err)
-		return false
-	case isTask:
-		c.Rank, c.WorldSize, c.LocalRank, c.LocalWorldSize = task.Rank, task.World, task.LocalRank, task.LocalWorld
-		c.MasterAddr, c.MasterPort, *jobID = task.MasterAddr(), task.MasterPort(), task.Name()
-		return true
-	case hasIndex:
-		env.Int(EnvJobCompletionIndex, &c.Rank)
-		if !worldSet {
-			env.Fail(fmt.Errorf("%s=%s gives the rank, but %s (the Job's completions) is not set", EnvJobCompletionIndex, index, EnvWorldSize))
-		}
-		c.LocalRank, c.LocalWorldSize = 0, 1
-		return true
-	}
-	return false
-}
-
-// controlPlane resolves the default control plane: libp2p when the job
-// has a secret (its coordinator's identity derives from it), tcp for an
-// insecure job.
-func (c *Config) controlPlane() string {
-	if c.ControlPlane != "" {
-		return c.ControlPlane
-	}
-	if len(c.Secret) == 0 {
-		return "tcp"
-	}
-	return "libp2p"
-}
-
-// tunables are the program builders' settings (internal/algo).
-func (c *Config) tunables() algo.Tunables {
-	return algo.Tunables{SmallBytes: c.SmallBytes, Channels: c.Channels, ChunkBytes: c.ChunkBytes, PieceBytes: c.PieceBytes}
-}
-
-// planFacts are the facts the ranks of a communicator with this Config
-// would agree on, for --dump-plan: hosts of LocalWorldSize ranks each
-// (block placement), fastboxes where that is one host with shared
-// memory, and bandwidth (nil: none) as the links' measurements.
-func (c *Config) planFacts(bandwidth topology.Matrix) algo.Facts {
-	f := algo.Facts{World: c.WorldSize, FastboxBytes: transport.FastboxPayload}
-	per := max(1, c.LocalWorldSize)
-	if per < c.WorldSize {
-		f.Host = make([]int, c.WorldSize)
-		for r := range f.Host {
-			f.Host[r] = r / per
-		}
-	} else {
-		f.Fast = !c.DisableShm && !c.DisableUnix
-	}
-	if bandwidth != nil {
-		f.Net.Bandwidth, f.Measured = bandwidth, true
-	}
-	return f
-}
-
-// settings maps a validated Config to the engine's.
-func (c *Config) settings() engine.Settings {
-	program, _ := algo.ParseKind(c.Algorithm) // validated
-	return engine.Settings{
-		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
-		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
-		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
-		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
-		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger, Network: c.network,
-	}
+	c, err := envcfg.FromLookup(lookup)
+	return configOf(c), err
 }
 
 // Validate reports every invalid field.
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.WorldSize < 1 {
-		bad("world size %d must be at least 1", c.WorldSize)
-	}
-	if c.Rank < 0 || (c.WorldSize >= 1 && c.Rank >= c.WorldSize) {
-		bad("rank %d must be in 0..%d", c.Rank, c.WorldSize-1)
-	}
-	if c.LocalWorldSize < 1 || c.LocalRank < 0 || c.LocalRank >= c.LocalWorldSize {
-		bad("local rank %d must be in 0..%d", c.LocalRank, c.LocalWorldSize-1)
-	}
-	if c.WorldSize > 1 {
-		if c.MasterAddr == "" {
-			bad("master address is empty (set %s)", EnvMasterAddr)
-		} else if strings.ContainsAny(c.MasterAddr, " /") {
-			bad("master address %q is not a host name or IP", c.MasterAddr)
-		}
-		if c.MasterPort < 1 || c.MasterPort > 65535 {
-			bad("master port %d must be in 1..65535 (set %s)", c.MasterPort, EnvMasterPort)
-		}
-		if len(c.Secret) == 0 && !c.Insecure {
-			bad("no job secret: set %s or %s (or %s=1 to run unauthenticated)", EnvSecret, EnvSecretFile, EnvInsecure)
-		}
-	}
-	if c.JobID == "" || len(c.JobID) > 128 {
-		bad("job id must be 1..128 bytes")
-	}
-	if c.ListenIP != "" && net.ParseIP(c.ListenIP) == nil {
-		bad("listen IP %q is not an IP address", c.ListenIP)
-	}
-	if c.OpTimeout <= 0 {
-		bad("operation timeout %v must be positive", c.OpTimeout)
-	}
-	if c.PeerTimeout < 100*time.Millisecond {
-		bad("peer timeout %v must be at least 100ms", c.PeerTimeout)
-	}
-	if c.ConnectTimeout <= 0 {
-		bad("connect timeout %v must be positive", c.ConnectTimeout)
-	}
-	if c.Channels < 1 || c.Channels > 16 {
-		bad("channels %d must be in 1..16", c.Channels)
-	}
-	if c.ChunkBytes < 4096 || c.ChunkBytes > 16<<20 {
-		bad("chunk %d bytes must be in 4096..16777216", c.ChunkBytes)
-	}
-	if c.ControlPlane != "" && c.ControlPlane != "tcp" && c.ControlPlane != "libp2p" {
-		bad("control plane %q must be tcp or libp2p", c.ControlPlane)
-	}
-	if c.DataPlane != "sockets" && c.DataPlane != "libp2p" {
-		bad("data plane %q must be sockets or libp2p", c.DataPlane)
-	}
-	if c.RingOrder != "" && c.RingOrder != "hosts" && c.RingOrder != "ranks" {
-		bad("ring order %q must be hosts or ranks", c.RingOrder)
-	}
-	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
-		bad("the libp2p planes derive identities from the job secret: set %s", EnvSecret)
-	}
-	if c.FastSpin < 0 || c.FastSpin > time.Second {
-		bad("fast spin %v must be in 0..1s", c.FastSpin)
-	}
-	if c.SmallBytes < 0 {
-		bad("small-message threshold %d must not be negative", c.SmallBytes)
-	}
-	if c.PieceBytes != 0 && (c.PieceBytes < 64<<10 || c.PieceBytes > 1<<30) {
-		bad("allreduce piece %d bytes must be 0 (off) or in 65536..1073741824", c.PieceBytes)
-	}
-	switch c.Pieces {
-	case "", "auto", "always", "off":
-	default:
-		bad("pieces %q must be auto, always or off (%s)", c.Pieces, EnvPieces)
-	}
-	if c.Streams < 0 || c.Streams > 16 {
-		bad("streams %d must be in 0..16 (%s)", c.Streams, EnvStreams)
-	}
-	if _, err := algo.ParseKind(c.Algorithm); err != nil {
-		bad("algorithm %q must be auto, ring, ring-pieces, two-level or ring-offload (%s)", c.Algorithm, EnvAlgorithm)
-	}
-	if c.MetricsAddr != "" {
-		if addr, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank); err != nil {
-			bad("metrics address (%s): %v", EnvMetricsAddr, err)
-		} else if err := obs.CheckAddr(addr); err != nil {
-			bad("metrics address (%s): %v", EnvMetricsAddr, err)
-		}
-	}
-	if c.Timeline != "" {
-		if fi, err := os.Stat(filepath.Dir(c.Timeline)); err != nil || !fi.IsDir() {
-			bad("timeline %q (%s): its directory does not exist", c.Timeline, EnvTimeline)
-		} else if fi, err := os.Stat(c.Timeline); err == nil && fi.IsDir() {
-			bad("timeline %q (%s) is a directory", c.Timeline, EnvTimeline)
-		}
-	}
-	errs = append(errs, c.validateDebug()...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("ringtail: invalid config: %w", err)
-	}
-	return nil
+	ic := c.internal()
+	return ic.Validate()
+}
+
+// internal is c as the internal packages read it.
+func (c *Config) internal() envcfg.Comm {
+	return envcfg.Comm{Rank: c.Rank, WorldSize: c.WorldSize, LocalRank: c.LocalRank, LocalWorldSize: c.LocalWorldSize,
+		MasterAddr: c.MasterAddr, MasterPort: c.MasterPort, ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID,
+		Secret: c.Secret, Insecure: c.Insecure, Generation: c.Generation, ListenIP: c.ListenIP,
+		DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
+		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
+		ControlPlane: c.ControlPlane, DataPlane: c.DataPlane, RingOrder: c.RingOrder, FastSpin: c.FastSpin,
+		Channels: c.Channels, ChunkBytes: c.ChunkBytes, SmallBytes: c.SmallBytes, PieceBytes: c.PieceBytes,
+		Pieces: c.Pieces, Streams: c.Streams, Algorithm: c.Algorithm, Logger: c.Logger, MetricsAddr: c.MetricsAddr,
+		Timeline: c.Timeline, FlightDir: c.FlightDir, FlightSize: c.FlightSize, Debug: c.Debug, Network: c.network}
+}
+
+// configOf is the Config of the internal packages' settings c.
+func configOf(c envcfg.Comm) Config {
+	return Config{Rank: c.Rank, WorldSize: c.WorldSize, LocalRank: c.LocalRank, LocalWorldSize: c.LocalWorldSize,
+		MasterAddr: c.MasterAddr, MasterPort: c.MasterPort, ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID,
+		Secret: c.Secret, Insecure: c.Insecure, Generation: c.Generation, ListenIP: c.ListenIP,
+		DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
+		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
+		ControlPlane: c.ControlPlane, DataPlane: c.DataPlane, RingOrder: c.RingOrder, FastSpin: c.FastSpin,
+		Channels: c.Channels, ChunkBytes: c.ChunkBytes, SmallBytes: c.SmallBytes, PieceBytes: c.PieceBytes,
+		Pieces: c.Pieces, Streams: c.Streams, Algorithm: c.Algorithm, Logger: c.Logger, MetricsAddr: c.MetricsAddr,
+		Timeline: c.Timeline, FlightDir: c.FlightDir, FlightSize: c.FlightSize, Debug: c.Debug, network: c.Network}
 }

@@ -2,9 +2,7 @@ package ringtail
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -12,94 +10,12 @@ import (
 	"sync"
 
 	"github.com/ringtail-ml/ringtail/internal/engine"
-	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
 // DefaultFlightSize is how many calls the flight recorder keeps by
 // default (Config.FlightSize, RINGTAIL_FLIGHT_SIZE).
 const DefaultFlightSize = flight.DefaultSize
-
-// debugFromEnv reads the flight recorder's and the call-site check's
-// variables into c.
-func (c *Config) debugFromEnv(env *envcfg.Reader) {
-	if v := env.Get(EnvFlightDir); v != "" {
-		c.FlightDir = v
-	}
-	if _, ok := env.LookupVar(EnvFlightSize); ok {
-		n := c.FlightSize
-		env.Int(EnvFlightSize, &n)
-		if n == 0 {
-			n = -1 // "0": off
-		}
-		c.FlightSize = n
-	}
-	if v := env.Get(EnvDebug); v != "" {
-		c.Debug = v
-	}
-}
-
-// withProcessDebug fills the fields RINGTAIL_FLIGHT_DIR,
-// RINGTAIL_FLIGHT_SIZE and RINGTAIL_DEBUG set that c leaves unset, so that
-// the variables act on every communicator of the process (one that
-// NewLocal or a program's own Config made too), as torch's do.
-func (c *Config) withProcessDebug() error {
-	env := envcfg.Reader{}
-	var d Config
-	d.debugFromEnv(&env)
-	if err := env.Err(); err != nil {
-		return fmt.Errorf("ringtail: environment: %w", err)
-	}
-	if c.FlightDir == "" {
-		c.FlightDir = d.FlightDir
-	}
-	if c.FlightSize == 0 {
-		c.FlightSize = d.FlightSize
-	}
-	if c.Debug == "" {
-		c.Debug = d.Debug
-	}
-	return nil
-}
-
-// validateDebug reports the invalid debugging fields.
-func (c *Config) validateDebug() []error {
-	var errs []error
-	if c.FlightSize > flight.MaxSize {
-		errs = append(errs, fmt.Errorf("flight recorder size %d must be at most %d (%s)", c.FlightSize, flight.MaxSize, EnvFlightSize))
-	}
-	if c.FlightDir != "" {
-		if fi, err := os.Stat(c.FlightDir); err == nil && !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("flight recorder directory %q (%s) is a file", c.FlightDir, EnvFlightDir))
-		}
-	}
-	switch strings.ToLower(c.Debug) {
-	case "", "off", "detail":
-	default:
-		errs = append(errs, fmt.Errorf("debug %q must be off or detail (%s)", c.Debug, EnvDebug))
-	}
-	return errs
-}
-
-// detail reports whether calls check their call sites.
-func (c *Config) detail() bool { return strings.EqualFold(c.Debug, "detail") }
-
-// flightRecorder returns the rank's flight recorder (nil when off).
-func (c *Config) flightRecorder() (*flight.Recorder, error) {
-	if c.FlightSize < 0 {
-		return nil, nil
-	}
-	dir := c.FlightDir
-	if dir == "" && c.Timeline != "" {
-		dir = filepath.Dir(c.Timeline)
-	}
-	r, err := flight.New(flight.Config{Rank: c.Rank, World: c.WorldSize, JobID: c.JobID, Generation: c.Generation,
-		Size: c.FlightSize, Dir: dir, Names: engine.Names(), Logger: c.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("ringtail: %w", err)
-	}
-	return r, nil
-}
 
 // siteKey is the context key of WithCallSite.
 type siteKey struct{}

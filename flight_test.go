@@ -257,26 +257,27 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 	t.Setenv(EnvFlightDir, dir)
 	t.Setenv(EnvFlightSize, "0")
 	t.Setenv(EnvDebug, "DETAIL")
-	cfg := DefaultConfig(0, 1)
-	if err := cfg.withProcessDebug(); err != nil {
+	def := DefaultConfig(0, 1)
+	cfg := def.internal()
+	if err := cfg.WithProcessDebug(); err != nil {
 		t.Fatal(err)
 	}
-	if cfg.FlightDir != dir || cfg.FlightSize != -1 || !cfg.detail() {
+	if cfg.FlightDir != dir || cfg.FlightSize != -1 || !cfg.Detail() {
 		t.Fatalf("from the environment: %q %d %q", cfg.FlightDir, cfg.FlightSize, cfg.Debug)
 	}
-	if fl, err := cfg.flightRecorder(); err != nil || fl != nil {
+	if fl, err := cfg.FlightRecorder(); err != nil || fl != nil {
 		t.Fatalf("RINGTAIL_FLIGHT_SIZE=0: recorder %v, %v", fl, err)
 	}
 	cfg.FlightSize = 10
-	if _, err := cfg.flightRecorder(); err != nil {
+	if _, err := cfg.FlightRecorder(); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("the dump directory was not made: %v", err)
 	}
-	explicit := DefaultConfig(0, 1)
+	explicit := def.internal()
 	explicit.FlightDir, explicit.Debug = t.TempDir(), "off"
-	if err := explicit.withProcessDebug(); err != nil || explicit.FlightDir == dir || explicit.detail() {
+	if err := explicit.WithProcessDebug(); err != nil || explicit.FlightDir == dir || explicit.Detail() {
 		t.Fatalf("the variables override a configured field: %+v", explicit)
 	}
 	file := filepath.Join(t.TempDir(), "f")
@@ -290,7 +291,7 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 		}
 	}
 	t.Setenv(EnvFlightSize, "lots")
-	if c := DefaultConfig(0, 1); c.withProcessDebug() == nil {
+	if c := def.internal(); c.WithProcessDebug() == nil {
 		t.Error("RINGTAIL_FLIGHT_SIZE=lots accepted")
 	}
 }

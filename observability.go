@@ -1,11 +1,7 @@
 package ringtail
 
 import (
-	"fmt"
-
-	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/obs"
-	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/observe"
 )
 
@@ -13,54 +9,6 @@ var (
 	_ observe.StepRecorder     = (*Comm)(nil)
 	_ observe.ProgressRecorder = (*Comm)(nil)
 )
-
-// recorder starts the rank's observability when MetricsAddr or Timeline
-// is set (nil otherwise: nothing is recorded and the calls' path makes
-// one nil check); its server shows fl (the flight recorder; nil: off) at
-// /debug/flight.
-func (c *Config) recorder(fl *flight.Recorder) (*obs.Recorder, error) {
-	if c.MetricsAddr == "" && c.Timeline == "" {
-		return nil, nil
-	}
-	addr := ""
-	if c.MetricsAddr != "" {
-		a, err := obs.RankMetricsAddr(c.MetricsAddr, c.LocalRank)
-		if err != nil {
-			return nil, fmt.Errorf("ringtail: %w", err)
-		}
-		addr = a
-	}
-	timeline := ""
-	if c.Timeline != "" {
-		timeline = obs.RankTimelinePath(c.Timeline, c.Rank, c.WorldSize)
-	}
-	gpu, err := nvml.Open(nvml.Config{})
-	if err != nil {
-		gpu = nil
-	}
-	// The recorder logs through the communicator's logger: the job-wide
-	// logger honouring RINGTAIL_LOG_LEVEL arrives as Config.Logger.
-	ocfg := obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger}
-	if fl != nil {
-		ocfg.Flight = fl.WriteLive
-	}
-	rec, err := obs.New(ocfg)
-	if err != nil {
-		if gpu != nil {
-			gpu.Close()
-		}
-		return nil, fmt.Errorf("ringtail: rank %d: %w", c.Rank, err)
-	}
-	ev := c.Logger.Info().Int("rank", c.Rank)
-	if a := rec.Addr(); a != "" {
-		ev = ev.Str("metrics", "http://"+a+"/metrics")
-	}
-	if timeline != "" {
-		ev = ev.Str("timeline", timeline)
-	}
-	ev.Msg("ringtail: observability on")
-	return rec, nil
-}
 
 // observeLinks tells the recorder each link's transport.
 func (c *Comm) observeLinks() {

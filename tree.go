@@ -93,7 +93,8 @@ func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
 			cl.Spec.Children = append(cl.Spec.Children, algo.Child{Rank: e.Child, Must: e.Must})
 		}
 	}
-	p, err := engine.Program(&cl, cfg.Rank, cfg.settings(), cfg.planFacts(nil))
+	ic := cfg.internal()
+	p, err := engine.Program(&cl, cfg.Rank, ic.Settings(), ic.PlanFacts(nil))
 	if err != nil {
 		return "", err
 	}
