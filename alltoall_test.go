@@ -7,6 +7,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/engine"
 )
 
 // value is what rank from puts in element i of its block for rank to.
@@ -138,15 +140,15 @@ func TestAllToAllRejectsBadShapes(t *testing.T) {
 			t.Errorf("%s: the peer's next call returned %v, want the abort", tc.name, err)
 		}
 	}
-	if err := checkCounts(2, 0, Int32s(make([]int32, 3)), []int{1, 2}, Int32s(make([]int32, 3)), []int{1, 1}); err == nil ||
+	if err := engine.CheckCounts(2, 0, Int32, Int32, 3, 3, []int{1, 2}, []int{1, 1}); err == nil ||
 		!strings.Contains(err.Error(), "add up") {
 		t.Errorf("counts that do not add up: %v", err)
 	}
-	if err := checkCounts(2, 0, Int32s(make([]int32, 3)), []int{-1, 4}, Int32s(make([]int32, 3)), []int{-1, 4}); err == nil ||
+	if err := engine.CheckCounts(2, 0, Int32, Int32, 3, 3, []int{-1, 4}, []int{-1, 4}); err == nil ||
 		!strings.Contains(err.Error(), "negative") {
 		t.Errorf("negative count: %v", err)
 	}
-	if err := checkCounts(2, 1, Int32s(make([]int32, 3)), []int{1, 2}, Int32s(make([]int32, 3)), []int{2, 1}); err == nil ||
+	if err := engine.CheckCounts(2, 1, Int32, Int32, 3, 3, []int{1, 2}, []int{2, 1}); err == nil ||
 		!strings.Contains(err.Error(), "sends itself") {
 		t.Errorf("own block: %v", err)
 	}

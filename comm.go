@@ -24,7 +24,7 @@ type Comm struct {
 	e      *engine.Engine
 	rec    *obs.Recorder // nil: observability off (observability.go)
 	detail bool          // calls carry their call sites (Config.Debug "detail"; debug.go)
-	sites  siteCache
+	sites  engine.Sites
 }
 
 // New joins the job: it starts the rendezvous coordinator if this is rank
@@ -110,7 +110,7 @@ func (c *Comm) run(ctx context.Context, cl *engine.Call, errs ...error) error {
 		return public(c.e.Invalid(cl, err))
 	}
 	if c.detail {
-		c.markSite(ctx, cl)
+		c.sites.Mark(ctx, cl)
 	}
 	return public(c.e.Run(ctx, cl))
 }

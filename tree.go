@@ -3,9 +3,6 @@ package ringtail
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
@@ -38,10 +35,7 @@ type Tree struct {
 // TreeEdge makes Child a child of Parent. With Must, the parent waits for
 // at least one contribution from the child whatever the deadline (a
 // staleness bound reached).
-type TreeEdge struct {
-	Child, Parent int
-	Must          bool
-}
+type TreeEdge = engine.TreeEdge
 
 // AllReduceTree reduces buf (with Sum) among t.Members after each parent
 // has folded in its children's contributions: on return every member holds
@@ -58,24 +52,9 @@ func (c *Comm) AllReduceTree(ctx context.Context, buf Buffer, t Tree) (int, erro
 	if t.Tag&t.TagMask > MaxContributionTag {
 		treeErr = fmt.Errorf("tag %#x under mask %#x is above MaxContributionTag: no contribution can match", t.Tag, t.TagMask)
 	}
-	edges := slices.Clone(t.Edges)
-	slices.SortFunc(edges, func(a, b TreeEdge) int { return a.Child - b.Child })
-	h := fnv.New32a()
-	for i, e := range edges {
-		switch {
-		case e.Child < 0 || e.Child >= c.cfg.WorldSize || slices.Contains(t.Members, e.Child):
-			treeErr = fmt.Errorf("child %d is not a rank outside the members", e.Child)
-		case !slices.Contains(t.Members, e.Parent):
-			treeErr = fmt.Errorf("parent %d of child %d is not a member", e.Parent, e.Child)
-		case i > 0 && edges[i-1].Child == e.Child:
-			treeErr = fmt.Errorf("child %d has two parents", e.Child)
-		}
-		h.Write([]byte(strconv.Itoa(e.Child) + ">" + strconv.Itoa(e.Parent) + ";"))
-		if e.Parent == c.cfg.Rank {
-			cl.Spec.Children = append(cl.Spec.Children, algo.Child{Rank: e.Child, Must: e.Must})
-		}
+	if err := engine.TreeSpec(&cl.Spec, t.Edges, c.cfg.WorldSize, c.cfg.Rank); err != nil {
+		treeErr = err
 	}
-	cl.Spec.Root = int(h.Sum32() & 0x7fffffff)
 	err := c.run(ctx, &cl, checkBuffer("AllReduceTree", buf), treeErr)
 	return cl.Collected, err
 }
