@@ -33,36 +33,12 @@ type Comm struct {
 // with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, cfg Config) (*Comm, error) {
 	ic := cfg.internal()
-	if err := ic.WithProcessDebug(); err != nil {
-		return nil, err
-	}
-	cfg.FlightDir, cfg.FlightSize, cfg.Debug = ic.FlightDir, ic.FlightSize, ic.Debug
-	if err := ic.Validate(); err != nil {
-		return nil, err
-	}
-	fl, err := ic.FlightRecorder()
+	e, rec, err := ic.Open(ctx)
 	if err != nil {
-		return nil, err
-	}
-	rec, err := ic.Recorder(fl)
-	if err != nil {
-		return nil, err
-	}
-	s := ic.Settings()
-	if rec != nil {
-		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
-	}
-	s.Flight, s.Detail = fl, ic.Detail()
-	e, err := engine.New(ctx, s)
-	if err != nil {
-		if rec != nil {
-			rec.Close()
-		}
 		return nil, public(err)
 	}
-	c := &Comm{cfg: cfg, e: e, rec: rec, detail: s.Detail}
-	c.observeLinks()
-	return c, nil
+	cfg.FlightDir, cfg.FlightSize, cfg.Debug = ic.FlightDir, ic.FlightSize, ic.Debug
+	return &Comm{cfg: cfg, e: e, rec: rec, detail: ic.Detail()}, nil
 }
 
 // Rank returns this rank.

@@ -3,27 +3,10 @@ package ringtail
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/engine"
 )
-
-// Tagged point-to-point messages (the send/recv/isend/irecv of MPI and
-// torch.distributed) are eager messages, like the communicator's
-// contributions (see Comm.Contribute): a sender never waits for the
-// receiver to be ready, the receiver's links buffer each message whole as
-// it arrives, and a Mailbox matches buffered messages with posted receives
-// by source and tag. Eager delivery is what lets two ranks both send
-// before they receive, and lets point-to-point traffic run beside
-// collectives on the same communicator without either waiting for the
-// other; the price is one copy on the receiving side.
-//
-// Tags: a Mailbox's messages are the engine's Messages class
-// (internal/engine.Class: bit 31 of the tag on the wire), so they and
-// contributions never meet, whatever their tags. Within the class, bit 30
-// marks the Mailbox's own messages (MonitoredBarrier's), and callers have
-// the tags 0..MaxTag. The protocol is internal/engine's Mailbox.
 
 // AnySource, as the source of Mailbox.Post, matches a message from any
 // rank.
@@ -40,8 +23,9 @@ const DefaultMailboxBuffer = engine.DefaultMailboxBuffer
 // ErrCanceled is the error of a receive withdrawn by Cancel.
 var ErrCanceled = engine.ErrCanceled
 
-// Mailbox sends and receives tagged point-to-point messages on a Comm,
-// with MPI's matching rules: a receive names a source rank (or AnySource)
+// Mailbox sends and receives tagged point-to-point messages (the
+// send/recv/isend/irecv of MPI and torch.distributed) on a Comm, with
+// MPI's matching rules: a receive names a source rank (or AnySource)
 // and a tag, and takes the earliest-arrived message that matches and that
 // no receive posted before it matches; messages from one rank with one
 // tag are received in the order they were sent.
@@ -59,6 +43,14 @@ var ErrCanceled = engine.ErrCanceled
 // the Mailbox holds; a NextContribution waiting meanwhile reads past
 // Mailbox messages and keeps them in the communicator until the Mailbox
 // takes them.
+//
+// Messages are eager, like contributions (Comm.Contribute): a sender never
+// waits for the receiver, whose links buffer each message whole, so two
+// ranks may both send before they receive, and point-to-point traffic
+// runs beside collectives on the same communicator, at the price of one
+// copy on the receiving side. A Mailbox's messages and contributions never
+// meet, whatever their tags (internal/engine.Class); the protocol is
+// internal/engine's Mailbox.
 type Mailbox struct{ m *engine.Mailbox }
 
 // NewMailbox starts the mailbox of c: a goroutine that takes arriving
@@ -75,30 +67,19 @@ func NewMailbox(c *Comm, bufferLimit int) (*Mailbox, error) {
 }
 
 // Receive is a posted receive; Wait for it.
-type Receive struct{ r *engine.Receive }
+type Receive = engine.Receive
 
 // Sending is a send in progress; Wait for it.
-type Sending struct{ s *engine.Sending }
-
-func checkTag(what string, tag int) error {
-	if tag < 0 || tag > MaxTag {
-		return fmt.Errorf("ringtail: %s: tag %d outside 0..%d", what, tag, MaxTag)
-	}
-	return nil
-}
+type Sending = engine.Sending
 
 // Start queues buf for rank peer with tag and returns at once; the
 // message leaves after every message started before it. buf must not
 // change until the Sending is done.
 func (m *Mailbox) Start(peer, tag int, buf Buffer) (*Sending, error) {
-	if err := errors.Join(m.m.CheckPeer("send", peer, false), checkTag("send", tag), checkBuffer("send", buf)); err != nil {
+	if err := errors.Join(m.m.Check("send", peer, false, tag), checkBuffer("send", buf)); err != nil {
 		return nil, err
 	}
-	s, err := m.m.Start(peer, uint32(tag), buf.Bytes, buf.DType)
-	if err != nil {
-		return nil, err
-	}
-	return &Sending{s}, nil
+	return m.m.Start(peer, uint32(tag), buf.Bytes, buf.DType)
 }
 
 // Send sends buf to rank peer with tag and returns once the message is
@@ -111,29 +92,16 @@ func (m *Mailbox) Send(ctx context.Context, peer, tag int, buf Buffer) error {
 	return s.Wait(ctx)
 }
 
-// Done is closed when the send has finished, well or not.
-func (s *Sending) Done() <-chan struct{} { return s.s.Done() }
-
-// Wait waits for the send to finish and returns its error. When ctx ends
-// first it returns ctx's error and the send goes on (the buffer is still
-// in use): a send that cannot be handed over fails the communicator at
-// its operation timeout.
-func (s *Sending) Wait(ctx context.Context) error { return s.s.Wait(ctx) }
-
 // Post posts a receive of one message from rank from (or AnySource) with
 // tag into buf and returns at once; buf must stay untouched until the
 // Receive is done. The message must hold exactly buf's bytes and element
 // type, else the receive fails with a KindMismatch *Error naming the
 // sender (the message is consumed, the communicator stays usable).
 func (m *Mailbox) Post(from, tag int, buf Buffer) (*Receive, error) {
-	if err := errors.Join(m.m.CheckPeer("receive", from, true), checkTag("receive", tag), checkBuffer("receive", buf)); err != nil {
+	if err := errors.Join(m.m.Check("receive", from, true, tag), checkBuffer("receive", buf)); err != nil {
 		return nil, err
 	}
-	r, err := m.m.Post(from, uint32(tag), buf.Bytes, buf.DType)
-	if err != nil {
-		return nil, err
-	}
-	return &Receive{r}, nil
+	return m.m.Post(from, uint32(tag), buf.Bytes, buf.DType)
 }
 
 // Recv posts a receive and waits for it; it returns the sender's rank.
@@ -144,19 +112,6 @@ func (m *Mailbox) Recv(ctx context.Context, from, tag int, buf Buffer) (int, err
 	}
 	return r.Wait(ctx)
 }
-
-// Done is closed when the receive has finished, well or not.
-func (r *Receive) Done() <-chan struct{} { return r.r.Done() }
-
-// Wait waits for the message and returns its sender. When ctx ends first
-// the receive is withdrawn (it will take no message; buf is free again)
-// and Wait returns a KindTimeout or KindCanceled *Error naming the rank it
-// waited for; the communicator stays usable.
-func (r *Receive) Wait(ctx context.Context) (int, error) { return r.r.Wait(ctx) }
-
-// Cancel withdraws the receive if no message has matched it yet and
-// reports whether it did; a withdrawn receive's Wait returns ErrCanceled.
-func (r *Receive) Cancel() bool { return r.r.Cancel() }
 
 // Close stops the mailbox: sends not yet handed to the transport and
 // posted receives fail with ErrClosed, unclaimed messages are dropped.

@@ -1,7 +1,6 @@
 package ringtail
 
 import (
-	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/observe"
 )
 
@@ -9,19 +8,6 @@ var (
 	_ observe.StepRecorder     = (*Comm)(nil)
 	_ observe.ProgressRecorder = (*Comm)(nil)
 )
-
-// observeLinks tells the recorder each link's transport.
-func (c *Comm) observeLinks() {
-	if c.rec == nil {
-		return
-	}
-	var links []obs.LinkInfo
-	for _, l := range c.e.Links() {
-		links = append(links, obs.LinkInfo{Peer: l.Peer, Channel: l.Channel, Transport: l.Transport, Fallback: l.Fallback})
-		c.cfg.Logger.Debug().Int("rank", c.cfg.Rank).Int("peer", l.Peer).Int("channel", l.Channel).Str("transport", l.Transport).Msg("ringtail: link")
-	}
-	c.rec.SetLinks(links)
-}
 
 // Observing reports whether the communicator records metrics, a timeline
 // or the dashboard's event stream (Config.MetricsAddr or Config.Timeline

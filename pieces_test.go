@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/obs"
 )
 
@@ -94,7 +95,7 @@ func TestEveryRankHearsWhyTheRanksDisagree(t *testing.T) {
 					c.Close()
 				}
 			}
-			if portTaken(errs[0]) {
+			if engine.PortTaken(errs[0]) {
 				continue // another process took rank 0's port: a round that proves nothing
 			}
 			for r, err := range errs {

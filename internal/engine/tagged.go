@@ -96,7 +96,7 @@ func NewMailbox(e *Engine, bufferLimit int, public func(error) error) (*Mailbox,
 	return m, nil
 }
 
-// Receive is a posted receive.
+// Receive is a posted receive (ringtail.Receive); Wait for it.
 type Receive struct {
 	from int
 	tag  uint32
@@ -109,7 +109,7 @@ type Receive struct {
 	err    error
 }
 
-// Sending is a send in progress.
+// Sending is a send in progress (ringtail.Sending); Wait for it.
 type Sending struct {
 	peer int
 	tag  uint32
@@ -119,9 +119,17 @@ type Sending struct {
 	err  error // set before done is closed
 }
 
-// CheckPeer reports whether r is a rank this mailbox may send to or (any:
-// or AnySource) receive from.
-func (m *Mailbox) CheckPeer(what string, r int, any bool) error {
+// Check reports whether r is a rank this mailbox may send to or (any: or
+// AnySource) receive from, and tag a caller's tag.
+func (m *Mailbox) Check(what string, r int, any bool, tag int) error {
+	var tagErr error
+	if tag < 0 || tag > MaxUserTag {
+		tagErr = fmt.Errorf("ringtail: %s: tag %d outside 0..%d", what, tag, MaxUserTag)
+	}
+	return errors.Join(m.checkPeer(what, r, any), tagErr)
+}
+
+func (m *Mailbox) checkPeer(what string, r int, any bool) error {
 	w := m.e.s.World
 	if any && r == AnySource {
 		if w < 2 {
@@ -158,7 +166,10 @@ func (m *Mailbox) Start(peer int, tag uint32, buf []byte, dt reduce.DType) (*Sen
 // Done is closed when the send has finished, well or not.
 func (s *Sending) Done() <-chan struct{} { return s.done }
 
-// Wait waits for the send to finish and returns its error, or ctx's.
+// Wait waits for the send to finish and returns its error. When ctx ends
+// first it returns ctx's error and the send goes on (the buffer is still
+// in use): a send that cannot be handed over fails the communicator at
+// its operation timeout.
 func (s *Sending) Wait(ctx context.Context) error {
 	select {
 	case <-s.done:
@@ -238,8 +249,9 @@ func (r *Receive) fail(err error) {
 func (r *Receive) Done() <-chan struct{} { return r.done }
 
 // Wait waits for the message and returns its sender. When ctx ends first
-// the receive is withdrawn and Wait returns a KindTimeout or KindCanceled
-// error naming the rank it waited for.
+// the receive is withdrawn (it will take no message; buf is free again)
+// and Wait returns a KindTimeout or KindCanceled error (ringtail's *Error)
+// naming the rank it waited for; the communicator stays usable.
 func (r *Receive) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-r.done:

@@ -1,6 +1,7 @@
 package envcfg
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -517,4 +518,47 @@ func (c *Comm) Recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 	}
 	ev.Msg("ringtail: observability on")
 	return rec, nil
+}
+
+// Open starts a communicator's engine (ringtail.New): the process's
+// debugging variables fill the fields c leaves unset (WithProcessDebug;
+// c keeps them), then it validates c and starts the flight recorder, the
+// observability recorder (nil when off; told each link's transport) and
+// the engine, which joins the job.
+func (c *Comm) Open(ctx context.Context) (*engine.Engine, *obs.Recorder, error) {
+	if err := c.WithProcessDebug(); err != nil {
+		return nil, nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	fl, err := c.FlightRecorder()
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := c.Recorder(fl)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := c.Settings()
+	if rec != nil {
+		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
+	}
+	s.Flight, s.Detail = fl, c.Detail()
+	e, err := engine.New(ctx, s)
+	if err != nil {
+		if rec != nil {
+			rec.Close()
+		}
+		return nil, nil, err
+	}
+	if rec != nil {
+		var links []obs.LinkInfo
+		for _, l := range e.Links() {
+			links = append(links, obs.LinkInfo{Peer: l.Peer, Channel: l.Channel, Transport: l.Transport, Fallback: l.Fallback})
+			c.Logger.Debug().Int("rank", c.Rank).Int("peer", l.Peer).Int("channel", l.Channel).Str("transport", l.Transport).Msg("ringtail: link")
+		}
+		rec.SetLinks(links)
+	}
+	return e, rec, nil
 }
