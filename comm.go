@@ -23,7 +23,7 @@ type Comm struct {
 	cfg    Config
 	e      *engine.Engine
 	rec    *obs.Recorder // nil: observability off (observability.go)
-	detail bool          // calls carry their call sites (Config.Debug "detail"; debug.go)
+	detail bool          // calls carry their call sites (Config.Debug "detail")
 	sites  engine.Sites
 }
 
@@ -39,6 +39,32 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	cfg.FlightDir, cfg.FlightSize, cfg.Debug = ic.FlightDir, ic.FlightSize, ic.Debug
 	return &Comm{cfg: cfg, e: e, rec: rec, detail: ic.Detail()}, nil
+}
+
+// NewLocal joins n ranks inside this process over the real transports (one
+// Comm per rank; shared memory between them), for benchmarks, simulations
+// and tests that drive every rank from goroutines. Rank 0 hosts the
+// rendezvous on a loopback port that was free a moment ago. Each rank's
+// configuration is DefaultConfig(rank, n) with that port, then configure
+// (may be nil) — set the secret, job id and timeouts there. If any rank
+// fails to join, every Comm is closed and the first failure is returned,
+// naming its rank.
+func NewLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
+	return engine.NewLocal(n, func() ([]*Comm, []error, error) { return joinLocal(ctx, n, configure) }, (*Comm).Close)
+}
+
+// joinLocal has n ranks join at once, with rank 0 hosting the rendezvous
+// on a loopback port that was free a moment ago, and returns each rank's
+// Comm or error (tests that look at every rank's failure use it).
+func joinLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, []error, error) {
+	return engine.JoinLocal(n, func(r, port int) (*Comm, error) {
+		cfg := DefaultConfig(r, n)
+		cfg.MasterPort = port
+		if configure != nil {
+			configure(&cfg)
+		}
+		return New(ctx, cfg)
+	})
 }
 
 // Rank returns this rank.
@@ -157,6 +183,31 @@ func (c *Comm) ReduceScatter(ctx context.Context, send, recv Buffer, op Op) erro
 	return c.run(ctx, &cl, checkBuffer("ReduceScatter send", send), checkBuffer("ReduceScatter recv", recv), shapeErr, opErr(op))
 }
 
+// AllReduceLate is AllReduce for a step in which rank late is predicted to
+// reach the call after the others (the exact mode of StragglAR, arXiv
+// 2505.23523): the other ranks reduce-scatter among themselves while late
+// is still computing, and when it arrives a short completion folds its
+// data in and hands the finished segments to every rank. The result is
+// the exact reduction, with identical bits on every rank, as with
+// AllReduce; only the order of the additions differs from AllReduce's, so
+// the two calls may round differently.
+//
+// Every rank must pass the same late rank (a rank that names another is
+// caught as a mismatch). After late arrives the call takes about G/B (G the
+// buffer's bytes, B a rank's link bandwidth) instead of the ring's
+// 2(n−1)/n·G/B; if late is not in fact the last to arrive, the call is
+// still correct but slower than AllReduce.
+func (c *Comm) AllReduceLate(ctx context.Context, buf Buffer, op Op, late int) error {
+	cl := engine.Call{Spec: spec(wire.AllReduceLate, buf), DType: buf.DType, Op: op, Data: buf.Bytes}
+	cl.Spec.Avg = op == Avg
+	cl.Spec.Root = late
+	var lateErr error
+	if late < 0 || late >= c.cfg.WorldSize {
+		lateErr = fmt.Errorf("late rank %d outside 0..%d", late, c.cfg.WorldSize-1)
+	}
+	return c.run(ctx, &cl, checkBuffer("AllReduceLate", buf), opErr(op), lateErr)
+}
+
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.Barrier, ElemSize: 1}, DType: Uint8, Op: Sum, Data: []byte{}}
@@ -171,16 +222,9 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // bandwidth in bytes per second between ranks of different hosts, as the
 // communicator's probe would find it.
 func DumpPlan(cfg Config, count int, dt DType, op Op, bandwidth topology.Matrix) (string, error) {
-	if err := cfg.Validate(); err != nil {
-		return "", err
-	}
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: count, ElemSize: dt.Size(), Avg: op == Avg}, DType: dt, Op: op}
 	ic := cfg.internal()
-	p, err := engine.Program(&cl, cfg.Rank, ic.Settings(), ic.PlanFacts(bandwidth))
-	if err != nil {
-		return "", err
-	}
-	return p.String(), nil
+	return ic.Program(&cl, bandwidth)
 }
 
 // Sleep waits for d or until ctx ends, whichever is first; a helper for

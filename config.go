@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
@@ -75,6 +76,10 @@ const (
 	DefaultPieceBytes   = envcfg.DefaultPieceBytes
 	SuggestedPieceBytes = DefaultPieceBytes
 )
+
+// DefaultFlightSize is how many calls the flight recorder keeps by
+// default (Config.FlightSize, RINGTAIL_FLIGHT_SIZE).
+const DefaultFlightSize = flight.DefaultSize
 
 // Config configures a communicator. The zero value is not valid; start from
 // ConfigFromEnv or fill Rank, WorldSize, MasterAddr, MasterPort and Secret.

@@ -23,3 +23,13 @@ import (
 func WithStep(ctx context.Context, step uint64) context.Context {
 	return engine.WithStep(ctx, step)
 }
+
+// WithCallSite returns ctx naming site as the call site of the
+// collectives called with it, for the call-site check (Config.Debug
+// "detail") of a binding whose callers are not Go code: the C API takes
+// it from rt_call_site, the PyTorch backend from the Python stack. Ranks
+// must name the same call the same way. Without it the check hashes the
+// Go caller's program counters.
+func WithCallSite(ctx context.Context, site string) context.Context {
+	return engine.WithCallSite(ctx, site)
+}

@@ -2,7 +2,6 @@ package ringtail
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
@@ -45,16 +44,7 @@ type TreeEdge = engine.TreeEdge
 func (c *Comm) AllReduceTree(ctx context.Context, buf Buffer, t Tree) (int, error) {
 	cl := engine.Call{Spec: spec(wire.AllReduceTree, buf), DType: buf.DType, Op: Sum, Data: buf.Bytes, Deadline: t.Deadline}
 	cl.Spec.Members, cl.Spec.Tag, cl.Spec.TagMask = t.Members, t.Tag, t.TagMask
-	var treeErr error
-	if _, err := engine.MembersKey(t.Members, c.cfg.WorldSize, c.cfg.Rank); err != nil {
-		treeErr = err
-	}
-	if t.Tag&t.TagMask > MaxContributionTag {
-		treeErr = fmt.Errorf("tag %#x under mask %#x is above MaxContributionTag: no contribution can match", t.Tag, t.TagMask)
-	}
-	if err := engine.TreeSpec(&cl.Spec, t.Edges, c.cfg.WorldSize, c.cfg.Rank); err != nil {
-		treeErr = err
-	}
+	treeErr := engine.TreeSpec(&cl.Spec, t.Edges, c.cfg.WorldSize, c.cfg.Rank)
 	err := c.run(ctx, &cl, checkBuffer("AllReduceTree", buf), treeErr)
 	return cl.Collected, err
 }
@@ -62,9 +52,6 @@ func (c *Comm) AllReduceTree(ctx context.Context, buf Buffer, t Tree) (int, erro
 // DumpTree returns, as text, the program cfg.Rank would run for an
 // AllReduceTree of count elements of dt (--dump-plan).
 func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
-	if err := cfg.Validate(); err != nil {
-		return "", err
-	}
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduceTree, Count: count, ElemSize: dt.Size(), Members: t.Members,
 		Tag: t.Tag, TagMask: t.TagMask}, DType: dt, Op: Sum}
 	for _, e := range t.Edges {
@@ -73,9 +60,5 @@ func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
 		}
 	}
 	ic := cfg.internal()
-	p, err := engine.Program(&cl, cfg.Rank, ic.Settings(), ic.PlanFacts(nil))
-	if err != nil {
-		return "", err
-	}
-	return p.String(), nil
+	return ic.Program(&cl, nil)
 }

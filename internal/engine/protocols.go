@@ -232,12 +232,19 @@ type TreeEdge struct {
 	Must          bool
 }
 
-// TreeSpec gives an AllReduceTree's spec, whose Members are set, the
-// children rank me folds and, in Root, a hash of every edge (so ranks
-// that disagree on the tree are caught as a mismatch); it reports the
-// last invalid edge of the w ranks' tree.
+// TreeSpec gives an AllReduceTree's spec, whose Members, Tag and TagMask
+// are set, the children rank me folds and, in Root, a hash of every edge
+// (so ranks that disagree on the tree are caught as a mismatch); it
+// reports what is wrong with the w ranks' tree (the last invalid edge, else
+// a tag no contribution can have, else the members).
 func TreeSpec(s *algo.Spec, edges []TreeEdge, w, me int) error {
 	var treeErr error
+	if _, err := MembersKey(s.Members, w, me); err != nil {
+		treeErr = err
+	}
+	if s.Tag&s.TagMask > MaxTag {
+		treeErr = fmt.Errorf("tag %#x under mask %#x is above MaxContributionTag: no contribution can match", s.Tag, s.TagMask)
+	}
 	edges = slices.Clone(edges)
 	slices.SortFunc(edges, func(a, b TreeEdge) int { return a.Child - b.Child })
 	h := fnv.New32a()

@@ -562,3 +562,17 @@ func (c *Comm) Open(ctx context.Context) (*engine.Engine, *obs.Recorder, error) 
 	}
 	return e, rec, nil
 }
+
+// Program returns, as text, the program rank c.Rank would run for cl
+// (--dump-plan: ringtail.DumpPlan and DumpTree) among ranks placed as
+// PlanFacts places them, bandwidth (nil: none) measured; c must be valid.
+func (c *Comm) Program(cl *engine.Call, bandwidth topology.Matrix) (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
+	p, err := engine.Program(cl, c.Rank, c.Settings(), c.PlanFacts(bandwidth))
+	if err != nil {
+		return "", err
+	}
+	return p.String(), nil
+}
