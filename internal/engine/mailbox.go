@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,25 +56,32 @@ func (cl Class) owns(t uint32) bool { return (t&classBit != 0) == (cl == Message
 
 // mailbox keeps the eager messages this rank received and has not yet
 // taken, so that a caller can wait for one sender (and tag) while others
-// arrive in any order, and several callers (a Mailbox's receiver, a
-// NextContribution, a Collect op) can wait at once.
+// arrive in any order, and several callers (a Mailbox's receives, a
+// NextContribution, a Collect op) can wait at once. It is the one
+// matching queue of the engine: a Mailbox's unclaimed messages stay in it
+// too, and its posted receives are matched here.
 //
 // One taker at a time reads the links' inbox (it holds the reader token);
 // it parks every message it reads in held, in arrival order, and wakes the
 // others, which look through held again. So held is always in arrival
 // order, and a message is taken by the first waiter that wants it,
-// whoever read it.
+// whoever read it. A Messages-class message that a posted receive of an
+// attached Mailbox matches goes to that receive instead of held (so no
+// held message ever matches a posted receive).
 type mailbox struct {
 	mesh   *transport.Mesh
 	reader chan struct{} // the reader token: send to take it, receive to give it back
 
-	mu     sync.Mutex
-	held   []transport.Eager // received, not yet taken, in arrival order
-	parked chan struct{}     // closed (and replaced) when held gains messages
+	mu           sync.Mutex
+	held         []transport.Eager // received, not yet taken, in arrival order
+	parked       chan struct{}     // closed (and replaced) when held gains messages
+	tagged       []*Mailbox        // the Mailboxes whose posted receives parking matches
+	messageBytes int               // the bytes of the Messages-class messages in held
+	room         chan struct{}     // closed (and replaced) when messageBytes falls
 }
 
 func (b *mailbox) init(m *transport.Mesh) {
-	b.mesh, b.reader, b.parked = m, make(chan struct{}, 1), make(chan struct{})
+	b.mesh, b.reader, b.parked, b.room = m, make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 }
 
 // takeHeldLocked removes and returns the earliest held message for which
@@ -83,17 +91,64 @@ func (b *mailbox) takeHeldLocked(match func(*transport.Eager) bool) (transport.E
 		if match(&b.held[i]) {
 			m := b.held[i]
 			b.held = append(b.held[:i], b.held[i+1:]...)
+			if Messages.owns(m.Tag) {
+				b.messageBytes -= len(m.Data)
+				close(b.room)
+				b.room = make(chan struct{})
+			}
 			return m, true
 		}
 	}
 	return transport.Eager{}, false
 }
 
-// parkLocked appends messages read from the inbox and wakes the waiters.
-func (b *mailbox) parkLocked(ms ...transport.Eager) {
-	b.held = append(b.held, ms...)
+// delivery is a message handed to the posted receive it matched.
+type delivery struct {
+	r   *Receive
+	msg transport.Eager
+}
+
+// park appends messages read from the inbox to held, or hands each
+// Messages-class message that a posted receive matches to it, and wakes
+// the waiters.
+func (b *mailbox) park(ms ...transport.Eager) {
+	var out []delivery
+	b.mu.Lock()
+	for _, m := range ms {
+		if r := b.claimLocked(m); r != nil {
+			m.Tag &^= classBit
+			out = append(out, delivery{r, m})
+			continue
+		}
+		b.held = append(b.held, m)
+		if Messages.owns(m.Tag) {
+			b.messageBytes += len(m.Data)
+		}
+	}
 	close(b.parked)
 	b.parked = make(chan struct{})
+	b.mu.Unlock()
+	for _, d := range out {
+		d.r.complete(d.msg)
+	}
+}
+
+// claimLocked removes and returns the earliest posted receive of an
+// attached Mailbox that the message m matches, or nil.
+func (b *mailbox) claimLocked(m transport.Eager) *Receive {
+	if !Messages.owns(m.Tag) {
+		return nil
+	}
+	m.Tag &^= classBit
+	for _, t := range b.tagged {
+		for i, r := range t.posted {
+			if r.matches(m) {
+				t.posted = slices.Delete(t.posted, i, i+1)
+				return r
+			}
+		}
+	}
+	return nil
 }
 
 // Post sends buf to peer as an eager message of class cl tagged tag
@@ -283,9 +338,7 @@ func (e *Engine) Take(ctx context.Context, cl Class, from []int, want func(from 
 			}
 			select {
 			case m := <-e.mesh.Inbox():
-				b.mu.Lock()
-				b.parkLocked(m)
-				b.mu.Unlock()
+				b.park(m)
 				<-b.reader
 			case <-e.mesh.Failed():
 				<-b.reader
@@ -324,11 +377,9 @@ func (e *Engine) TryTake(from int, want func(int, uint32) bool) (transport.Eager
 				break drain
 			}
 		}
-		b.mu.Lock()
 		if len(got) > 0 {
-			b.parkLocked(got...)
+			b.park(got...)
 		}
-		b.mu.Unlock()
 		<-b.reader
 	default:
 	}
@@ -338,6 +389,30 @@ func (e *Engine) TryTake(from int, want func(int, uint32) bool) (transport.Eager
 		return m.From == from && Contributions.owns(m.Tag) && want(m.From, m.Tag)
 	})
 	return m, ok
+}
+
+// readOne reads one message from the links' inbox and parks it (a
+// Mailbox's reader: a posted receive that matches takes it), waiting for
+// the reader token if another taker holds it.
+func (e *Engine) readOne(ctx context.Context) error {
+	b := &e.box
+	select {
+	case b.reader <- struct{}{}:
+	case <-e.mesh.Failed():
+		return e.mesh.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-b.reader }()
+	select {
+	case m := <-e.mesh.Inbox():
+		b.park(m)
+		return nil
+	case <-e.mesh.Failed():
+		return e.mesh.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Release returns an eager message's memory for reuse.

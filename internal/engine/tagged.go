@@ -39,23 +39,22 @@ const (
 var ErrCanceled = errors.New("ringtail: receive canceled")
 
 // Mailbox sends and receives tagged messages with MPI's matching rules
-// (see ringtail.Mailbox): three goroutines take arriving messages off the
-// links, fail the receives posted for a rank that died, and send in order.
-// Every error it returns has been through the public function its
+// (see ringtail.Mailbox). Its unclaimed messages wait in the engine's
+// matching queue (mailbox) with every other eager message, and its posted
+// receives are matched there, by whichever taker reads the links; three
+// goroutines read the links when no other taker does (within the buffer
+// limit), fail the receives posted for a rank that died, and send in
+// order. Every error it returns has been through the public function its
 // creator gave.
 type Mailbox struct {
 	e      *Engine
 	public func(error) error // the caller's error type (ringtail.Error)
 	limit  int
 	me     int
-	peers  []int // every other rank: the senders a receive may hear from
 
-	mu         sync.Mutex
-	posted     []*Receive        // waiting for a message, in post order
-	early      []transport.Eager // arrived and unclaimed, in arrival order
-	earlyBytes int
-	room       chan struct{} // closed (and replaced) when early messages are taken
-	err        error         // why the mailbox stopped (closed, failed), or nil
+	// guarded by the engine's e.box.mu
+	posted []*Receive // waiting for a message, in post order
+	err    error      // why the mailbox stopped (closed, failed), or nil
 
 	sendMu sync.Mutex    // orders Start calls into sends; held by Close once stop is closed
 	sends  chan *Sending // the sender goroutine's queue, in call order
@@ -79,16 +78,15 @@ func NewMailbox(e *Engine, bufferLimit int, public func(error) error) (*Mailbox,
 		bufferLimit = DefaultMailboxBuffer
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Mailbox{e: e, public: public, limit: bufferLimit, me: e.s.Rank, room: make(chan struct{}),
+	m := &Mailbox{e: e, public: public, limit: bufferLimit, me: e.s.Rank,
 		sends: make(chan *Sending, 1024), stop: make(chan struct{}), ctx: ctx, cancel: cancel}
 	if e.s.World == 1 {
 		return m, nil // a world of one: nobody to talk to
 	}
-	for r := range e.s.World {
-		if r != m.me {
-			m.peers = append(m.peers, r)
-		}
-	}
+	b := &e.box
+	b.mu.Lock()
+	b.tagged = append(b.tagged, m)
+	b.mu.Unlock()
 	m.wg.Add(3)
 	go m.receiveLoop()
 	go m.watchDeaths()
@@ -149,9 +147,9 @@ func (m *Mailbox) Start(peer int, tag uint32, buf []byte, dt reduce.DType) (*Sen
 	s := &Sending{peer: peer, tag: tag, buf: buf, dt: dt, done: make(chan struct{})}
 	m.sendMu.Lock()
 	defer m.sendMu.Unlock()
-	m.mu.Lock()
+	m.e.box.mu.Lock()
 	err := m.err
-	m.mu.Unlock()
+	m.e.box.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -183,31 +181,30 @@ func (s *Sending) Wait(ctx context.Context) error {
 // tag into buf.
 func (m *Mailbox) Post(from int, tag uint32, buf []byte, dt reduce.DType) (*Receive, error) {
 	r := &Receive{from: from, tag: tag, buf: buf, dt: dt, m: m, done: make(chan struct{}), source: AnySource}
-	m.mu.Lock()
+	b := &m.e.box
+	b.mu.Lock()
 	if m.err != nil {
-		m.mu.Unlock()
+		b.mu.Unlock()
 		return nil, m.err
 	}
-	for i, msg := range m.early {
-		if r.matches(msg) {
-			m.early = slices.Delete(m.early, i, i+1)
-			m.earlyBytes -= len(msg.Data)
-			close(m.room)
-			m.room = make(chan struct{})
-			m.mu.Unlock()
-			r.complete(msg)
-			return r, nil
-		}
+	msg, ok := b.takeHeldLocked(func(msg *transport.Eager) bool {
+		return Messages.owns(msg.Tag) && r.matches(transport.Eager{From: msg.From, Tag: msg.Tag &^ classBit})
+	})
+	if ok {
+		b.mu.Unlock()
+		msg.Tag &^= classBit
+		r.complete(msg)
+		return r, nil
 	}
 	if from != AnySource {
-		if de := m.e.DeadErr(from); de != nil { // checked under mu: see failDead
-			m.mu.Unlock()
+		if de := m.e.DeadErr(from); de != nil { // checked under the lock: see failDead
+			b.mu.Unlock()
 			r.fail(m.public(de))
 			return r, nil
 		}
 	}
 	m.posted = append(m.posted, r)
-	m.mu.Unlock()
+	b.mu.Unlock()
 	return r, nil
 }
 
@@ -279,13 +276,13 @@ func (r *Receive) Wait(ctx context.Context) (int, error) {
 // Cancel withdraws the receive if no message has matched it yet and
 // reports whether it did; a withdrawn receive's Wait returns ErrCanceled.
 func (r *Receive) Cancel() bool {
-	m := r.m
-	m.mu.Lock()
+	m, b := r.m, &r.m.e.box
+	b.mu.Lock()
 	i := slices.Index(m.posted, r)
 	if i >= 0 {
 		m.posted = slices.Delete(m.posted, i, i+1)
 	}
-	m.mu.Unlock()
+	b.mu.Unlock()
 	if i < 0 {
 		return false
 	}
@@ -293,17 +290,17 @@ func (r *Receive) Cancel() bool {
 	return true
 }
 
-// receiveLoop takes the Mailbox's messages off the links, matching each
-// with the earliest posted receive that accepts it or keeping it for a
-// later one.
+// receiveLoop reads the links for the Mailbox's messages while their
+// unclaimed bytes are under the limit: each goes to the earliest posted
+// receive that matches it, or waits in the engine's queue for a later one.
 func (m *Mailbox) receiveLoop() {
 	defer m.wg.Done()
-	e := m.e
+	e, b := m.e, &m.e.box
 	for {
-		m.mu.Lock()
-		full, room := m.earlyBytes >= m.limit, m.room
-		m.mu.Unlock()
-		if full { // stop taking: the links back up to the senders
+		b.mu.Lock()
+		full, room := b.messageBytes >= m.limit, b.room
+		b.mu.Unlock()
+		if full { // stop reading: the links back up to the senders
 			select {
 			case <-room:
 				continue
@@ -314,30 +311,13 @@ func (m *Mailbox) receiveLoop() {
 				return
 			}
 		}
-		msg, err := e.Take(m.ctx, Messages, m.peers, nil)
-		if err != nil {
+		if err := e.readOne(m.ctx); err != nil {
 			if m.ctx.Err() == nil { // not closed: the communicator failed
 				m.shutdown(m.public(err))
 			}
 			return
 		}
-		m.deliver(msg)
 	}
-}
-
-func (m *Mailbox) deliver(msg transport.Eager) {
-	m.mu.Lock()
-	for i, r := range m.posted {
-		if r.matches(msg) {
-			m.posted = slices.Delete(m.posted, i, i+1)
-			m.mu.Unlock()
-			r.complete(msg)
-			return
-		}
-	}
-	m.early = append(m.early, msg)
-	m.earlyBytes += len(msg.Data)
-	m.mu.Unlock()
 }
 
 // watchDeaths fails the receives waiting for a rank that died (a
@@ -361,7 +341,8 @@ func (m *Mailbox) watchDeaths() {
 
 // failDead fails the receives posted for a rank known dead.
 func (m *Mailbox) failDead() {
-	m.mu.Lock()
+	b := &m.e.box
+	b.mu.Lock()
 	var dead []*Receive
 	var errs []error
 	m.posted = slices.DeleteFunc(m.posted, func(r *Receive) bool {
@@ -374,26 +355,39 @@ func (m *Mailbox) failDead() {
 		}
 		return false
 	})
-	m.mu.Unlock()
+	b.mu.Unlock()
 	for i, r := range dead {
 		r.fail(errs[i])
 	}
 }
 
-// shutdown fails every posted receive with err and frees the early
-// messages; later calls return err.
+// shutdown fails every posted receive with err and detaches the mailbox
+// from the engine's queue, dropping the unclaimed messages when no other
+// Mailbox is attached; later calls return err.
 func (m *Mailbox) shutdown(err error) {
-	m.mu.Lock()
+	b := &m.e.box
+	b.mu.Lock()
 	if m.err == nil {
 		m.err = err
 	}
-	posted, early := m.posted, m.early
-	m.posted, m.early, m.earlyBytes = nil, nil, 0
-	m.mu.Unlock()
+	posted := m.posted
+	m.posted = nil
+	var dropped []transport.Eager
+	if i := slices.Index(b.tagged, m); i >= 0 {
+		b.tagged = slices.Delete(b.tagged, i, i+1)
+		for len(b.tagged) == 0 {
+			msg, ok := b.takeHeldLocked(func(msg *transport.Eager) bool { return Messages.owns(msg.Tag) })
+			if !ok {
+				break
+			}
+			dropped = append(dropped, msg)
+		}
+	}
+	b.mu.Unlock()
 	for _, r := range posted {
 		r.fail(err)
 	}
-	for _, msg := range early {
+	for _, msg := range dropped {
 		m.e.Release(msg)
 	}
 }
@@ -417,19 +411,20 @@ func (m *Mailbox) sendLoop() {
 // posted receives fail with ErrClosed, unclaimed messages are dropped.
 // Safe to call twice.
 func (m *Mailbox) Close() error {
-	m.mu.Lock()
+	b := &m.e.box
+	b.mu.Lock()
 	if m.err == nil {
 		m.err = ErrClosed
 	}
 	select {
 	case <-m.stop:
-		m.mu.Unlock()
+		b.mu.Unlock()
 		return nil
 	default:
 	}
 	close(m.stop)
 	m.cancel()
-	m.mu.Unlock()
+	b.mu.Unlock()
 	m.wg.Wait()
 	m.sendMu.Lock() // a Start blocked on a full queue has seen stop and left
 	defer m.sendMu.Unlock()
