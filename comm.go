@@ -8,7 +8,9 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/obs"
+	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 	"github.com/ringtail-ml/ringtail/topology"
 )
@@ -31,13 +33,16 @@ type Comm struct {
 // 0 (unless ExternalCoordinator), registers this rank's endpoint, and
 // connects to every other rank. It returns when the mesh is complete, or
 // with an error when ctx or ConnectTimeout ends first.
-func New(ctx context.Context, cfg Config) (*Comm, error) {
-	ic := cfg.internal()
-	e, rec, err := ic.Open(ctx)
+func New(ctx context.Context, cfg Config) (*Comm, error) { return newOn(ctx, cfg, nil) }
+
+// newOn is New over network (nil: the transports cfg chooses; tests place
+// ranks on hosts with one).
+func newOn(ctx context.Context, cfg Config, network transport.Network) (*Comm, error) {
+	ic := (*envcfg.Comm)(&cfg) // Open fills the fields the debugging variables set
+	e, rec, err := ic.Open(ctx, network)
 	if err != nil {
 		return nil, public(err)
 	}
-	cfg.FlightDir, cfg.FlightSize, cfg.Debug = ic.FlightDir, ic.FlightSize, ic.Debug
 	return &Comm{cfg: cfg, e: e, rec: rec, detail: ic.Detail()}, nil
 }
 
@@ -50,20 +55,25 @@ func New(ctx context.Context, cfg Config) (*Comm, error) {
 // fails to join, every Comm is closed and the first failure is returned,
 // naming its rank.
 func NewLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, error) {
-	return engine.NewLocal(n, func() ([]*Comm, []error, error) { return joinLocal(ctx, n, configure) }, (*Comm).Close)
+	return engine.NewLocal(n, func() ([]*Comm, []error, error) { return joinLocal(ctx, n, configure, nil) }, (*Comm).Close)
 }
 
 // joinLocal has n ranks join at once, with rank 0 hosting the rendezvous
-// on a loopback port that was free a moment ago, and returns each rank's
-// Comm or error (tests that look at every rank's failure use it).
-func joinLocal(ctx context.Context, n int, configure func(*Config)) ([]*Comm, []error, error) {
+// on a loopback port that was free a moment ago, each over network(rank)
+// when network is not nil, and returns each rank's Comm or error (tests
+// that look at every rank's failure, or place ranks on hosts, use it).
+func joinLocal(ctx context.Context, n int, configure func(*Config), network func(rank int) transport.Network) ([]*Comm, []error, error) {
 	return engine.JoinLocal(n, func(r, port int) (*Comm, error) {
 		cfg := DefaultConfig(r, n)
 		cfg.MasterPort = port
 		if configure != nil {
 			configure(&cfg)
 		}
-		return New(ctx, cfg)
+		var on transport.Network
+		if network != nil {
+			on = network(r)
+		}
+		return newOn(ctx, cfg, on)
 	})
 }
 
@@ -208,10 +218,85 @@ func (c *Comm) AllReduceLate(ctx context.Context, buf Buffer, op Op, late int) e
 	return c.run(ctx, &cl, checkBuffer("AllReduceLate", buf), opErr(op), lateErr)
 }
 
+// AllToAll sends block r of send to rank r and receives rank r's block for
+// this rank into block r of recv: send and recv hold WorldSize blocks of
+// send.Len()/WorldSize elements each, in rank order. Every rank must call
+// it with the same element type and block size. send and recv must not
+// overlap.
+//
+// It runs the pairwise exchange of ring.AllToAll: WorldSize−1 steps, each
+// rank sending one block and receiving one per step.
+func (c *Comm) AllToAll(ctx context.Context, send, recv Buffer) error {
+	w := c.cfg.WorldSize
+	block := send.Len() / w
+	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllToAll, Count: block, ElemSize: send.DType.Size(), Root: int(wire.AllToAllEven)},
+		DType: send.DType, Data: recv.Bytes, Input: send.Bytes}
+	var shapeErr error
+	switch {
+	case send.DType != recv.DType:
+		shapeErr = fmt.Errorf("send is %v but recv is %v", send.DType, recv.DType)
+	case send.Len()%w != 0:
+		shapeErr = fmt.Errorf("send has %d elements, not a multiple of the world size %d", send.Len(), w)
+	case recv.Len() != send.Len():
+		shapeErr = fmt.Errorf("recv has %d elements, send %d: they must be equal", recv.Len(), send.Len())
+	case engine.Overlaps(send.Bytes, recv.Bytes):
+		shapeErr = fmt.Errorf("send and recv overlap")
+	}
+	return c.run(ctx, &cl, checkBuffer("AllToAll send", send), checkBuffer("AllToAll recv", recv), shapeErr)
+}
+
+// AllToAllV is AllToAll with blocks of any size: send holds sendCounts[r]
+// elements for rank r and recv receives recvCounts[r] elements from rank
+// r, each back to back in rank order. What rank a sends to rank b must be
+// what b expects from a: the ranks first exchange their counts (one small
+// all-to-all), and any disagreement fails the communicator on every rank
+// with an error naming the two ranks and both counts, before any data
+// moves. send and recv must not overlap.
+func (c *Comm) AllToAllV(ctx context.Context, send Buffer, sendCounts []int, recv Buffer, recvCounts []int) error {
+	w, me := c.cfg.WorldSize, c.cfg.Rank
+	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllToAll, ElemSize: send.DType.Size(), Root: int(wire.AllToAllUneven),
+		SendCounts: sendCounts, RecvCounts: recvCounts}, DType: send.DType, Data: recv.Bytes, Input: send.Bytes}
+	shapeErr := engine.CheckCounts(w, me, send.DType, recv.DType, send.Len(), recv.Len(), sendCounts, recvCounts)
+	if shapeErr == nil && engine.Overlaps(send.Bytes, recv.Bytes) {
+		shapeErr = fmt.Errorf("send and recv overlap")
+	}
+	if err := errors.Join(checkBuffer("AllToAllV send", send), checkBuffer("AllToAllV recv", recv), shapeErr); err != nil {
+		return c.run(ctx, &cl, err)
+	}
+	return engine.AgreeOnCounts(ctx, c.run, w, me, &cl)
+}
+
 // Barrier returns once every rank has entered it.
 func (c *Comm) Barrier(ctx context.Context) error {
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.Barrier, ElemSize: 1}, DType: Uint8, Op: Sum, Data: []byte{}}
 	return c.run(ctx, &cl)
+}
+
+// ProbeConfig sizes a link probe.
+type ProbeConfig struct {
+	// Small is the latency probe's size in bytes (default 8).
+	Small int
+	// Large is the bandwidth probe's size in bytes (default 1 MiB).
+	Large int
+	// Repeats is how many times each pair exchanges each probe (default 3);
+	// the median is kept.
+	Repeats int
+}
+
+// Probe measures latency and bandwidth between every pair of ranks, at
+// start or on demand (a collective: every rank calls it). Pairs meet in a
+// round-robin tournament, so each round every rank is busy with exactly one
+// partner: the lower rank sends a small probe that is echoed (latency is
+// half the round trip), then a large one that is acknowledged. Each rank
+// measures the pairs it leads; one Max-allreduce shares the measurements so
+// every rank returns the same estimates (topology.EstimateLinks), which
+// parent choice (topology.AssignParents) and ring order use.
+func (c *Comm) Probe(ctx context.Context, cfg ProbeConfig) (topology.LinkEstimates, error) {
+	p := engine.ProbeSizes{Small: cfg.Small, Large: cfg.Large, Repeats: cfg.Repeats}
+	if err := p.Defaults(); err != nil {
+		return topology.LinkEstimates{}, err
+	}
+	return engine.Probe(ctx, c.run, c.Size(), c.Rank(), p)
 }
 
 // DumpPlan returns, as text, the program cfg.Rank would run for an
@@ -223,8 +308,7 @@ func (c *Comm) Barrier(ctx context.Context) error {
 // communicator's probe would find it.
 func DumpPlan(cfg Config, count int, dt DType, op Op, bandwidth topology.Matrix) (string, error) {
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: count, ElemSize: dt.Size(), Avg: op == Avg}, DType: dt, Op: op}
-	ic := cfg.internal()
-	return ic.Program(&cl, bandwidth)
+	return (*envcfg.Comm)(&cfg).Program(&cl, bandwidth)
 }
 
 // Sleep waits for d or until ctx ends, whichever is first; a helper for

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 func freePort(t testing.TB) int {
@@ -26,16 +29,26 @@ func freePort(t testing.TB) int {
 // startComms creates n communicators in this process over real sockets.
 func startComms(t testing.TB, n int, mutate func(*Config)) []*Comm {
 	t.Helper()
-	comms, err := NewLocal(context.Background(), n, func(cfg *Config) {
-		cfg.Secret = []byte("test-secret")
-		cfg.JobID = "test"
-		cfg.OpTimeout = 20 * time.Second
-		cfg.PeerTimeout = 3 * time.Second
-		cfg.ConnectTimeout = 20 * time.Second
-		if mutate != nil {
-			mutate(cfg)
-		}
-	})
+	return startCommsOn(t, n, mutate, nil)
+}
+
+// startCommsOn is startComms with rank r over network(r) (nil: the
+// transports the Config chooses).
+func startCommsOn(t testing.TB, n int, mutate func(*Config), network func(rank int) transport.Network) []*Comm {
+	t.Helper()
+	ctx := context.Background()
+	comms, err := engine.NewLocal(n, func() ([]*Comm, []error, error) {
+		return joinLocal(ctx, n, func(cfg *Config) {
+			cfg.Secret = []byte("test-secret")
+			cfg.JobID = "test"
+			cfg.OpTimeout = 20 * time.Second
+			cfg.PeerTimeout = 3 * time.Second
+			cfg.ConnectTimeout = 20 * time.Second
+			if mutate != nil {
+				mutate(cfg)
+			}
+		}, network)
+	}, (*Comm).Close)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/flight"
-	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 // Environment variables read by ConfigFromEnv. The first six are the ones
@@ -217,13 +216,11 @@ type Config struct {
 	// small collective per call; "" or "off": none. Every rank must give
 	// the same value.
 	Debug string
-
-	network transport.Network // tests: an in-memory network
 }
 
 // DefaultConfig returns a Config with every tunable at its default and the
 // given rank and world size.
-func DefaultConfig(rank, world int) Config { return configOf(envcfg.Default(rank, world)) }
+func DefaultConfig(rank, world int) Config { return Config(envcfg.Default(rank, world)) }
 
 // ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
 // constants) over DefaultConfig. It reports every malformed variable.
@@ -253,37 +250,10 @@ func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
 // wins; the secret always comes from RINGTAIL_SECRET or RINGTAIL_SECRET_FILE.
 func ConfigFromLookup(lookup func(name string) (string, bool)) (Config, error) {
 	c, err := envcfg.FromLookup(lookup)
-	return configOf(c), err
+	return Config(c), err
 }
 
 // Validate reports every invalid field.
 func (c *Config) Validate() error {
-	ic := c.internal()
-	return ic.Validate()
-}
-
-// internal is c as the internal packages read it.
-func (c *Config) internal() envcfg.Comm {
-	return envcfg.Comm{Rank: c.Rank, WorldSize: c.WorldSize, LocalRank: c.LocalRank, LocalWorldSize: c.LocalWorldSize,
-		MasterAddr: c.MasterAddr, MasterPort: c.MasterPort, ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID,
-		Secret: c.Secret, Insecure: c.Insecure, Generation: c.Generation, ListenIP: c.ListenIP,
-		DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
-		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.ControlPlane, DataPlane: c.DataPlane, RingOrder: c.RingOrder, FastSpin: c.FastSpin,
-		Channels: c.Channels, ChunkBytes: c.ChunkBytes, SmallBytes: c.SmallBytes, PieceBytes: c.PieceBytes,
-		Pieces: c.Pieces, Streams: c.Streams, Algorithm: c.Algorithm, Logger: c.Logger, MetricsAddr: c.MetricsAddr,
-		Timeline: c.Timeline, FlightDir: c.FlightDir, FlightSize: c.FlightSize, Debug: c.Debug, Network: c.network}
-}
-
-// configOf is the Config of the internal packages' settings c.
-func configOf(c envcfg.Comm) Config {
-	return Config{Rank: c.Rank, WorldSize: c.WorldSize, LocalRank: c.LocalRank, LocalWorldSize: c.LocalWorldSize,
-		MasterAddr: c.MasterAddr, MasterPort: c.MasterPort, ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID,
-		Secret: c.Secret, Insecure: c.Insecure, Generation: c.Generation, ListenIP: c.ListenIP,
-		DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
-		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
-		ControlPlane: c.ControlPlane, DataPlane: c.DataPlane, RingOrder: c.RingOrder, FastSpin: c.FastSpin,
-		Channels: c.Channels, ChunkBytes: c.ChunkBytes, SmallBytes: c.SmallBytes, PieceBytes: c.PieceBytes,
-		Pieces: c.Pieces, Streams: c.Streams, Algorithm: c.Algorithm, Logger: c.Logger, MetricsAddr: c.MetricsAddr,
-		Timeline: c.Timeline, FlightDir: c.FlightDir, FlightSize: c.FlightSize, Debug: c.Debug, network: c.Network}
+	return (*envcfg.Comm)(c).Validate()
 }

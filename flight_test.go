@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/flight"
 )
 
@@ -258,7 +259,7 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 	t.Setenv(EnvFlightSize, "0")
 	t.Setenv(EnvDebug, "DETAIL")
 	def := DefaultConfig(0, 1)
-	cfg := def.internal()
+	cfg := envcfg.Comm(def)
 	if err := cfg.WithProcessDebug(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Fatalf("the dump directory was not made: %v", err)
 	}
-	explicit := def.internal()
+	explicit := envcfg.Comm(def)
 	explicit.FlightDir, explicit.Debug = t.TempDir(), "off"
 	if err := explicit.WithProcessDebug(); err != nil || explicit.FlightDir == dir || explicit.Detail() {
 		t.Fatalf("the variables override a configured field: %+v", explicit)
@@ -291,7 +292,7 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 		}
 	}
 	t.Setenv(EnvFlightSize, "lots")
-	if c := def.internal(); c.WithProcessDebug() == nil {
+	if c := envcfg.Comm(def); c.WithProcessDebug() == nil {
 		t.Error("RINGTAIL_FLIGHT_SIZE=lots accepted")
 	}
 }

@@ -86,7 +86,7 @@ func TestEveryRankHearsWhyTheRanksDisagree(t *testing.T) {
 			comms, errs, err := joinLocal(context.Background(), 2, func(c *Config) {
 				c.Secret, c.JobID, c.ControlPlane = []byte("test-secret"), "pieces", plane
 				c.PieceBytes, c.ConnectTimeout = 64<<10+c.Rank*4096, 10*time.Second
-			})
+			}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,17 +12,16 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
-// onHosts places the ranks of a local job on hosts of per ranks each:
-// sockets with a host id per host, so ranks of one host use shared memory
-// and ranks of different hosts TCP, as across real hosts.
-func onHosts(per int) func(*Config) {
-	return func(c *Config) {
-		s, err := transport.NewSockets(transport.SocketsConfig{HostID: fmt.Sprintf("test-host-%d", c.Rank/per)})
+// onHosts places rank r of a local job on the host r/per: sockets with a
+// host id per host, so ranks of one host use shared memory and ranks of
+// different hosts TCP, as across real hosts.
+func onHosts(per int) func(rank int) transport.Network {
+	return func(r int) transport.Network {
+		s, err := transport.NewSockets(transport.SocketsConfig{HostID: fmt.Sprintf("test-host-%d", r/per)})
 		if err != nil {
 			panic(err)
 		}
-		c.network = s
-		c.LocalRank, c.LocalWorldSize = c.Rank%per, per
+		return s
 	}
 }
 
@@ -33,13 +32,13 @@ func onHosts(per int) func(*Config) {
 func allReduceAcross(t *testing.T, n, per int, algorithm string, in [][]float32, calls int, more ...func(*Config)) ([][]float32, []string) {
 	t.Helper()
 	timeline := filepath.Join(t.TempDir(), "trace.json")
-	comms := startComms(t, n, func(c *Config) {
-		onHosts(per)(c)
+	comms := startCommsOn(t, n, func(c *Config) {
+		c.LocalRank, c.LocalWorldSize = c.Rank%per, per
 		c.Algorithm, c.Timeline, c.SmallBytes = algorithm, timeline, 1024
 		for _, f := range more {
 			f(c)
 		}
-	})
+	}, onHosts(per))
 	out := make([][]float32, n)
 	for range calls {
 		for r := range out {

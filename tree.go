@@ -6,6 +6,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
 	"github.com/ringtail-ml/ringtail/internal/engine"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -59,6 +60,5 @@ func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
 			cl.Spec.Children = append(cl.Spec.Children, algo.Child{Rank: e.Child, Must: e.Must})
 		}
 	}
-	ic := cfg.internal()
-	return ic.Program(&cl, nil)
+	return (*envcfg.Comm)(&cfg).Program(&cl, nil)
 }

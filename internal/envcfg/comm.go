@@ -79,8 +79,8 @@ const (
 )
 
 // Comm is a communicator's configuration as the internal packages read
-// it: ringtail.Config's fields (documented there), and the in-memory
-// network tests set.
+// it: ringtail.Config's fields (documented there), in its order, so that
+// each converts to the other.
 type Comm struct {
 	Rank, WorldSize, LocalRank, LocalWorldSize int
 	MasterAddr                                 string
@@ -104,7 +104,6 @@ type Comm struct {
 	MetricsAddr, Timeline, FlightDir           string
 	FlightSize                                 int
 	Debug                                      string
-	Network                                    transport.Network
 }
 
 // Default returns the settings with every tunable at its default and the
@@ -287,7 +286,7 @@ func (c *Comm) Settings() engine.Settings {
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
 		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
-		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger, Network: c.Network,
+		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger,
 	}
 }
 
@@ -520,12 +519,13 @@ func (c *Comm) Recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 	return rec, nil
 }
 
-// Open starts a communicator's engine (ringtail.New): the process's
-// debugging variables fill the fields c leaves unset (WithProcessDebug;
-// c keeps them), then it validates c and starts the flight recorder, the
+// Open starts a communicator's engine (ringtail.New) over network (nil:
+// the transports c chooses; tests pass one): the process's debugging
+// variables fill the fields c leaves unset (WithProcessDebug; c keeps
+// them), then it validates c and starts the flight recorder, the
 // observability recorder (nil when off; told each link's transport) and
 // the engine, which joins the job.
-func (c *Comm) Open(ctx context.Context) (*engine.Engine, *obs.Recorder, error) {
+func (c *Comm) Open(ctx context.Context, network transport.Network) (*engine.Engine, *obs.Recorder, error) {
 	if err := c.WithProcessDebug(); err != nil {
 		return nil, nil, err
 	}
@@ -544,7 +544,7 @@ func (c *Comm) Open(ctx context.Context) (*engine.Engine, *obs.Recorder, error) 
 	if rec != nil {
 		s.Tracer, s.TracePhases = rec, rec.TracesPhases()
 	}
-	s.Flight, s.Detail = fl, c.Detail()
+	s.Flight, s.Detail, s.Network = fl, c.Detail(), network
 	e, err := engine.New(ctx, s)
 	if err != nil {
 		if rec != nil {
