@@ -11,10 +11,10 @@
 //     (MaxBatchFromMemory);
 //   - CHRONICA's runtime prophet (FitRuntime: non-negative t = a·size + b),
 //     per-step size-aware packing (PackStep, LPT), epoch-level rebalancing of
-//     per-rank partitions (RebalanceEpoch);
-//   - a virtual-time emulation of those schemes (EmulateAntDT,
-//     EmulateChronica) that returns plans; executing a plan with real sleeps
-//     is the caller's business (cmd/ringtail does it).
+//     per-rank partitions (RebalanceEpoch).
+//
+// The virtual-time emulation of those schemes (the harness of ringtail
+// bench balance) lives in bench/emulate.
 //
 // Everything here is a pure function of its arguments: no I/O, no clock, no
 // goroutines, no global random source (seeds come from the caller), maps

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/cost"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 	"github.com/ringtail-ml/ringtail/straggler/workload"
@@ -34,38 +35,22 @@ const (
 // DefaultNetwork returns the default link model.
 func DefaultNetwork() Network { return Network{Alpha: DefaultAlpha, BytesPerSec: DefaultBytesPerSec} }
 
-// Send is the time of one message of b bytes.
-func (n Network) Send(b int) time.Duration {
-	return n.Alpha + time.Duration(float64(b)/n.BytesPerSec*1e9)
-}
+// link is the network's one link, as the cost model prices it.
+func (n Network) link() cost.Link { return cost.Link{Alpha: n.Alpha, BytesPerSec: n.BytesPerSec} }
 
-// Ring is the time of a ring all-reduce of b bytes over k ranks:
-// reduce-scatter and all-gather, 2(k−1) steps of b/k bytes each.
-func (n Network) Ring(k, b int) time.Duration {
-	if k <= 1 {
-		return 0
-	}
-	return time.Duration(2*(k-1)) * n.Send(b/k)
-}
+// Send is the time of one message of b bytes.
+func (n Network) Send(b int) time.Duration { return n.link().Send(b) }
+
+// Ring is the time of a ring all-reduce of b bytes over k ranks
+// (internal/cost's price: reduce-scatter and all-gather, 2(k−1) steps of
+// b/k bytes each).
+func (n Network) Ring(k, b int) time.Duration { return n.link().Ring(k, b) }
 
 // Late is the time of the exact mode's allreduce (ring.AllReduceLate) of
-// b bytes over k ranks, one of them late: the k−1 early ranks
-// reduce-scatter among themselves in units as soon as they have all
-// arrived (early), and the completion takes u·m + 2m − 2 unit slots once
-// the late rank has arrived too (m = k−1 early ranks, u units per
-// segment: a sixteenth of a segment, 64 to 256 KiB), ending at the
-// returned time.
+// b bytes over k ranks, one of them late, arriving at late, the others by
+// early (internal/cost's price, cost.LateOver).
 func (n Network) Late(k, b int, early, late time.Duration) time.Duration {
-	if k <= 2 {
-		return max(early, late) + n.Ring(k, b)
-	}
-	m := k - 1
-	seg := (b + m - 1) / m
-	unit := min(max((seg+15)/16, 64<<10), 256<<10)
-	u := max(1, (seg+unit-1)/unit)
-	unit = (seg + u - 1) / u
-	rs := time.Duration((m-1)*u) * n.Send(unit)
-	return max(late, early+rs) + time.Duration(u*m+2*m-2)*n.Send(unit)
+	return cost.LateOver(n.link(), n.link(), k, b, early, late)
 }
 
 // Work is the simulated ranks' compute: how long rank takes for samples

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/cost"
 	"github.com/ringtail-ml/ringtail/topology"
 )
 
@@ -339,7 +340,10 @@ func (p *Policy) observeChild(r int, c ChildReport, step int) {
 	p.lastFold[r] = step
 }
 
-// collective predicts the reduction time among members.
+// collective predicts the reduction time among members: the measured
+// ring's time, scaled by the cost model's ratio of the members' ring to
+// the measured one where links are measured (internal/cost prices both),
+// by the ring's 2(k−1)/k otherwise.
 func (p *Policy) collective(members []int) time.Duration {
 	k := len(members)
 	if k <= 1 {
@@ -347,21 +351,11 @@ func (p *Policy) collective(members []int) time.Duration {
 	}
 	ringFactor := func(k int) float64 { return 2 * float64(k-1) / float64(k) }
 	model := func(ms []int) float64 {
-		if p.cfg.Bandwidth == nil || p.cfg.GradBytes == 0 || len(ms) < 2 {
+		if p.cfg.Bandwidth == nil || p.cfg.GradBytes == 0 {
 			return 0
 		}
-		minBW := math.Inf(1)
-		for i, a := range ms {
-			for _, b := range ms[i+1:] {
-				if bw := p.cfg.Bandwidth[a][b]; bw > 0 {
-					minBW = math.Min(minBW, bw)
-				}
-			}
-		}
-		if math.IsInf(minBW, 1) {
-			return 0
-		}
-		return ringFactor(len(ms)) * float64(p.cfg.GradBytes) / minBW * 1e9
+		net := cost.Net{Bandwidth: p.cfg.Bandwidth}
+		return float64(net.Ring(ms, p.cfg.GradBytes))
 	}
 	m := model(members)
 	switch {
@@ -381,18 +375,6 @@ func (p *Policy) collective(members []int) time.Duration {
 		return time.Duration(p.coll * ringFactor(k) / ringFactor(len(p.collWith)))
 	}
 	return 0
-}
-
-// lateUnits is the number of units per early rank's segment in the exact
-// mode's completion for a gradient of gradBytes among n ranks: segments
-// cut in 16, in units of 64 to 256 KiB (internal/algo's lateChunk).
-func lateUnits(gradBytes, n int) int {
-	if gradBytes <= 0 || n < 2 {
-		return 0
-	}
-	seg := (gradBytes + n - 2) / (n - 1)
-	unit := min(max((seg+15)/16, 64<<10), 256<<10)
-	return max(1, (seg+unit-1)/unit)
 }
 
 // worstLinks returns the ranks whose links are materially slow — the
@@ -535,7 +517,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
 		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
 		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
-		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: lateUnits(cfg.GradBytes, n),
+		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: cost.LateUnits(cfg.GradBytes, n),
 	}
 	if cfg.Exclude {
 		in.Reassign = func(members []int) []time.Duration {

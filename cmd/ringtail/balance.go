@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ringtail-ml/ringtail/balance"
+	"github.com/ringtail-ml/ringtail/bench/emulate"
 	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
@@ -54,26 +54,26 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail bench balance: --time-scale must be positive\n")
 		return 2
 	}
-	var sizeDist balance.SizeDist
+	var sizeDist emulate.SizeDist
 	switch *dist {
 	case "loguniform":
-		sizeDist = balance.LogUniform
+		sizeDist = emulate.LogUniform
 	case "uniform":
-		sizeDist = balance.Uniform
+		sizeDist = emulate.Uniform
 	default:
 		fmt.Fprintf(stderr, "ringtail bench balance: --dist must be loguniform or uniform, not %q\n", *dist)
 		return 2
 	}
 
-	plans, err := balance.EmulateAntDT(balance.V100P100Case(*samples))
+	plans, err := emulate.AntDT(emulate.V100P100Case(*samples))
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail bench balance: %v\n", err)
 		return 1
 	}
 	for _, hetero := range []bool{true, false} {
-		c := balance.ChronicaDIF64Case(hetero, *seed)
+		c := emulate.ChronicaDIF64Case(hetero, *seed)
 		c.Samples, c.Dist = *chronicaSamples, sizeDist
-		p, err := balance.EmulateChronica(c)
+		p, err := emulate.Chronica(c)
 		if err != nil {
 			fmt.Fprintf(stderr, "ringtail bench balance: %v\n", err)
 			return 1
@@ -81,15 +81,15 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 		plans = append(plans, p...)
 	}
 
-	var results []balance.Result
+	var results []emulate.Result
 	if *exec == "virtual" {
-		results = balance.VirtualResults(plans)
+		results = emulate.VirtualResults(plans)
 	} else {
 		epochS := make([]float64, len(plans))
 		for i, p := range plans {
 			epochS[i] = sleepPlan(context.Background(), p, *scale).Seconds() / *scale
 		}
-		results = balance.Results(plans, epochS)
+		results = emulate.Results(plans, epochS)
 	}
 
 	if *jsonOut {
@@ -118,7 +118,7 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 // step time × scale, and the step ends when every rank has reported (a
 // barrier, as a synchronous all-reduce would impose). It returns the
 // measured wall time.
-func sleepPlan(ctx context.Context, p balance.EpochPlan, scale float64) time.Duration {
+func sleepPlan(ctx context.Context, p emulate.EpochPlan, scale float64) time.Duration {
 	ranks := 0
 	for _, step := range p.StepS {
 		ranks = max(ranks, len(step))

@@ -65,6 +65,12 @@ func at(m [][]float64, a, b int) float64 {
 	return m[a][b]
 }
 
+// uniform reports whether every link is priced alike: no measurement,
+// and no host that makes some links local.
+func (n *Net) uniform() bool {
+	return len(n.Bandwidth) == 0 && len(n.Latency) == 0 && (len(n.Host) == 0 || n.Local == Link{})
+}
+
 // sameHost reports whether Host places a and b on one host.
 func (n *Net) sameHost(a, b int) bool {
 	return a >= 0 && b >= 0 && a < len(n.Host) && b < len(n.Host) && n.Host[a] == n.Host[b]
@@ -94,6 +100,9 @@ func (n *Net) Link(a, b int) Link {
 // enough that one direction of each pair stands for both; this is the
 // straggler policy's rule). Its bandwidth is 0 when no pair's is known.
 func (n *Net) Slowest(members []int) Link {
+	if len(members) >= 2 && n.uniform() {
+		return n.Link(-1, -1) // every pair alike: no need to visit k² of them
+	}
 	var worst Link
 	bw := math.Inf(1)
 	for i, a := range members {
@@ -115,15 +124,22 @@ func (n *Net) Slowest(members []int) Link {
 // (ring.AllReduce): reduce-scatter and allgather, 2(k−1) steps, each a
 // message of bytes/k over the slowest link. It is 0 when no member's link
 // has a known bandwidth (the model cannot say) or there is one member.
-// With a uniform Net it is sim.Network.Ring; with Bandwidth only it is
-// straggler.Policy's link model (to the rounding of bytes/k).
+// The straggler policy prices its members' ring with it (Bandwidth only),
+// the simulator its uniform network's (Link.Ring).
 func (n *Net) Ring(members []int, bytes int) time.Duration {
-	k := len(members)
-	if k <= 1 {
+	if len(members) <= 1 {
 		return 0
 	}
-	l := n.Slowest(members)
-	if !l.Known() {
+	return n.Slowest(members).Ring(len(members), bytes)
+}
+
+// Ring is the time of a ring allreduce of bytes bytes among k ranks whose
+// slowest link is l: 2(k−1) messages of bytes/k. It is 0 for one rank or
+// when l's bandwidth is not known. Net.Ring prices the ring of its
+// members with it; the simulator, whose links are all alike, prices every
+// ring with it.
+func (l Link) Ring(k, bytes int) time.Duration {
+	if k <= 1 || !l.Known() {
 		return 0
 	}
 	return time.Duration(2*(k-1)) * l.Send(bytes/k)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/cost"
-	"github.com/ringtail-ml/ringtail/sim"
 )
 
 func ranks(k int) []int {
@@ -18,26 +17,57 @@ func ranks(k int) []int {
 	return out
 }
 
-// The model's ring and late-rank prices are the simulator's
-// (sim.Network.Ring and .Late) on a uniform network, to the nanosecond:
-// the simulator can price with the model and decide exactly as before.
+// The model's ring and late-rank prices are the ones the simulator had
+// before it priced with the model (simRing and simLate, sim/sim.go at
+// 7c6e546), to the nanosecond, on a uniform network and over a bed whose
+// hosts hold one rank each, where every link is alike too: the simulator
+// decides exactly as before.
 func TestRingAndLatePricesAreTheSimulators(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for range 2000 {
-		net := sim.Network{Alpha: time.Duration(rng.Intn(100_000)), BytesPerSec: math.Pow(10, 6+4*rng.Float64())}
+		alpha, bps := time.Duration(rng.Intn(100_000)), math.Pow(10, 6+4*rng.Float64())
 		k, b := 1+rng.Intn(64), rng.Intn(1<<28)
 		if rng.Intn(10) == 0 {
 			b = rng.Intn(100)
 		}
-		model := cost.Net{Alpha: net.Alpha, BytesPerSec: net.BytesPerSec}
-		if got, want := model.Ring(ranks(k), b), net.Ring(k, b); got != want {
-			t.Fatalf("%+v: ring of %d bytes over %d ranks: model %v, sim %v", net, b, k, got, want)
-		}
+		uniform := cost.Net{Alpha: alpha, BytesPerSec: bps}
+		hosts := bed(k, 1, bps)
+		hosts.Alpha = alpha
 		early, late := time.Duration(rng.Intn(1e9)), time.Duration(rng.Intn(1e9))
-		if got, want := model.Late(ranks(k), k-1, b, early, late), net.Late(k, b, early, late); got != want {
-			t.Fatalf("%+v: late allreduce of %d bytes over %d ranks: model %v, sim %v", net, b, k, got, want)
+		for _, model := range []cost.Net{uniform, hosts} {
+			if got, want := model.Ring(ranks(k), b), simRing(alpha, bps, k, b); got != want {
+				t.Fatalf("%+v: ring of %d bytes over %d ranks: model %v, sim %v", model, b, k, got, want)
+			}
+			if got, want := model.Late(ranks(k), k-1, b, early, late), simLate(alpha, bps, k, b, early, late); got != want {
+				t.Fatalf("%+v: late allreduce of %d bytes over %d ranks: model %v, sim %v", model, b, k, got, want)
+			}
 		}
 	}
+}
+
+// simSend, simRing and simLate are sim.Network's prices at 7c6e546.
+func simSend(alpha time.Duration, bps float64, b int) time.Duration {
+	return alpha + time.Duration(float64(b)/bps*1e9)
+}
+
+func simRing(alpha time.Duration, bps float64, k, b int) time.Duration {
+	if k <= 1 {
+		return 0
+	}
+	return time.Duration(2*(k-1)) * simSend(alpha, bps, b/k)
+}
+
+func simLate(alpha time.Duration, bps float64, k, b int, early, late time.Duration) time.Duration {
+	if k <= 2 {
+		return max(early, late) + simRing(alpha, bps, k, b)
+	}
+	m := k - 1
+	seg := (b + m - 1) / m
+	unit := min(max((seg+15)/16, 64<<10), 256<<10)
+	u := max(1, (seg+unit-1)/unit)
+	unit = (seg + u - 1) / u
+	rs := time.Duration((m-1)*u) * simSend(alpha, bps, unit)
+	return max(late, early+rs) + time.Duration(u*m+2*m-2)*simSend(alpha, bps, unit)
 }
 
 // policyRing is straggler.Policy's link model at 7c6e546

@@ -47,7 +47,7 @@ func LateUnits(bytes, n int) int {
 // too (u units per segment, LateUnits). The early reduce-scatter runs at
 // the slowest link among the early ranks, the completion at the slowest
 // among all members (it moves units over the late rank's links). With a
-// uniform Net it is sim.Network.Late.
+// uniform Net it is LateOver of its one link, the simulator's price.
 func (n *Net) Late(members []int, late int, bytes int, early, lateAt time.Duration) time.Duration {
 	k := len(members)
 	if k <= 2 {
@@ -59,10 +59,20 @@ func (n *Net) Late(members []int, late int, bytes int, early, lateAt time.Durati
 			others = append(others, r)
 		}
 	}
+	return LateOver(n.Slowest(others), n.Slowest(members), k, bytes, early, lateAt)
+}
+
+// LateOver is Net.Late for k members whose slowest links are earlyLink
+// among the early ranks and all among every member: the simulator, whose
+// links are all alike, prices the late-rank allreduce with it.
+func LateOver(earlyLink, all Link, k, bytes int, early, lateAt time.Duration) time.Duration {
+	if k <= 2 {
+		return max(early, lateAt) + all.Ring(k, bytes)
+	}
 	m := k - 1
 	seg := (bytes + m - 1) / m
 	u := max(1, LateUnits(bytes, k))
 	unit := (seg + u - 1) / u
-	rs := time.Duration((m-1)*u) * n.Slowest(others).Send(unit)
-	return max(lateAt, early+rs) + time.Duration(u*m+2*m-2)*n.Slowest(members).Send(unit)
+	rs := time.Duration((m-1)*u) * earlyLink.Send(unit)
+	return max(lateAt, early+rs) + time.Duration(u*m+2*m-2)*all.Send(unit)
 }

@@ -32,6 +32,17 @@ def result(outs):
     raise AssertionError("no RESULT line in\n" + "\n".join(outs))
 
 
+def hook_stats(outs):
+    """The straggler hook's statistics each rank printed (STATS rank=R {...}), by rank."""
+    stats = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith("STATS rank="):
+                head, body = line[len("STATS rank="):].split(" ", 1)
+                stats[int(head)] = json.loads(body)
+    return stats
+
+
 class TestSampler(unittest.TestCase):
     def test_split_counts(self):
         self.assertEqual(sampler.split_counts(10, [1, 1, 1]), [4, 3, 3])
@@ -350,12 +361,7 @@ class TestStragglerHook(unittest.TestCase):
         outs = launch.run_world(world, [self.WORKER, "train", "--slow-rank", str(slow)] + list(args), timeout=300,
                                 extra_env={"RINGTAIL_DDP_STRAGGLER": "star", "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "120"})
         res = result(outs)
-        stats = {}
-        for out in outs:
-            for line in out.splitlines():
-                if line.startswith("STATS rank="):
-                    head, body = line[len("STATS rank="):].split(" ", 1)
-                    stats[int(head)] = json.loads(body)
+        stats = hook_stats(outs)
         self.assertEqual(sorted(stats), list(range(world)), "every rank reports its hook's statistics")
         print("\nstraggler hook: %s; slow rank %s" % (json.dumps(res), json.dumps(stats[slow])), file=sys.stderr)
         self.assertGreater(stats[slow]["roles"].get("child", 0), 0, "the slow rank was never evicted")
@@ -401,12 +407,7 @@ class TestStragglerHook(unittest.TestCase):
                                     "--epochs", "2", "--batch", "16", "--pad-ms", "20", "--slow", "3"],
                                 timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"})
         res = result(outs)
-        stats = {}
-        for out in outs:
-            for line in out.splitlines():
-                if line.startswith("STATS rank="):
-                    head, body = line[len("STATS rank="):].split(" ", 1)
-                    stats[int(head)] = json.loads(body)
+        stats = hook_stats(outs)
         print("\nhetero sampler: %s; shares %s" % (json.dumps(res), stats[0].get("shares")), file=sys.stderr)
         self.assertEqual(res["spread"], 0.0, "replicas differ")
         shares = stats[0]["shares"]

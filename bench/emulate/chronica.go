@@ -1,7 +1,8 @@
-package balance
+package emulate
 
 import (
 	"fmt"
+	"github.com/ringtail-ml/ringtail/balance"
 	"math"
 	"math/rand/v2"
 )
@@ -49,21 +50,21 @@ type ChronicaCase struct {
 func (c ChronicaCase) Validate() error {
 	switch {
 	case len(c.Speeds) == 0:
-		return fmt.Errorf("%w: no ranks", ErrInvalidInput)
+		return fmt.Errorf("%w: no ranks", balance.ErrInvalidInput)
 	case c.GlobalBatch < len(c.Speeds):
-		return fmt.Errorf("%w: global batch %d smaller than %d ranks", ErrInvalidInput, c.GlobalBatch, len(c.Speeds))
+		return fmt.Errorf("%w: global batch %d smaller than %d ranks", balance.ErrInvalidInput, c.GlobalBatch, len(c.Speeds))
 	case c.Samples < c.GlobalBatch:
-		return fmt.Errorf("%w: epoch of %d samples shorter than a global batch of %d", ErrInvalidInput, c.Samples, c.GlobalBatch)
+		return fmt.Errorf("%w: epoch of %d samples shorter than a global batch of %d", balance.ErrInvalidInput, c.Samples, c.GlobalBatch)
 	case !(c.SizeRatio >= 1) || math.IsInf(c.SizeRatio, 0):
-		return fmt.Errorf("%w: size ratio %v must be ≥ 1", ErrInvalidInput, c.SizeRatio)
+		return fmt.Errorf("%w: size ratio %v must be ≥ 1", balance.ErrInvalidInput, c.SizeRatio)
 	case !(c.StepOverheadS >= 0), !(c.NoiseFrac >= 0 && c.NoiseFrac < 1):
-		return fmt.Errorf("%w: overhead %v and noise %v must be ≥ 0 (noise < 1)", ErrInvalidInput, c.StepOverheadS, c.NoiseFrac)
+		return fmt.Errorf("%w: overhead %v and noise %v must be ≥ 0 (noise < 1)", balance.ErrInvalidInput, c.StepOverheadS, c.NoiseFrac)
 	case c.Window < 2:
-		return fmt.Errorf("%w: prophet window %d must be ≥ 2", ErrInvalidInput, c.Window)
+		return fmt.Errorf("%w: prophet window %d must be ≥ 2", balance.ErrInvalidInput, c.Window)
 	}
 	for r, v := range c.Speeds {
 		if !(v > 0) || math.IsInf(v, 0) {
-			return fmt.Errorf("%w: rank %d speed %v must be positive", ErrInvalidInput, r, v)
+			return fmt.Errorf("%w: rank %d speed %v must be positive", balance.ErrInvalidInput, r, v)
 		}
 	}
 	return nil
@@ -102,7 +103,7 @@ func ChronicaSizes(c ChronicaCase) []float64 {
 	return sizes
 }
 
-// EmulateChronica returns four plans. Case Name, step level: "random"
+// Chronica returns four plans. Case Name, step level: "random"
 // (each step's β samples, in shuffled order, split into equal counts per
 // rank, as TensorFlow's input pipeline does) and "chronica" (the same
 // samples per step packed by PackStep with models the runtime prophet
@@ -111,7 +112,7 @@ func ChronicaSizes(c ChronicaCase) []float64 {
 // and training them without per-step barriers: "even-partition" (equal
 // counts) and "rebalanced" (RebalanceEpoch with models fitted from the
 // random scheme's feedback).
-func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
+func Chronica(c ChronicaCase) ([]EpochPlan, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,8 +127,8 @@ func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
 
 	random := EpochPlan{Case: c.Name, Scheme: "random", StepS: make([][]float64, steps)}
 	packed := EpochPlan{Case: c.Name, Scheme: "chronica", StepS: make([][]float64, steps)}
-	randomObs := make([][]Observation, m)
-	packedObs := make([][]Observation, m)
+	randomObs := make([][]balance.Observation, m)
+	packedObs := make([][]balance.Observation, m)
 	stepSizes := make([]float64, c.GlobalBatch)
 	for k := range steps {
 		batch := order[k*c.GlobalBatch : (k+1)*c.GlobalBatch]
@@ -142,7 +143,7 @@ func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
 		}
 		for r := range m {
 			rt[r] = truth(r, totals[r])
-			randomObs[r] = append(randomObs[r], Observation{Size: totals[r], Seconds: observe(rt[r])})
+			randomObs[r] = append(randomObs[r], balance.Observation{Size: totals[r], Seconds: observe(rt[r])})
 		}
 		random.StepS[k] = rt
 
@@ -154,16 +155,16 @@ func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
 			}
 			continue
 		}
-		models := make([]LinearModel, m)
+		models := make([]balance.LinearModel, m)
 		for r := range m {
 			w := packedObs[r][max(0, len(packedObs[r])-c.Window):]
-			fit, err := FitRuntime(w)
+			fit, err := balance.FitRuntime(w)
 			if err != nil {
 				return nil, fmt.Errorf("step %d rank %d: %w", k, r, err)
 			}
 			models[r] = fit
 		}
-		p, err := PackStep(stepSizes, models)
+		p, err := balance.PackStep(stepSizes, models)
 		if err != nil {
 			return nil, fmt.Errorf("step %d: %w", k, err)
 		}
@@ -174,7 +175,7 @@ func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
 		pt := make([]float64, m)
 		for r := range m {
 			pt[r] = truth(r, totals[r])
-			packedObs[r] = append(packedObs[r], Observation{Size: totals[r], Seconds: observe(pt[r])})
+			packedObs[r] = append(packedObs[r], balance.Observation{Size: totals[r], Seconds: observe(pt[r])})
 		}
 		packed.StepS[k] = pt
 	}
@@ -186,15 +187,15 @@ func EmulateChronica(c ChronicaCase) ([]EpochPlan, error) {
 		r := i * m / len(used)
 		parts[r] = append(parts[r], j)
 	}
-	epochModels := make([]LinearModel, m)
+	epochModels := make([]balance.LinearModel, m)
 	for r := range m {
-		fit, err := FitRuntime(randomObs[r])
+		fit, err := balance.FitRuntime(randomObs[r])
 		if err != nil {
 			return nil, fmt.Errorf("epoch model rank %d: %w", r, err)
 		}
-		epochModels[r] = LinearModel{A: fit.A, B: fit.B * float64(steps)}
+		epochModels[r] = balance.LinearModel{A: fit.A, B: fit.B * float64(steps)}
 	}
-	rb, err := RebalanceEpoch(parts, sizes, epochModels)
+	rb, err := balance.RebalanceEpoch(parts, sizes, epochModels)
 	if err != nil {
 		return nil, fmt.Errorf("rebalance: %w", err)
 	}

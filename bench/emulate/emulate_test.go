@@ -1,7 +1,8 @@
-package balance
+package emulate
 
 import (
 	"errors"
+	"github.com/ringtail-ml/ringtail/balance"
 	"math"
 	"reflect"
 	"testing"
@@ -24,7 +25,7 @@ func resultFor(t *testing.T, rs []Result, c, scheme string) Result {
 // accumulation every rank finishes at 768/1600 = 0.48 s, 2× the even split
 // (the lead's target is ≥ 1.8×).
 func TestEmulateAntDT_V100P100Mix(t *testing.T) {
-	plans, err := EmulateAntDT(V100P100Case(1281167))
+	plans, err := AntDT(V100P100Case(1281167))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestEmulateAntDT_V100P100Mix(t *testing.T) {
 // beat random batching by ≥ 2× (target), and epoch-level rebalancing must
 // beat an even partition.
 func TestEmulateChronica_DIF64Heterogeneous(t *testing.T) {
-	plans, err := EmulateChronica(ChronicaDIF64Case(true, 1))
+	plans, err := Chronica(ChronicaDIF64Case(true, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestEmulateChronica_DIF64Heterogeneous(t *testing.T) {
 	}
 	// Seeds other than 1 must not be lucky draws.
 	for seed := uint64(2); seed < 6; seed++ {
-		plans, err := EmulateChronica(ChronicaDIF64Case(true, seed))
+		plans, err := Chronica(ChronicaDIF64Case(true, seed))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +76,7 @@ func TestEmulateChronica_DIF64Heterogeneous(t *testing.T) {
 // Packing a step can never be slower in prediction than random batching,
 // but on a homogeneous cluster the gain comes only from size imbalance.
 func TestEmulateChronica_HomogeneousGainIsSmallerButReal(t *testing.T) {
-	plans, err := EmulateChronica(ChronicaDIF64Case(false, 1))
+	plans, err := Chronica(ChronicaDIF64Case(false, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,22 +85,22 @@ func TestEmulateChronica_HomogeneousGainIsSmallerButReal(t *testing.T) {
 	if homo < 1.3 {
 		t.Errorf("homogeneous speed-up %v < 1.3", homo)
 	}
-	hetero, _ := EmulateChronica(ChronicaDIF64Case(true, 1))
+	hetero, _ := Chronica(ChronicaDIF64Case(true, 1))
 	if h := resultFor(t, VirtualResults(hetero), "chronica-dif64-hetero", "chronica").Speedup; h <= homo {
 		t.Errorf("heterogeneous speed-up %v should exceed homogeneous %v", h, homo)
 	}
 }
 
 func TestEmulate_IsDeterministic(t *testing.T) {
-	a, err := EmulateChronica(ChronicaDIF64Case(true, 42))
+	a, err := Chronica(ChronicaDIF64Case(true, 42))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := EmulateChronica(ChronicaDIF64Case(true, 42))
+	b, _ := Chronica(ChronicaDIF64Case(true, 42))
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same seed gave different plans")
 	}
-	c, _ := EmulateChronica(ChronicaDIF64Case(true, 43))
+	c, _ := Chronica(ChronicaDIF64Case(true, 43))
 	if reflect.DeepEqual(a, c) {
 		t.Fatal("different seeds gave identical plans")
 	}
@@ -118,12 +119,12 @@ func TestEpochPlan_VirtualTimeIsSumOfStepMaxima(t *testing.T) {
 
 func TestEmulate_RejectsBadCases(t *testing.T) {
 	c := V100P100Case(100) // shorter than one global batch
-	if _, err := EmulateAntDT(c); !errors.Is(err, ErrInvalidInput) {
+	if _, err := AntDT(c); !errors.Is(err, balance.ErrInvalidInput) {
 		t.Fatalf("short epoch: %v", err)
 	}
 	ch := ChronicaDIF64Case(true, 1)
 	ch.Window = 1
-	if _, err := EmulateChronica(ch); !errors.Is(err, ErrInvalidInput) {
+	if _, err := Chronica(ch); !errors.Is(err, balance.ErrInvalidInput) {
 		t.Fatalf("window 1: %v", err)
 	}
 }

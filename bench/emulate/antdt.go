@@ -1,6 +1,10 @@
-package balance
+package emulate
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ringtail-ml/ringtail/balance"
+)
 
 // AntDTCase describes a heterogeneous cluster for the AntDT emulation.
 // Time model: a device computes a micro-batch of b samples in
@@ -11,7 +15,7 @@ type AntDTCase struct {
 	Name string
 	// Classes are the device classes; MaxBatch is the memory limit
 	// (see MaxBatchFromMemory) and MinBatch the saturation point.
-	Classes []DeviceClass
+	Classes []balance.DeviceClass
 	// GlobalBatch is the samples per synchronous step.
 	GlobalBatch int
 	// Samples is the epoch size; the epoch is ⌊Samples/GlobalBatch⌋ full
@@ -24,9 +28,9 @@ type AntDTCase struct {
 // Validate reports a malformed case.
 func (c AntDTCase) Validate() error {
 	if c.Samples < c.GlobalBatch {
-		return fmt.Errorf("%w: epoch of %d samples is shorter than one global batch %d", ErrInvalidInput, c.Samples, c.GlobalBatch)
+		return fmt.Errorf("%w: epoch of %d samples is shorter than one global batch %d", balance.ErrInvalidInput, c.Samples, c.GlobalBatch)
 	}
-	return AccumConfig{GlobalBatch: c.GlobalBatch, MinAccum: c.MinAccum, MaxAccum: c.MaxAccum}.Validate()
+	return balance.AccumConfig{GlobalBatch: c.GlobalBatch, MinAccum: c.MinAccum, MaxAccum: c.MaxAccum}.Validate()
 }
 
 // V100P100Case is AntDT's cluster B (§VII-A): 4 V100-like ranks three times
@@ -36,13 +40,13 @@ func (c AntDTCase) Validate() error {
 // 15 GiB free at 120 MiB per sample gives B̂_max = 121 by the 95% rule. The
 // saturation points are 32 and 16 samples.
 func V100P100Case(samples int) AntDTCase {
-	bmax, err := MaxBatchFromMemory(15<<30, 120<<20)
+	bmax, err := balance.MaxBatchFromMemory(15<<30, 120<<20)
 	if err != nil {
 		panic(err) // constants above always fit
 	}
 	return AntDTCase{
 		Name: "antdt-v100-p100",
-		Classes: []DeviceClass{
+		Classes: []balance.DeviceClass{
 			{Name: "V100", Count: 4, Speed: 300, MinBatch: 32, MaxBatch: bmax},
 			{Name: "P100", Count: 4, Speed: 100, MinBatch: 16, MaxBatch: bmax},
 		},
@@ -54,30 +58,30 @@ func V100P100Case(samples int) AntDTCase {
 }
 
 // microBatchS is the time of one micro-batch of b samples.
-func microBatchS(b int, c DeviceClass) float64 {
+func microBatchS(b int, c balance.DeviceClass) float64 {
 	return float64(max(b, c.MinBatch)) / c.Speed
 }
 
-// EmulateAntDT returns three plans for the case: "even" (DDP: every rank
+// AntDT returns three plans for the case: "even" (DDP: every rank
 // gets GlobalBatch/n), "adjust-bs" (LB-BSP/ADJUST_BS: AdjustBS with each
 // rank capped at its memory limit, no accumulation) and "adjust-bs+accum"
 // (AntDT-DD: AdjustBSAccum).
-func EmulateAntDT(c AntDTCase) ([]EpochPlan, error) {
+func AntDT(c AntDTCase) ([]EpochPlan, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	steps := c.Samples / c.GlobalBatch
-	var ranks []DeviceClass // one entry per rank
-	var speeds []RankSpeed
+	var ranks []balance.DeviceClass // one entry per rank
+	var speeds []balance.RankSpeed
 	for _, cl := range c.Classes {
 		for range cl.Count {
 			ranks = append(ranks, cl)
-			speeds = append(speeds, RankSpeed{Speed: cl.Speed, MaxBatch: cl.MaxBatch})
+			speeds = append(speeds, balance.RankSpeed{Speed: cl.Speed, MaxBatch: cl.MaxBatch})
 		}
 	}
 	n := len(ranks)
 	if n == 0 {
-		return nil, fmt.Errorf("%w: no ranks", ErrInvalidInput)
+		return nil, fmt.Errorf("%w: no ranks", balance.ErrInvalidInput)
 	}
 
 	even := make([]float64, n)
@@ -87,12 +91,12 @@ func EmulateAntDT(c AntDTCase) ([]EpochPlan, error) {
 			b++
 		}
 		if b > ranks[r].MaxBatch {
-			return nil, fmt.Errorf("%w: even split gives rank %d a batch of %d above its memory limit %d", ErrInfeasible, r, b, ranks[r].MaxBatch)
+			return nil, fmt.Errorf("%w: even split gives rank %d a batch of %d above its memory limit %d", balance.ErrInfeasible, r, b, ranks[r].MaxBatch)
 		}
 		even[r] = microBatchS(b, ranks[r])
 	}
 
-	adj, err := AdjustBS(c.GlobalBatch, speeds)
+	adj, err := balance.AdjustBS(c.GlobalBatch, speeds)
 	if err != nil {
 		return nil, fmt.Errorf("adjust-bs: %w", err)
 	}
@@ -101,7 +105,7 @@ func EmulateAntDT(c AntDTCase) ([]EpochPlan, error) {
 		adjS[r] = microBatchS(b, ranks[r])
 	}
 
-	plan, err := AdjustBSAccum(AccumConfig{GlobalBatch: c.GlobalBatch, MinAccum: c.MinAccum, MaxAccum: c.MaxAccum}, c.Classes)
+	plan, err := balance.AdjustBSAccum(balance.AccumConfig{GlobalBatch: c.GlobalBatch, MinAccum: c.MinAccum, MaxAccum: c.MaxAccum}, c.Classes)
 	if err != nil {
 		return nil, fmt.Errorf("adjust-bs+accum: %w", err)
 	}
