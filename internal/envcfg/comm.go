@@ -135,12 +135,8 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	}
 	env.Int(VarLocalRank, &c.LocalRank)
 	env.Int(VarLocalWorldSize, &c.LocalWorldSize)
-	if v := env.Get(VarMasterAddr); v != "" {
-		c.MasterAddr = v
-	}
-	if v := env.Get(VarRingtailAddr); v != "" {
-		c.MasterAddr = v
-	}
+	env.String(VarMasterAddr, &c.MasterAddr)
+	env.String(VarRingtailAddr, &c.MasterAddr)
 	if v := env.Get(VarRingtailPort); strings.TrimSpace(v) != "" {
 		_ = env.Get(VarMasterPort) // asked for (see above), but torch's, not ours to parse
 		env.Int(VarRingtailPort, &c.MasterPort)
@@ -170,15 +166,9 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	c.DisableUnix = env.Bool(VarNoUnix)
 	c.DisableShm = env.Bool(VarNoShm)
 	c.TolerateDeaths = env.Bool(VarTolerate)
-	if v := env.Get(VarControlPlane); v != "" {
-		c.ControlPlane = v
-	}
-	if v := env.Get(VarDataPlane); v != "" {
-		c.DataPlane = v
-	}
-	if v := env.Get(VarRingOrder); v != "" {
-		c.RingOrder = v
-	}
+	env.String(VarControlPlane, &c.ControlPlane)
+	env.String(VarDataPlane, &c.DataPlane)
+	env.String(VarRingOrder, &c.RingOrder)
 	env.Duration(VarTimeout, &c.OpTimeout)
 	env.Duration(VarPeerTimeout, &c.PeerTimeout)
 	env.Duration(VarConnectTimeout, &c.ConnectTimeout)
@@ -188,12 +178,8 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	env.Int(VarSmallBytes, &c.SmallBytes)
 	env.Int(VarPieceBytes, &c.PieceBytes)
 	env.Int(VarStreams, &c.Streams)
-	if v := env.Get(VarAlgorithm); v != "" {
-		c.Algorithm = v
-	}
-	if v := env.Get(VarPieces); v != "" {
-		c.Pieces = v
-	}
+	env.String(VarAlgorithm, &c.Algorithm)
+	env.String(VarPieces, &c.Pieces)
 	c.MetricsAddr = env.Get(VarMetricsAddr)
 	c.Timeline = env.Get(VarTimeline)
 	c.debugFromEnv(&env)
@@ -393,9 +379,7 @@ func (c *Comm) Validate() error {
 // debugFromEnv reads the flight recorder's and the call-site check's
 // variables into c.
 func (c *Comm) debugFromEnv(env *Reader) {
-	if v := env.Get(VarFlightDir); v != "" {
-		c.FlightDir = v
-	}
+	env.String(VarFlightDir, &c.FlightDir)
 	if _, ok := env.LookupVar(VarFlightSize); ok {
 		n := c.FlightSize
 		env.Int(VarFlightSize, &n)
@@ -404,9 +388,7 @@ func (c *Comm) debugFromEnv(env *Reader) {
 		}
 		c.FlightSize = n
 	}
-	if v := env.Get(VarDebug); v != "" {
-		c.Debug = v
-	}
+	env.String(VarDebug, &c.Debug)
 }
 
 // WithProcessDebug fills the fields RINGTAIL_FLIGHT_DIR,

@@ -35,6 +35,13 @@ func (r *Reader) Get(name string) string {
 // LookupVar returns the value of name and whether it is set.
 func (r *Reader) LookupVar(name string) (string, bool) { return r.lookup(name) }
 
+// String sets *dst from name when the variable is set and not empty.
+func (r *Reader) String(name string, dst *string) {
+	if v := r.Get(name); v != "" {
+		*dst = v
+	}
+}
+
 // Int sets *dst from name when the variable is set.
 func (r *Reader) Int(name string, dst *int) {
 	if v, ok := r.lookup(name); ok {
