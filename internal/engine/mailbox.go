@@ -27,8 +27,8 @@ import (
 // class has the 31-bit tags 0..MaxTag. Every take names its class and
 // sees only that class's messages, with the class bit stripped from their
 // tags, so a NextContribution never takes a Mailbox message and a Mailbox
-// never takes a contribution, whatever their tags. (A ringtail.Mailbox
-// splits its class further: see its doc.)
+// never takes a contribution, whatever their tags. (A Mailbox splits its
+// class further: see tagged.go.)
 type Class uint8
 
 // The classes of eager messages.
