@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -64,6 +65,8 @@ def main():
     p.add_argument("--sampler-policies", default="shares",
                    help="comma-separated policies driving a HeteroBatchSampler's shares")
     args = p.parse_args()
+    if not os.environ.get("RINGTAIL_LIB"):  # the library of this checkout, not one left by an older build
+        subprocess.run([os.path.join(HERE, "build_lib.sh")], check=True)
     configs = [("Gloo, no straggler", dict(backend="gloo", slow=1.0)),
                ("Gloo", dict(backend="gloo", slow=args.slow))]
     configs += [("hook %s" % pol, dict(backend="gloo", slow=args.slow, hook=pol)) for pol in args.policies.split(",") if pol]

@@ -108,6 +108,13 @@ def load():
         if hasattr(lib, "rt_record_progress"):
             sigs["rt_record_progress"] = [u64, i64, d, d, d, d, d, d, p, sz]
             sigs["rt_observe_with"] = [u64, u64, p, sz]
+        missing = [name for name in sigs if not hasattr(lib, name)]
+        if missing:
+            raise RingtailError(
+                2,
+                "%s is older than this ringtail_torch (it lacks %s): rebuild it with "
+                "integration/torch/build_lib.sh, or point RINGTAIL_LIB at a current one" % (path, ", ".join(missing)),
+            )
         for name, args in sigs.items():
             fn = getattr(lib, name)
             fn.argtypes = args
