@@ -15,7 +15,11 @@
 # accuracy (the summed step time until the first epoch at ≥ 95%) — and the
 # ratios to the unshaped run of the same mode. Each run's --json report is
 # kept in DIR. Needs root, iproute2 and nftables (like the test bed), and
-# builds bin/ with make.
+# builds bin/ with make. The mode "adaptive" is ringtail-train's --mode
+# adaptive (the straggler driver) under the preset --policy names (default
+# shares: exact modes only). Its time to 95% is counted in whole epochs
+# from one seed: for time to synchronous SGD's accuracy at fine
+# granularity over seeds (issue 28), use scripts/bench-tta.sh.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
