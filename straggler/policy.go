@@ -457,7 +457,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		cur := p.next.Shares
 		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
 		shares := cur
-		if float64(balanced) < keep {
+		if float64(balanced) < keep && sharesCanBeat(cfg.GlobalBatch, cfg.MinShare, p.tau, keep) {
 			better, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
 			if err != nil {
 				return plan, err
@@ -765,6 +765,33 @@ func parentCandidates(members []int, x int, bw topology.Matrix) []int {
 }
 
 // makespan is the predicted compute of the slowest rank under shares.
+// sharesCanBeat reports whether some shares of m samples, each at least
+// minShare, could have a makespan under keep at per-sample times
+// perSample: whether the samples each rank can do in less than keep add
+// up to m. It is one pass over the ranks, where the exact solve
+// (ProportionalShares) is a bisection of 64; when it says no, the solve's
+// shares would be refused anyway. Its counts err on the high side (a
+// relative 1e-9), so it never refuses shares the solve would find.
+func sharesCanBeat(m, minShare int, perSample []float64, keep float64) bool {
+	total := 0
+	for _, t := range perSample {
+		if !(t > 0) {
+			return true // a rank whose time is unknown can take any number
+		}
+		most := math.Floor(keep / t * (1 + 1e-9)) // b·t < keep ⇒ b ≤ most
+		if most < float64(minShare) {
+			return false // its least share already takes keep or more
+		}
+		if most >= float64(m) {
+			return true
+		}
+		if total += int(most); total >= m {
+			return true
+		}
+	}
+	return false
+}
+
 func makespan(shares []int, perSample []float64) float64 {
 	m := 0.0
 	for r, b := range shares {

@@ -639,3 +639,28 @@ func TestThePolicyRefusesAStaleModeWhosePredictedTimeToAccuracyIsWorse(t *testin
 		}
 	}
 }
+
+// sharesCanBeat never says no where some shares beat the makespan (it
+// lets the exact solve skip only what it would refuse): checked against
+// ProportionalShares' optimum on random speeds and bounds.
+func TestSharesCanBeatNeverRefusesWhatTheSolveFinds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 4))
+	for range 3000 {
+		n := 1 + rng.IntN(12)
+		tau := make([]float64, n)
+		for r := range tau {
+			tau[r] = float64(1+rng.IntN(50)) * 1e5
+		}
+		m, minShare := n+rng.IntN(8*n), rng.IntN(2)
+		best, err := ProportionalShares(m, tau, minShare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := makespan(best, tau)
+		for _, keep := range []float64{opt, opt * (1 + 1e-12), opt * 1.01, opt * 0.99} {
+			if beat := opt < keep; beat && !sharesCanBeat(m, minShare, tau, keep) {
+				t.Fatalf("tau %v, %d samples (min %d): shares %v reach %v < %v, but sharesCanBeat says no", tau, m, minShare, best, opt, keep)
+			}
+		}
+	}
+}
