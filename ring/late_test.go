@@ -345,16 +345,7 @@ func TestAllReduceLateLargestMessageIsTheSameOnEveryRank(t *testing.T) {
 				late := count % n
 				want := -1
 				for _, p := range lateProgs(t, identity(n), late, count, chunk, 2, false) {
-					largest := 0
-					for _, ch := range p.Channels {
-						for _, st := range ch.Steps {
-							for _, o := range st.Ops {
-								if !o.Kind.Local() {
-									largest = max(largest, o.Len)
-								}
-							}
-						}
-					}
+					largest := p.LargestMessage()
 					if want < 0 {
 						want = largest
 					}

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 )
@@ -56,12 +57,7 @@ func AllReduceOffload(s Spec, slow, count, rounds int, avg bool) (*plan.Program,
 	case count < 0:
 		return nil, fmt.Errorf("ring: count %d", count)
 	}
-	q := -1
-	for i, r := range s.Order {
-		if r == slow {
-			q = i
-		}
-	}
+	q := slices.Index(s.Order, slow)
 	if q < 0 {
 		return nil, fmt.Errorf("ring: slow rank %d is not in the ring %v", slow, s.Order)
 	}

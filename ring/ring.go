@@ -2,6 +2,7 @@ package ring
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ringtail-ml/ringtail/internal/plan"
 )
@@ -250,12 +251,7 @@ func Broadcast(s Spec, root, count, chunk int) (*plan.Program, error) {
 		return nil, err
 	}
 	n := len(s.Order)
-	rootPos := -1
-	for i, r := range s.Order {
-		if r == root {
-			rootPos = i
-		}
-	}
+	rootPos := slices.Index(s.Order, root)
 	if rootPos < 0 {
 		return nil, fmt.Errorf("ring: broadcast root %d is not in the ring %v", root, s.Order)
 	}
