@@ -220,22 +220,9 @@ func RunBench(ctx context.Context, cfg Config, emit func(Row) error) error {
 
 // patterns returns the selected compute patterns for n ranks.
 func patterns(cfg Config, n int, perSample time.Duration) ([]workload.Pattern, error) {
-	all := workload.DefaultPatterns(n, cfg.Batch, perSample, cfg.Seed)
-	if len(cfg.Patterns) == 0 {
-		return all, nil
-	}
-	var sel []workload.Pattern
-	for _, name := range cfg.Patterns {
-		i := slices.IndexFunc(all, func(p workload.Pattern) bool { return p.Name == name })
-		if i < 0 {
-			names := make([]string, len(all))
-			for j, p := range all {
-				names[j] = p.Name
-			}
-			return nil, fmt.Errorf("%w: pattern %q for %d ranks: want one of %v (network patterns need a test bed: scripts/bench-tta.sh)",
-				ErrInvalidConfig, name, n, names)
-		}
-		sel = append(sel, all[i])
+	sel, err := workload.Select(workload.DefaultPatterns(n, cfg.Batch, perSample, cfg.Seed), cfg.Patterns)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %d ranks: %w (network patterns need a test bed: scripts/bench-tta.sh)", ErrInvalidConfig, n, err)
 	}
 	return sel, nil
 }
