@@ -85,7 +85,7 @@ func (o RankOptions) Env() []string {
 // RankMain runs this process as an elastic bench rank when the
 // environment says so (RINGTAIL_ELASTIC_ROLE=bench-rank) and returns its
 // exit status with ok set; otherwise it returns ok false at once. Programs
-// that run RunRecovery (which re-executes os.Executable()) call it first
+// that run Run (which re-executes os.Executable()) call it first
 // thing in main or init.
 func RankMain() (code int, ok bool) {
 	if os.Getenv(EnvRole) != roleBenchRank {
