@@ -229,7 +229,7 @@ func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat,
 			if err := p2p(ack, false, 1); err != nil {
 				return 0, 0, 0, err
 			}
-			rate := float64(size) / max(time.Since(t1).Seconds()-slices.Min(lats)/2, 1e-9)
+			rate := float64(size) / max(time.Since(t1).Seconds()-slices.Min(lats), 1e-9) // less the ack's way back
 			rates[i] = append(rates[i], rate)
 			best = max(best, rate)
 		}
