@@ -75,10 +75,24 @@ func (c MonitorConfig) Validate() error {
 
 // Monitor keeps AntDT's short (L_trans) and long (L_per) sliding windows of
 // arrival times per rank and classifies ranks with the slowness ratio λ.
+//
+// Every rank's windows are pushed together, so one count per rank says how
+// full both are and where the next arrival goes. The windows' slots are
+// stored slot-major (slot i of every rank side by side): the ranks report in
+// lockstep, so a step's pushes write one contiguous run of each array
+// instead of a cache line per rank — at 16,384 ranks the decision is
+// memory-bound.
 type Monitor struct {
-	cfg   MonitorConfig
-	short []window
-	long  []window
+	cfg MonitorConfig
+	// count is the arrivals observed per rank; the next goes to slot
+	// count mod the window's length.
+	count []int
+	// shortSum and longSum are each rank's exact window sums (integer
+	// nanoseconds, so a mean never drifts).
+	shortSum, longSum []time.Duration
+	// short and long are the windows' slots: rank r's slot i is at
+	// i·World + r.
+	short, long []time.Duration
 }
 
 // NewMonitor validates cfg and returns an empty Monitor.
@@ -86,16 +100,9 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Monitor{cfg: cfg, short: make([]window, cfg.World), long: make([]window, cfg.World)}
-	// Every rank's windows in one array each, in rank order: a step visits
-	// every rank, so at 16,384 ranks their memory is read in sequence.
-	short := make([]time.Duration, cfg.World*cfg.ShortWindow)
-	long := make([]time.Duration, cfg.World*cfg.LongWindow)
-	for r := range m.short {
-		m.short[r] = window{buf: short[r*cfg.ShortWindow : (r+1)*cfg.ShortWindow : (r+1)*cfg.ShortWindow]}
-		m.long[r] = window{buf: long[r*cfg.LongWindow : (r+1)*cfg.LongWindow : (r+1)*cfg.LongWindow]}
-	}
-	return m, nil
+	n := cfg.World
+	return &Monitor{cfg: cfg, count: make([]int, n), shortSum: make([]time.Duration, n), longSum: make([]time.Duration, n),
+		short: make([]time.Duration, n*cfg.ShortWindow), long: make([]time.Duration, n*cfg.LongWindow)}, nil
 }
 
 // Observe records rank's arrival time of one step. Ranks outside the world
@@ -104,8 +111,29 @@ func (m *Monitor) Observe(rank int, arrival time.Duration) {
 	if rank < 0 || rank >= m.cfg.World {
 		return
 	}
-	m.short[rank].push(arrival)
-	m.long[rank].push(arrival)
+	c := m.count[rank]
+	push(m.short, &m.shortSum[rank], m.cfg.World, rank, c, arrival)
+	push(m.long, &m.longSum[rank], m.cfg.World, rank, c, arrival)
+	m.count[rank] = c + 1
+}
+
+// push adds the count-th arrival v of rank to a window of slot-major slots
+// for world ranks, replacing (and taking out of sum) the oldest when the
+// window is full.
+func push(slots []time.Duration, sum *time.Duration, world, rank, count int, v time.Duration) {
+	length := len(slots) / world
+	i := count%length*world + rank
+	if count >= length {
+		*sum -= slots[i]
+	}
+	slots[i] = v
+	*sum += v
+}
+
+// held returns how many arrivals of rank its short and long windows hold.
+func (m *Monitor) held(rank int) (short, long int) {
+	c := m.count[rank]
+	return min(c, m.cfg.ShortWindow), min(c, m.cfg.LongWindow)
 }
 
 // Means returns rank's short- and long-window mean arrival, and false when
@@ -114,9 +142,11 @@ func (m *Monitor) Means(rank int) (short, long time.Duration, ok bool) {
 	if rank < 0 || rank >= m.cfg.World {
 		return 0, 0, false
 	}
-	s, ok := m.short[rank].mean()
-	l, _ := m.long[rank].mean()
-	return s, l, ok
+	ns, nl := m.held(rank)
+	if ns == 0 {
+		return 0, 0, false
+	}
+	return m.shortSum[rank] / time.Duration(ns), m.longSum[rank] / time.Duration(nl), true
 }
 
 // Classify returns the class of every rank, indexed by rank, reusing dst's
@@ -132,30 +162,48 @@ func (m *Monitor) Classify(dst []Class) []Class {
 	dst = dst[:m.cfg.World]
 	avgShort, avgLong := m.averages()
 	for r := range dst {
-		switch {
-		case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
-			dst[r] = ClassDeterministic
-		case m.long[r].full() && float64(m.long[r].sum) >= m.cfg.Lambda*avgLong*float64(m.long[r].n):
-			dst[r] = ClassPersistent
-		case m.short[r].n > 0 && float64(m.short[r].sum) >= m.cfg.Lambda*avgShort*float64(m.short[r].n):
-			dst[r] = ClassTransient
-		default:
-			dst[r] = ClassNone
+		dst[r] = m.class(r, avgShort, avgLong)
+	}
+	return dst
+}
+
+// appendClassed appends to dst every rank whose class is not none, in rank
+// order: Classify's classes without a slice of them all.
+func (m *Monitor) appendClassed(dst []RankClass) []RankClass {
+	avgShort, avgLong := m.averages()
+	for r := range m.count {
+		if c := m.class(r, avgShort, avgLong); c != ClassNone {
+			dst = append(dst, RankClass{Rank: r, Class: c})
 		}
 	}
 	return dst
+}
+
+// class is rank's class given the averages of the windows' means.
+func (m *Monitor) class(r int, avgShort, avgLong float64) Class {
+	ns, nl := m.held(r)
+	switch {
+	case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
+		return ClassDeterministic
+	case nl == m.cfg.LongWindow && float64(m.longSum[r]) >= m.cfg.Lambda*avgLong*float64(nl):
+		return ClassPersistent
+	case ns > 0 && float64(m.shortSum[r]) >= m.cfg.Lambda*avgShort*float64(ns):
+		return ClassTransient
+	}
+	return ClassNone
 }
 
 // averages returns the mean over ranks with data of the short- and
 // long-window means, in nanoseconds, visiting ranks in order.
 func (m *Monitor) averages() (short, long float64) {
 	n := 0
-	for r := range m.short {
-		if m.short[r].n == 0 {
+	for r := range m.count {
+		ns, nl := m.held(r)
+		if ns == 0 {
 			continue
 		}
-		short += float64(m.short[r].sum) / float64(m.short[r].n)
-		long += float64(m.long[r].sum) / float64(m.long[r].n)
+		short += float64(m.shortSum[r]) / float64(ns)
+		long += float64(m.longSum[r]) / float64(nl)
 		n++
 	}
 	if n == 0 {
