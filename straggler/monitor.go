@@ -93,6 +93,11 @@ type Monitor struct {
 	// short and long are the windows' slots: rank r's slot i is at
 	// i·World + r.
 	short, long []time.Duration
+	// atCount is the count whose slots atShort and atLong are: ranks
+	// report in lockstep, so most arrivals of a step share a count, and
+	// two divisions per rank would be a good part of a step at 16,384
+	// ranks.
+	atCount, atShort, atLong int
 }
 
 // NewMonitor validates cfg and returns an empty Monitor.
@@ -101,8 +106,8 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 		return nil, err
 	}
 	n := cfg.World
-	return &Monitor{cfg: cfg, count: make([]int, n), shortSum: make([]time.Duration, n), longSum: make([]time.Duration, n),
-		short: make([]time.Duration, n*cfg.ShortWindow), long: make([]time.Duration, n*cfg.LongWindow)}, nil
+	return &Monitor{cfg: cfg, count: filled(n, 0), shortSum: filled(n, time.Duration(0)), longSum: filled(n, time.Duration(0)),
+		short: filled(n*cfg.ShortWindow, time.Duration(0)), long: filled(n*cfg.LongWindow, time.Duration(0))}, nil
 }
 
 // Observe records rank's arrival time of one step. Ranks outside the world
@@ -112,21 +117,23 @@ func (m *Monitor) Observe(rank int, arrival time.Duration) {
 		return
 	}
 	c := m.count[rank]
-	push(m.short, &m.shortSum[rank], m.cfg.World, rank, c, arrival)
-	push(m.long, &m.longSum[rank], m.cfg.World, rank, c, arrival)
+	if c != m.atCount {
+		m.atCount, m.atShort, m.atLong = c, c%m.cfg.ShortWindow, c%m.cfg.LongWindow
+	}
+	full := c >= m.cfg.ShortWindow
+	push(&m.short[m.atShort*m.cfg.World+rank], &m.shortSum[rank], full, arrival)
+	full = c >= m.cfg.LongWindow
+	push(&m.long[m.atLong*m.cfg.World+rank], &m.longSum[rank], full, arrival)
 	m.count[rank] = c + 1
 }
 
-// push adds the count-th arrival v of rank to a window of slot-major slots
-// for world ranks, replacing (and taking out of sum) the oldest when the
-// window is full.
-func push(slots []time.Duration, sum *time.Duration, world, rank, count int, v time.Duration) {
-	length := len(slots) / world
-	i := count%length*world + rank
-	if count >= length {
-		*sum -= slots[i]
+// push puts v in a window's slot, taking the value it replaces out of the
+// window's sum when the window is full.
+func push(slot, sum *time.Duration, full bool, v time.Duration) {
+	if full {
+		*sum -= *slot
 	}
-	slots[i] = v
+	*slot = v
 	*sum += v
 }
 

@@ -79,12 +79,9 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		return nil, fmt.Errorf("straggler: %w", err)
 	}
 	n := cfg.World
-	p := &Policy{cfg: cfg, tau: make([]float64, n), over: make([]float64, n),
-		cycle: make([]float64, n), cycles: make([]time.Duration, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
-		lateRun: make([]int, n), excludedAt: make([]int, n), trial: make([]int, n)}
-	for r := range n {
-		p.lastFold[r], p.evictedAt[r], p.excludedAt[r], p.trial[r] = -1, -1, -1, minTrial
-	}
+	p := &Policy{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
+		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), evictedAt: filled(n, -1), lateRun: filled(n, 0),
+		excludedAt: filled(n, -1), trial: filled(n, minTrial)}
 	if cfg.Predictor == PredictEWMA {
 		e, err := NewEWMA(cfg.EWMAAlpha)
 		if err != nil {
@@ -127,17 +124,30 @@ func (p *Policy) Plan() Plan { return p.next }
 // batch: every rank a member, equal shares, no budget. It is the plan of
 // step 0 and of a driver's final flush.
 func Ring(step, world, globalBatch int) Plan {
-	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: allRanks(world), Late: -1,
-		Shares: EqualShares(globalBatch, world)}
-	plan.PerSample, plan.Predicted = perRankTimes(world)
-	return plan
+	return Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: allRanks(world), Late: -1,
+		Shares: EqualShares(globalBatch, world), PerSample: make([]time.Duration, world), Predicted: make([]time.Duration, world)}
 }
 
-// perRankTimes returns a plan's PerSample and Predicted, zero, for world
-// ranks: one allocation, each slice capped at its own end.
-func perRankTimes(world int) (perSample, predicted []time.Duration) {
-	both := make([]time.Duration, 2*world)
-	return both[:world:world], both[world:]
+// sharedTimes builds one of a plan's per-rank durations (PerSample,
+// Predicted) from the previous plan's. Plans are never modified once made,
+// so while every rank's value is the same the new plan shares the old
+// one's slice, and the first change copies it: predictions that have
+// settled cost no fresh slice per step (at 16,384 ranks, 128 KiB that a
+// long run's growing heap takes from new pages, faulted in one by one).
+type sharedTimes struct {
+	out    []time.Duration
+	copied bool
+}
+
+// set makes rank r's value v.
+func (s *sharedTimes) set(r int, v time.Duration) {
+	if s.out[r] == v {
+		return
+	}
+	if !s.copied {
+		s.out, s.copied = slices.Clone(s.out), true
+	}
+	s.out[r] = v
 }
 
 // Observe feeds the report of the step the current plan governs and
@@ -287,7 +297,7 @@ func (p *Policy) countLateArrival(r int, rr *RankReport, first time.Duration) {
 
 // observeSpeed feeds one per-sample time (with the rank's telemetry) to
 // its predictor.
-func (p *Policy) observeSpeed(r int, tau float64, rr RankReport) {
+func (p *Policy) observeSpeed(r int, tau float64, rr *RankReport) {
 	if p.ewmas != nil {
 		e := &p.ewmas[r]
 		e.update(float64(time.Duration(tau)))
@@ -340,7 +350,7 @@ func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 		end = budget
 	}
 	if tau > 0 {
-		p.observeSpeed(r, tau, *rr)
+		p.observeSpeed(r, tau, rr)
 	}
 	if p.seen[r] {
 		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
@@ -352,7 +362,7 @@ func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 // observeChild feeds the gradients a child's parent folded at step.
 func (p *Policy) observeChild(r int, c ChildReport, step int) {
 	if c.Samples > 0 && c.Compute > 0 {
-		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), RankReport{})
+		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), &RankReport{})
 	}
 	if c.Cycle > 0 {
 		cycle := float64(c.Cycle) / float64(c.Count)
@@ -462,20 +472,29 @@ func (p *Policy) decide(step int) (Plan, error) {
 	cfg := p.cfg
 	n := cfg.World
 	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: p.all, Late: -1, Shares: p.equal}
-	plan.PerSample, plan.Predicted = perRankTimes(n)
+	perSample := sharedTimes{out: p.next.PerSample}
+	predicted := sharedTimes{out: p.next.Predicted}
 	known := true
 	for r := 0; r < n; r++ {
 		if !p.seen[r] {
 			known = false
+			perSample.set(r, 0)
 			continue
 		}
-		plan.PerSample[r] = time.Duration(math.Round(p.tau[r]))
+		perSample.set(r, time.Duration(math.Round(p.tau[r])))
 	}
+	plan.PerSample = perSample.out
 	plan.Collective = p.collective(plan.Members)
 	plan.Phi = p.phi()
 	plan.Classes = p.monitor.appendClassed(plan.Classes)
 	if !known {
-		return plan, nil // equal shares and the ring until every rank is measured
+		// Equal shares and the ring until every rank is measured; no
+		// arrival is predicted.
+		for r := 0; r < n; r++ {
+			predicted.set(r, 0)
+		}
+		plan.Predicted = predicted.out
+		return plan, nil
 	}
 	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
 	if cfg.Shares {
@@ -506,8 +525,9 @@ func (p *Policy) decide(step int) (Plan, error) {
 		if plan.Budget > 0 {
 			c = plan.Budget
 		}
-		plan.Predicted[r] = c + time.Duration(math.Round(p.over[r]))
+		predicted.set(r, c+time.Duration(math.Round(p.over[r])))
 	}
+	plan.Predicted = predicted.out
 	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
@@ -614,6 +634,19 @@ func (p *Policy) decide(step int) (Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// filled returns n copies of v, every element written. A policy's state is
+// allocated once and visited every step: written here, its pages are in
+// memory before the first decision, where a large world's would otherwise
+// be faulted in one by one during its first steps (tens of µs each on a
+// loaded machine).
+func filled[T any](n int, v T) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
 }
 
 // minTrial is the steps a rank excluded for its arrivals first stays out.
