@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -133,18 +131,9 @@ func benchPatterns(cfg BenchConfig, n int) ([]workload.Pattern, error) {
 		}
 		return compute, nil
 	}
-	all := append(compute, network...)
-	var sel []workload.Pattern
-	for _, name := range cfg.Patterns {
-		i := slices.IndexFunc(all, func(p workload.Pattern) bool { return p.Name == name })
-		if i < 0 {
-			names := make([]string, len(all))
-			for j, p := range all {
-				names[j] = p.Name
-			}
-			return nil, fmt.Errorf("driver: unknown pattern %q for %d ranks (have %s)", name, n, strings.Join(names, ", "))
-		}
-		sel = append(sel, all[i])
+	sel, err := workload.Select(append(compute, network...), cfg.Patterns)
+	if err != nil {
+		return nil, fmt.Errorf("driver: %d ranks: %w", n, err)
 	}
 	return sel, nil
 }

@@ -44,17 +44,6 @@ import (
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
-// gradientSync is the straggler driver's Sync as examples/train's
-// GradientSync.
-type gradientSync struct{ *driver.Sync }
-
-// Outcome describes the last step for the epoch line.
-func (s gradientSync) Outcome() train.SyncOutcome {
-	r := s.Last()
-	return train.SyncOutcome{Mode: r.Plan.Mode.String(), Child: r.Role == straggler.RoleChild, Evicted: r.Plan.Evicted,
-		Folded: r.Report.ChildSamples(), Staleness: r.Staleness}
-}
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 // usage is ringtail-train's help text before its flags.
@@ -210,8 +199,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		priors = pol.Prior
-		cfg.Sync = gradientSync{driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
-			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }})}
+		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
+			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))
 	}
 	tr, err := train.New(cfg)
 	if err != nil {

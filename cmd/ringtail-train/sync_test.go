@@ -15,8 +15,6 @@ import (
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
-var _ train.GradientSync = gradientSync{}
-
 // The digits job with the straggler driver, in process: 4 ranks, rank 2
 // 3× slow. Under STAR alone rank 2 is evicted and trains at its own pace
 // on the parameters its parent sends; every rank must still end with
@@ -70,7 +68,7 @@ func TestTrainerWithTheDriverStaysIdenticalAndLearns(t *testing.T) {
 				cfg := train.DefaultConfig()
 				cfg.Comm, cfg.Train, cfg.Test, cfg.Epochs = comms[r], trainSet, testSet, 3
 				cfg.StepCompute, cfg.Runner = 6*time.Millisecond, runner
-				cfg.Sync = gradientSync{driver.NewSync(driver.Config{Comm: comms[r], Policy: pol, Probe: true})}
+				cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comms[r], Policy: pol, Probe: true}))
 				tr, err := train.New(cfg)
 				if err != nil {
 					errs[r] = err

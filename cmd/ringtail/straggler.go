@@ -17,6 +17,8 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/bench/synthetic"
+	"github.com/ringtail-ml/ringtail/bench/tta"
+	"github.com/ringtail-ml/ringtail/examples/train"
 	"github.com/ringtail-ml/ringtail/internal/bench"
 	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/launch"
@@ -53,6 +55,16 @@ and the network straggler patterns join the compute ones:
 They are refused in one process (ranks share memory there, not links) and
 off a bed. scripts/bench-straggler-bed.sh runs the lot on 4 bed hosts.
 
+With --tta the job is a real model instead: the main job's MLP on the
+digits (examples/train), trained by ranks in this process under each
+compute pattern, with BSP and with each policy, the held-out accuracy
+evaluated every --eval-every steps. BSP without a straggler sets the
+target (its accuracy after --target-epoch epochs) and the no-straggler
+time (when its curve first gets there); each row prints every run's time
+to that target and its ratio to the no-straggler time, its final accuracy
+and its seconds per step — time to accuracy, what a straggler system is
+judged by (STAR), beside the step time. Across hosts: scripts/bench-tta.sh.
+
 Flags:
 `
 
@@ -73,6 +85,12 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	probe := fs.Bool("probe", false, "drivers measure the links when each run starts (default: on when the ranks are processes, off in one process)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks, policy)")
 	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
+	ttaMode := fs.Bool("tta", false, "train the main job's model instead and report time to synchronous SGD's accuracy (in this process)")
+	epochs := fs.Int("epochs", 6, "with --tta: epochs of each run")
+	targetEpoch := fs.Int("target-epoch", 4, "with --tta: BSP's held-out accuracy after this epoch, without a straggler, is the target")
+	evalEvery := fs.Int("eval-every", 3, "with --tta: steps between held-out evaluations")
+	hidden := fs.String("hidden", "64", "with --tta: the MLP's hidden layer widths, comma-separated")
+	stepCompute := fs.Duration("step-compute", 100*time.Millisecond, "with --tta: padded compute of an equal share per step, which the patterns scale")
 	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -80,6 +98,30 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "ringtail bench straggler: "+format+"\n", a...)
 		return 2
+	}
+	if *ttaMode {
+		if _, external := externalWorld(os.LookupEnv); external {
+			return usage("--tta trains its ranks in this process; across hosts run scripts/bench-tta.sh")
+		}
+		cfg := tta.Config{Patterns: splitNames(*patterns), Policies: splitNames(*policyNames), Epochs: *epochs, TargetEpoch: *targetEpoch,
+			EvalEvery: *evalEvery, StepCompute: *stepCompute, Seed: *seed, Batch: 64}
+		if set["batch"] {
+			cfg.Batch = *batch
+		}
+		if !set["policy"] {
+			cfg.Policies = []string{straggler.NameShares}
+		}
+		var err error
+		if cfg.Ranks, err = parseRanks(*ranks, 64); err != nil {
+			return usage("--ranks: %v", err)
+		}
+		if cfg.Hidden, err = train.ParseHidden(*hidden); err != nil {
+			return usage("--hidden: %v", err)
+		}
+		if cfg.Logger, err = logging.ForProcess(stderr, *logLevel); err != nil {
+			return usage("--log-level or environment: %v", err)
+		}
+		return runBenchTTA(cfg, *asJSON, stdout, stderr)
 	}
 	cfg := synthetic.BenchConfig{Steps: *steps, Warmup: *warmup, GlobalBatch: *batch, PerSample: *perSample, Seed: *seed}
 	var err error

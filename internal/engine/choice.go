@@ -52,14 +52,23 @@ func (e *Engine) announce(c *Call, ch algo.Choice, p *plan.Program) {
 
 // Link probe sizes: each pair of hosts exchanges probeRepeats small
 // messages (latency: half the round trip) and probeRepeats large ones
-// (bandwidth) over one stream, and as many of probeStreamBytes split over
-// every stream, keeping the medians (a stream's share must be large
-// enough to fill its window on a long round trip).
+// (bandwidth) over one stream, and as many of up to probeStreamBytes per
+// stream split over every stream, keeping the medians (a stream's share
+// must be large enough to fill its window on a long round trip). Each
+// large transfer is sized to take about probeTarget (and at least
+// probeRTTs round trips) at the bandwidth measured so far on that link,
+// between probeMin and those ceilings: a fast link gets the ceilings,
+// while a slow one is measured in a fraction of their time (at 200 Mbit/s
+// the ceilings took 0.63 s a pair, ~1.9 s for four hosts, all of it
+// counted in the first collective of a training run).
 const (
 	probeSmall       = 8
 	probeLarge       = 1 << 20
 	probeStreamBytes = 512 << 10
 	probeRepeats     = 3
+	probeMin         = 256 << 10
+	probeTarget      = 35 * time.Millisecond
+	probeRTTs        = 20
 )
 
 // probeLinksLocked measures the links between hosts for the decision
@@ -148,38 +157,57 @@ const streamGain = 1.25
 // times small echoes, then large sends answered by a byte, over one
 // stream and split over every stream at once, and returns the latency
 // (seconds) and the bandwidth over all streams and over one (bytes per
-// second); otherwise it answers them.
+// second); otherwise it answers them. The leader sizes each large send
+// (probeBytes) and tells the other side its size first, in an 8-byte
+// header.
 func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat, bw, one float64, err error) {
-	small, large, ack := make([]byte, probeSmall), make([]byte, max(probeLarge, e.streams*probeStreamBytes)), make([]byte, 1)
-	sizes := []int{probeLarge, len(large)}
+	small, header, ack := make([]byte, probeSmall), make([]byte, 8), make([]byte, 1)
+	large := make([]byte, max(probeLarge, e.streams*probeStreamBytes))
 	p2p := func(b []byte, send bool, streams int) error {
 		c := &Call{Spec: algo.Spec{Collective: wire.PointToPoint, Count: len(b), ElemSize: 1, Peer: peer, Send: send}, DType: reduce.Uint8, Data: b}
 		return e.execLocked(ctx, c, algo.Choice{Channels: streams}, nil)
 	}
-	ways := []int{1}
+	ways, ceilings := []int{1}, []int{probeLarge}
 	if e.streams > 1 {
-		ways = append(ways, e.streams)
+		ways, ceilings = append(ways, e.streams), append(ceilings, len(large))
 	}
-	lats := []float64{}
-	bigs := make([][]float64, len(ways))
-	for range probeRepeats {
-		if !lead {
+	// One echo first, unmeasured: the other side may still be measuring
+	// another link, and the wait is not this link's latency.
+	for _, send := range []bool{lead, !lead} {
+		if err := p2p(small, send, 1); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	if !lead {
+		for range probeRepeats {
 			if err := p2p(small, false, 1); err != nil {
 				return 0, 0, 0, err
 			}
 			if err := p2p(small, true, 1); err != nil {
 				return 0, 0, 0, err
 			}
-			for i, w := range ways {
-				if err := p2p(large[:sizes[i]], false, w); err != nil {
+			for _, w := range ways {
+				if err := p2p(header, false, 1); err != nil {
+					return 0, 0, 0, err
+				}
+				size := binary.LittleEndian.Uint64(header)
+				if size == 0 || size > uint64(len(large)) {
+					return 0, 0, 0, fmt.Errorf("probe of %d bytes from rank %d: want 1 to %d", size, peer, len(large))
+				}
+				if err := p2p(large[:size], false, w); err != nil {
 					return 0, 0, 0, err
 				}
 				if err := p2p(ack, true, 1); err != nil {
 					return 0, 0, 0, err
 				}
 			}
-			continue
 		}
+		return 0, 0, 0, nil
+	}
+	lats := []float64{}
+	rates := make([][]float64, len(ways)) // bytes per second, each repeat
+	best := 0.0                           // the highest rate measured so far
+	for range probeRepeats {
 		t0 := time.Now()
 		if err := p2p(small, true, 1); err != nil {
 			return 0, 0, 0, err
@@ -187,27 +215,40 @@ func (e *Engine) probePairLocked(ctx context.Context, peer int, lead bool) (lat,
 		if err := p2p(small, false, 1); err != nil {
 			return 0, 0, 0, err
 		}
-		rtt := time.Since(t0).Seconds()
-		lats = append(lats, rtt/2)
+		lats = append(lats, time.Since(t0).Seconds()/2)
 		for i, w := range ways {
+			size := probeBytes(best, slices.Min(lats), ceilings[i])
+			binary.LittleEndian.PutUint64(header, uint64(size))
+			if err := p2p(header, true, 1); err != nil {
+				return 0, 0, 0, err
+			}
 			t1 := time.Now()
-			if err := p2p(large[:sizes[i]], true, w); err != nil {
+			if err := p2p(large[:size], true, w); err != nil {
 				return 0, 0, 0, err
 			}
 			if err := p2p(ack, false, 1); err != nil {
 				return 0, 0, 0, err
 			}
-			bigs[i] = append(bigs[i], max(time.Since(t1).Seconds()-rtt/2, 1e-9))
+			rate := float64(size) / max(time.Since(t1).Seconds()-slices.Min(lats)/2, 1e-9)
+			rates[i] = append(rates[i], rate)
+			best = max(best, rate)
 		}
-	}
-	if !lead {
-		return 0, 0, 0, nil
 	}
 	median := func(v []float64) float64 {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	one = float64(sizes[0]) / median(bigs[0])
-	last := len(bigs) - 1
-	return median(lats), float64(sizes[last]) / median(bigs[last]), one, nil
+	return median(lats), median(rates[len(rates)-1]), median(rates[0]), nil
+}
+
+// probeBytes sizes a probe's large send: what takes probeTarget, or
+// probeRTTs round trips if longer, at rate bytes/s over a link of one-way
+// latency lat seconds, between probeMin and ceiling; ceiling while nothing
+// is measured yet (rate 0).
+func probeBytes(rate, lat float64, ceiling int) int {
+	if rate <= 0 {
+		return ceiling
+	}
+	want := rate * max(probeTarget.Seconds(), probeRTTs*2*lat)
+	return int(min(float64(ceiling), max(probeMin, want)))
 }

@@ -3,6 +3,7 @@ package workload
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,4 +171,26 @@ func BaseLinks(ranks int, rate int64) string {
 		all[r] = strconv.Itoa(r)
 	}
 	return "link=" + strings.Join(all, ",") + ":rate=" + inject.FormatRate(rate)
+}
+
+// Select returns the patterns of all named by names, in the order named;
+// empty names select all. An unknown name is an error that lists the
+// names there are.
+func Select(all []Pattern, names []string) ([]Pattern, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	sel := make([]Pattern, 0, len(names))
+	for _, name := range names {
+		i := slices.IndexFunc(all, func(p Pattern) bool { return p.Name == name })
+		if i < 0 {
+			have := make([]string, len(all))
+			for j, p := range all {
+				have[j] = p.Name
+			}
+			return nil, fmt.Errorf("unknown pattern %q (have %s)", name, strings.Join(have, ", "))
+		}
+		sel = append(sel, all[i])
+	}
+	return sel, nil
 }

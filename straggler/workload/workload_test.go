@@ -2,6 +2,7 @@ package workload
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +118,21 @@ func TestNetworkPatternsShapeOneRanksLinkAndNameEveryLink(t *testing.T) {
 	}
 	if got := BaseLinks(n, 0); got != "" {
 		t.Errorf("BaseLinks unshaped = %q, want \"\"", got)
+	}
+}
+
+// Patterns are selected by name in the order named; no names select all;
+// an unknown name is an error that lists the names there are.
+func TestPatternsAreSelectedByName(t *testing.T) {
+	all := DefaultPatterns(4, 64, time.Millisecond, 1)
+	got, err := Select(all, []string{"slow-3x", "none"})
+	if err != nil || len(got) != 2 || got[0].Name != "slow-3x" || got[1].Name != "none" {
+		t.Fatalf("Select(slow-3x, none) = %v, %v", got, err)
+	}
+	if got, err := Select(all, nil); err != nil || len(got) != len(all) {
+		t.Fatalf("Select(nil) = %d patterns, %v; want all %d", len(got), err, len(all))
+	}
+	if _, err := Select(all, []string{"none", "slow-9x"}); err == nil || !strings.Contains(err.Error(), `"slow-9x"`) || !strings.Contains(err.Error(), "powerlaw-4") {
+		t.Fatalf("Select(slow-9x) = %v, want an error naming it and the patterns there are", err)
 	}
 }
