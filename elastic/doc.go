@@ -24,8 +24,11 @@
 //   - Supervisor: keeps N process slots running for a launcher
 //     (elastic/job runs one per host), restarting a process that exits
 //     with ExitEvicted (or, if asked, crashed) so it rejoins at the next
-//     generation;
-//   - RunRecovery: time from a kill -9 to the next completed step.
+//     generation.
+//
+// The recovery benchmark (time from a kill -9 to the next completed step)
+// is bench/recovery, a harness outside this package; its ranks are what
+// this package's process tests (package elastic_test) run.
 //
 // One goroutine per Worker (its loop) owns the decider, the adopted view,
 // the generation contexts and the rendezvous servers this node hosts;

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/loopback"
 )
 
 // Helpers for in-process tests: goroutine ranks, each a Worker with its
@@ -29,7 +30,7 @@ func testLogger() zerolog.Logger {
 
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	p, err := FreePorts(n)
+	p, err := loopback.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package elastic
+package elastic_test
 
 import (
 	"bytes"
@@ -13,11 +13,21 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/bench/recovery"
+	"github.com/ringtail-ml/ringtail/elastic"
 )
 
-// The process tests re-execute this test binary as ranks (RankMain, or a
-// role below) and kill them with SIGKILL: no Close, no Leave, sockets
-// reset by the kernel.
+// The process tests re-execute this test binary as ranks (bench/recovery's
+// RankMain, or a role below) and kill them with SIGKILL: no Close, no
+// Leave, sockets reset by the kernel. They are an external test package
+// because bench/recovery, whose ranks they run, imports elastic.
+
+// The in-package helpers these tests share (export_test.go).
+var (
+	freePorts  = elastic.FreePortsForTest
+	seedList   = elastic.SeedListForTest
+	testLogger = elastic.LoggerForTest
+)
 
 const envTestRole = "RINGTAIL_ELASTIC_TEST_ROLE"
 
@@ -32,10 +42,10 @@ func testRoleMain() (int, bool) {
 	return 0, false
 }
 
-// procEvent is a RankEvent from a child process.
+// procEvent is a recovery.RankEvent from a child process.
 type procEvent struct {
 	proc string
-	ev   RankEvent
+	ev   recovery.RankEvent
 }
 
 // lineWriter decodes the JSON lines a child writes into events; it is a
@@ -57,7 +67,7 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 			l.buf.Write(line) // incomplete: keep
 			return len(p), nil
 		}
-		var ev RankEvent
+		var ev recovery.RankEvent
 		if json.Unmarshal(line, &ev) == nil {
 			select {
 			case l.out <- procEvent{proc: l.proc, ev: ev}:
@@ -89,18 +99,22 @@ func newJob(t *testing.T) *job {
 	return j
 }
 
-// env returns a rank's environment: identity, memberlist address, seeds,
-// sizes, secret, and a small fast model.
+// env returns a process's environment: identity, memberlist address,
+// seeds, sizes, secret, and extra (its role).
 func (j *job) env(id, bind string, seeds []string, np, minNP int, extra ...string) []string {
 	env := append(os.Environ(),
-		EnvID+"="+id, EnvBind+"="+bind, EnvSeeds+"="+strings.Join(seeds, ","),
-		EnvNP+"="+strconv.Itoa(np), EnvMinNP+"="+strconv.Itoa(minNP), EnvMinWait+"=30s", EnvStartTimeout+"=60s",
-		ringtail.EnvSecret+"="+j.secret, ringtail.EnvJobID+"=process-test",
-		envBenchElems+"=16384", envBenchPace+"=5ms")
-	if os.Getenv("ELASTIC_TEST_LOG") != "" {
-		env = append(env, envBenchLog+"=1")
-	}
+		elastic.EnvID+"="+id, elastic.EnvBind+"="+bind, elastic.EnvSeeds+"="+strings.Join(seeds, ","),
+		elastic.EnvNP+"="+strconv.Itoa(np), elastic.EnvMinNP+"="+strconv.Itoa(minNP), elastic.EnvMinWait+"=30s", elastic.EnvStartTimeout+"=60s",
+		ringtail.EnvSecret+"="+j.secret, ringtail.EnvJobID+"=process-test")
 	return append(env, extra...)
+}
+
+// benchRank is the role of a bench rank (recovery.RunRank) training a
+// small fast model, logging when ELASTIC_TEST_LOG is set, with extra on
+// top.
+func benchRank(extra ...string) []string {
+	o := recovery.RankOptions{Elems: 16384, Pace: 5 * time.Millisecond, Log: os.Getenv("ELASTIC_TEST_LOG") != ""}
+	return append(o.Env(), extra...)
 }
 
 func (j *job) command(name string, env []string) *exec.Cmd {
@@ -135,10 +149,10 @@ func (j *job) kill(name string) {
 
 // waitAll waits until every named process has reported an event for which
 // ok holds; an "exit" event from one of them fails the test.
-func (j *job) waitAll(d time.Duration, what string, names []string, ok func(RankEvent) bool) map[string]RankEvent {
+func (j *job) waitAll(d time.Duration, what string, names []string, ok func(recovery.RankEvent) bool) map[string]recovery.RankEvent {
 	j.t.Helper()
 	want := wanted(names)
-	got := map[string]RankEvent{}
+	got := map[string]recovery.RankEvent{}
 	deadline := time.After(d)
 	for len(got) < len(want) {
 		proc, ev := j.nextEvent(deadline, d, what, want, got)
@@ -161,7 +175,7 @@ func wanted(names []string) map[string]bool {
 // nextEvent returns the next event of a process in want; a process that
 // exits or a deadline that passes fails the test (have is what the wait
 // had gathered, for the message).
-func (j *job) nextEvent(deadline <-chan time.Time, d time.Duration, what string, want map[string]bool, have any) (string, RankEvent) {
+func (j *job) nextEvent(deadline <-chan time.Time, d time.Duration, what string, want map[string]bool, have any) (string, recovery.RankEvent) {
 	j.t.Helper()
 	for {
 		select {
@@ -184,10 +198,10 @@ func (j *job) nextEvent(deadline <-chan time.Time, d time.Duration, what string,
 // returns those steps. Under heavy load the failure detector may suspect a
 // live rank, which refutes and rejoins: the job then re-forms more than
 // once, and the first generation the ranks share is a later one.
-func (j *job) waitGen(d time.Duration, what string, names []string, after uint64) map[string]RankEvent {
+func (j *job) waitGen(d time.Duration, what string, names []string, after uint64) map[string]recovery.RankEvent {
 	j.t.Helper()
 	want := wanted(names)
-	byGen := map[uint64]map[string]RankEvent{}
+	byGen := map[uint64]map[string]recovery.RankEvent{}
 	deadline := time.After(d)
 	for {
 		proc, ev := j.nextEvent(deadline, d, what, want, byGen)
@@ -196,7 +210,7 @@ func (j *job) waitGen(d time.Duration, what string, names []string, after uint64
 		}
 		g := byGen[ev.Gen]
 		if g == nil {
-			g = map[string]RankEvent{}
+			g = map[string]recovery.RankEvent{}
 			byGen[ev.Gen] = g
 		}
 		if _, seen := g[proc]; !seen {
@@ -217,9 +231,9 @@ func TestProcessKill9AndJoin(t *testing.T) {
 	seeds := seedList(ports)
 	names := []string{"rank-0", "rank-1", "rank-2"}
 	for i, n := range names {
-		j.start(n, j.env(n, seeds[i], seeds, 3, 2, EnvRole+"="+roleBenchRank))
+		j.start(n, j.env(n, seeds[i], seeds, 3, 2, benchRank()...))
 	}
-	first := j.waitAll(60*time.Second, "generation 1", names, func(e RankEvent) bool { return e.Event == "step" && e.Step >= 5 })
+	first := j.waitAll(60*time.Second, "generation 1", names, func(e recovery.RankEvent) bool { return e.Event == "step" && e.Step >= 5 })
 	for i, n := range names {
 		if e := first[n]; e.Gen != 1 || e.Size != 3 || e.Rank != i {
 			t.Fatalf("%s: %+v, want generation 1, rank %d of 3", n, e, i)
@@ -228,7 +242,7 @@ func TestProcessKill9AndJoin(t *testing.T) {
 	killed := time.Now()
 	j.kill("rank-1")
 	survivors := []string{"rank-0", "rank-2"}
-	after := j.waitAll(20*time.Second, "the next generation", survivors, func(e RankEvent) bool { return e.Event == "step" && e.Gen > 1 })
+	after := j.waitAll(20*time.Second, "the next generation", survivors, func(e recovery.RankEvent) bool { return e.Event == "step" && e.Gen > 1 })
 	for _, n := range survivors {
 		if e := after[n]; e.Gen != 2 || e.Size != 2 {
 			t.Fatalf("%s: first step after the kill in generation %d of %d ranks, want generation 2 of 2", n, e.Gen, e.Size)
@@ -240,7 +254,7 @@ func TestProcessKill9AndJoin(t *testing.T) {
 	}
 	t.Logf("kill -9 → every survivor stepping in generation 2: %v", time.Unix(0, last).Sub(killed))
 
-	j.start("rank-3", j.env("rank-3", seeds[3], seeds, 3, 2, EnvRole+"="+roleBenchRank))
+	j.start("rank-3", j.env("rank-3", seeds[3], seeds, 3, 2, benchRank()...))
 	all := []string{"rank-0", "rank-2", "rank-3"}
 	grown := j.waitGen(30*time.Second, "a generation with the joiner", all, 2)
 	if g := grown["rank-3"].Gen; g != 3 {
@@ -274,9 +288,9 @@ func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 	seeds := seedList(ports)
 	names := []string{"rank-0", "rank-1", "rank-2"}
 	for i, n := range names {
-		j.start(n, j.env(n, seeds[i], seeds, 3, 2, EnvRole+"="+roleBenchRank, ringtail.EnvPeerTimeout+"=10m"))
+		j.start(n, j.env(n, seeds[i], seeds, 3, 2, benchRank(ringtail.EnvPeerTimeout+"=10m")...))
 	}
-	j.waitAll(60*time.Second, "generation 1", names, func(e RankEvent) bool { return e.Event == "step" && e.Step >= 5 })
+	j.waitAll(60*time.Second, "generation 1", names, func(e recovery.RankEvent) bool { return e.Event == "step" && e.Step >= 5 })
 	j.mu.Lock()
 	frozen := j.procs["rank-1"]
 	j.mu.Unlock()
@@ -285,7 +299,7 @@ func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	survivors := []string{"rank-0", "rank-2"}
-	after := j.waitAll(20*time.Second, "a generation without the frozen rank", survivors, func(e RankEvent) bool { return e.Event == "step" && e.Size == 2 })
+	after := j.waitAll(20*time.Second, "a generation without the frozen rank", survivors, func(e recovery.RankEvent) bool { return e.Event == "step" && e.Size == 2 })
 	var last int64
 	for _, e := range after {
 		last = max(last, e.UnixNano)
@@ -295,7 +309,7 @@ func TestProcessFrozenRankReplacedThenRejoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := after["rank-0"].Gen
-	back := j.waitAll(20*time.Second, "the thawed rank back in", names, func(e RankEvent) bool { return e.Event == "step" && e.Gen > g && e.Size == 3 })
+	back := j.waitAll(20*time.Second, "the thawed rank back in", names, func(e recovery.RankEvent) bool { return e.Event == "step" && e.Gen > g && e.Size == 3 })
 	if r := back["rank-1"].Rank; r != 2 {
 		t.Errorf("thawed rank has rank %d, want 2 (appended)", r)
 	}

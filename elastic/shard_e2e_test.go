@@ -1,4 +1,4 @@
-package elastic
+package elastic_test
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/bench/recovery"
+	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 	"github.com/ringtail-ml/ringtail/elastic/shard/service"
 	"github.com/ringtail-ml/ringtail/elastic/shard/wal"
@@ -188,12 +190,12 @@ func (s *shardTrainer) busy() bool {
 
 // shardWorkerMain is an elastic rank that trains the shard service's data.
 func shardWorkerMain() int {
-	cfg, err := ConfigFromEnv()
+	cfg, err := elastic.ConfigFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if os.Getenv(envBenchLog) == "1" {
+	if os.Getenv("ELASTIC_TEST_LOG") != "" {
 		cfg.Logger = testLogger().With().Str("id", cfg.ID).Logger()
 	}
 	ctx := context.Background()
@@ -208,10 +210,10 @@ func shardWorkerMain() int {
 	if st, err := client.Stats(ctx); err == nil && st.Finished {
 		return 0
 	}
-	w, err := Join(ctx, cfg)
+	w, err := elastic.Join(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "join:", err)
-		return ExitCode(err)
+		return elastic.ExitCode(err)
 	}
 	defer w.Close()
 	f, err := os.OpenFile(filepath.Join(os.Getenv(envShardTrained), "trained-"+w.Name()+".txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -223,7 +225,7 @@ func shardWorkerMain() int {
 	st := &shardTrainer{client: client, worker: w.Name(), out: f}
 	model := make([]float64, 8)
 	enc := bufio.NewWriter(os.Stdout)
-	err = w.Run(ctx, func(ctx context.Context, comm *ringtail.Comm, g Generation) error {
+	err = w.Run(ctx, func(ctx context.Context, comm *ringtail.Comm, g elastic.Generation) error {
 		if g.Fresh {
 			if err := comm.Broadcast(ctx, ringtail.Float64s(model), 0); err != nil {
 				return err
@@ -276,14 +278,14 @@ func shardWorkerMain() int {
 			cfg.ID, g.Number, g.Rank, g.Size, g.Step, time.Now().UnixNano())
 		enc.Flush()
 		if grad[len(model)] == 0 {
-			return ErrStop // every rank is out of data
+			return elastic.ErrStop // every rank is out of data
 		}
 		return nil
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 	}
-	return ExitCode(err)
+	return elastic.ExitCode(err)
 }
 
 // TestShardEndToEndUnderKills is the kill test described above; run it
@@ -308,13 +310,13 @@ func TestShardEndToEndUnderKills(t *testing.T) {
 		ringtail.EnvSecret+"="+j.secret)
 	startService := func(inc int) {
 		j.start(fmt.Sprintf("svc#%d", inc), svcEnv)
-		j.waitAll(20*time.Second, "the shard service", []string{fmt.Sprintf("svc#%d", inc)}, func(e RankEvent) bool { return e.Event == "ready" })
+		j.waitAll(20*time.Second, "the shard service", []string{fmt.Sprintf("svc#%d", inc)}, func(e recovery.RankEvent) bool { return e.Event == "ready" })
 	}
 	startService(0)
 
 	var pidMu sync.Mutex
 	pids := map[int]int{}
-	sup, err := NewSupervisor(SupervisorConfig{
+	sup, err := elastic.NewSupervisor(elastic.SupervisorConfig{
 		Slots: 3, RestartFailed: true, StopGrace: 2 * time.Second, DrainTimeout: 20 * time.Second,
 		Command: func(slot, inc int) (*exec.Cmd, error) {
 			id := fmt.Sprintf("w-%d", slot)
@@ -322,7 +324,7 @@ func TestShardEndToEndUnderKills(t *testing.T) {
 				envShardAddr+"="+svcAddr, envShardTrained+"="+trainedDir)
 			return j.command(fmt.Sprintf("%s#%d", id, inc), env), nil
 		},
-		OnEvent: func(e SupervisorEvent) {
+		OnEvent: func(e elastic.SupervisorEvent) {
 			if e.Started {
 				pidMu.Lock()
 				pids[e.Slot] = e.PID

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ringtail-ml/ringtail/elastic"
+	"github.com/ringtail-ml/ringtail/bench/recovery"
 	"github.com/ringtail-ml/ringtail/internal/cli"
 )
 
@@ -16,7 +16,7 @@ import (
 // RINGTAIL_ELASTIC_ROLE says so: runBenchRecovery re-executes it for every
 // rank, and the rank must not parse the command line as a subcommand.
 func init() {
-	if code, ok := elastic.RankMain(); ok {
+	if code, ok := recovery.RankMain(); ok {
 		os.Exit(code)
 	}
 }
@@ -45,7 +45,7 @@ docs/elastic.md.
 // runBenchRecovery implements `ringtail bench recovery`: it starts --np
 // elastic ranks (this binary re-executed), kills rank --victim with
 // SIGKILL once they train, and reports the time until every survivor has
-// completed a step on the re-formed ring (elastic.RunRecovery), --runs
+// completed a step on the re-formed ring (bench/recovery.Run), --runs
 // times.
 func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	cmd := cli.New("ringtail bench recovery", benchRecoveryUsage)
@@ -71,7 +71,7 @@ func runBenchRecovery(args []string, stdout, stderr io.Writer) int {
 	row := benchRecoveryRow{Case: "recovery", Scheme: "elastic", NP: *np, Victim: *victim, Runs: *runs}
 	var detect []float64
 	for i := range *runs {
-		r, err := elastic.RunRecovery(context.Background(), elastic.RecoveryConfig{
+		r, err := recovery.Run(context.Background(), recovery.Config{
 			Ranks: *np, Victim: *victim, Elems: *elems, Pace: *pace, Timeout: *timeout, Stderr: rankErr,
 		})
 		if err != nil {

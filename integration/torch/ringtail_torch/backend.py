@@ -231,7 +231,17 @@ class _Worker:
         c10 error (for C++ callers, who never see Python's unwrapping)."""
         inner = torch.futures.Future()
         outer = inner.then(_passthrough)
-        self._q.put((job, inner))
+        if threading.current_thread() is self._thread:
+            # Torch runs a future's callbacks on the thread that completes
+            # it: this one. A callback that issues a collective and waits
+            # for it (torch's PowerSGD hook does) would wait forever behind
+            # itself, so its job runs now. Every rank then runs it right
+            # after the job whose callback issued it, as a rank whose
+            # callback ran on the caller's thread (the job already done when
+            # the callback was chained) queues it before anything else.
+            self._run(job, inner)
+        else:
+            self._q.put((job, inner))
         return inner, outer
 
     def _loop(self):
@@ -239,14 +249,17 @@ class _Worker:
             item = self._q.get()
             if item is None:
                 return
-            job, fut = item
-            try:
-                with torch.no_grad():
-                    result = job()
-            except BaseException as e:  # every failure goes to the waiter
-                fut.set_exception(e)
-            else:
-                fut.set_result(result)
+            self._run(*item)
+
+    @staticmethod
+    def _run(job, fut):
+        try:
+            with torch.no_grad():
+                result = job()
+        except BaseException as e:  # every failure goes to the waiter
+            fut.set_exception(e)
+        else:
+            fut.set_result(result)
 
     def stop(self, timeout):
         """Lets queued jobs finish (up to timeout seconds) and stops."""

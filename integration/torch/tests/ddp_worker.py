@@ -11,6 +11,10 @@ torchrun / ringtail-torchrun / ringtail run). Modes:
              Eq. 7 weighting. Rank 0 prints one JSON line of wall times.
   smoke      a few DDP steps over ringtail with a consistency check (for the
              launcher tests).
+
+With --hook powersgd, parity registers torch's PowerSGD comm hook (low-rank
+gradient compression with error feedback) on both models: its allreduces
+of the P and Q factors then run over ringtail and over gloo.
 """
 
 import argparse
@@ -58,6 +62,11 @@ def parity(args, rank, world):
     m_gl = DDP(digits.mlp(seed=1), process_group=gloo)
     o_rt = torch.optim.SGD(m_rt.parameters(), lr=args.lr, momentum=0.9)
     o_gl = torch.optim.SGD(m_gl.parameters(), lr=args.lr, momentum=0.9)
+    if args.hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+        for m, group in ((m_rt, None), (m_gl, gloo)):
+            m.register_comm_hook(psgd.PowerSGDState(process_group=group, matrix_approximation_rank=2,
+                                                    start_powerSGD_iter=10, random_seed=0), psgd.powerSGD_hook)
     step, diff20 = 0, None
     for epoch in range(args.epochs):
         for idx in batches(rank, world, len(xtr), args.global_batch, epoch):
@@ -74,6 +83,7 @@ def parity(args, rank, world):
     dist.all_reduce(lo, op=dist.ReduceOp.MIN)
     out = {
         "mode": "parity",
+        "hook": args.hook,
         "world": world,
         "steps": step,
         "diff20": diff20,
@@ -184,6 +194,8 @@ def main():
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--calib", type=int, default=2)
     p.add_argument("--backend", default="ringtail", help="default group backend (smoke mode)")
+    p.add_argument("--hook", choices=["none", "powersgd"], default="none",
+                   help="parity mode: the DDP comm hook of both models (powersgd: torch's PowerSGD, error feedback)")
     p.add_argument("--fail-first-round", type=int, default=-1,
                    help="smoke mode: this rank exits 3 in the elastic agent's first round (TORCHELASTIC_RESTART_COUNT 0)")
     p.add_argument("--init-method", default=None, help="init_method (smoke mode); 'tcp-master' is tcp://MASTER_ADDR:MASTER_PORT")

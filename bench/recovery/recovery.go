@@ -1,4 +1,11 @@
-package elastic
+// Package recovery is the harness behind `ringtail bench recovery`: it
+// starts elastic ranks as processes (re-executing the binary, whose main or
+// init calls RankMain first), kills one with SIGKILL once they train and
+// measures how long the survivors take to step again on the re-formed
+// ring (Run). The ranks are RunRank's: a model trained through
+// elastic.Worker, one JSON RankEvent per step on stdout, which elastic's
+// process tests read too. Only cmd/ and tests import it.
+package recovery
 
 import (
 	"bufio"
@@ -22,9 +29,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/elastic"
+	"github.com/ringtail-ml/ringtail/internal/loopback"
 )
 
-// Environment of a re-executed bench rank (RankMain).
+// Environment of a re-executed bench rank (RankMain, RankOptions.Env).
 const (
 	EnvRole       = "RINGTAIL_ELASTIC_ROLE"        // "bench-rank": run RankMain's rank
 	envBenchElems = "RINGTAIL_ELASTIC_BENCH_ELEMS" // float32s all-reduced per step
@@ -49,17 +58,34 @@ type RankEvent struct {
 }
 
 // RankOptions shape a bench rank: Elems float32s all-reduced per step,
-// Pace of simulated compute, and the step to stop at (0: never).
+// Pace of simulated compute, the step to stop at (0: never), and Log its
+// membership and communicator log to stderr.
 type RankOptions struct {
 	Elems int
 	Pace  time.Duration
 	Steps uint64
+	Log   bool
+}
+
+// Env returns the environment entries that make a process calling
+// RankMain a bench rank with these options (RankOptionsFromEnv reads
+// them back); the job's own (elastic.ConfigFromEnv's) come on top.
+func (o RankOptions) Env() []string {
+	env := []string{EnvRole + "=" + roleBenchRank,
+		envBenchElems + "=" + strconv.Itoa(o.Elems), envBenchPace + "=" + o.Pace.String()}
+	if o.Steps > 0 {
+		env = append(env, envBenchSteps+"="+strconv.FormatUint(o.Steps, 10))
+	}
+	if o.Log {
+		env = append(env, envBenchLog+"=1")
+	}
+	return env
 }
 
 // RankMain runs this process as an elastic bench rank when the
 // environment says so (RINGTAIL_ELASTIC_ROLE=bench-rank) and returns its
 // exit status with ok set; otherwise it returns ok false at once. Programs
-// that run RunRecovery (which re-executes os.Executable()) call it first
+// that run Run (which re-executes os.Executable()) call it first
 // thing in main or init.
 func RankMain() (code int, ok bool) {
 	if os.Getenv(EnvRole) != roleBenchRank {
@@ -98,21 +124,22 @@ func RankOptionsFromEnv() (RankOptions, error) {
 		}
 		o.Steps = n
 	}
+	o.Log = os.Getenv(envBenchLog) == "1"
 	return o, errors.Join(errs...)
 }
 
-// RunRank joins the job described by the environment (ConfigFromEnv) and
+// RunRank joins the job described by the environment (elastic.ConfigFromEnv) and
 // trains a model of opts.Elems float32s: each step re-broadcasts the model
 // from rank 0 when the generation is fresh, waits opts.Pace, all-reduces a
 // gradient and applies it. It prints a RankEvent per committed step and
-// failure on out and returns ExitCode of Run's result.
+// failure on out and returns elastic.ExitCode of Worker.Run's result.
 func RunRank(opts RankOptions, out io.Writer) int {
-	cfg, err := ConfigFromEnv()
+	cfg, err := elastic.ConfigFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if os.Getenv(envBenchLog) == "1" {
+	if opts.Log {
 		cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Str("id", cfg.ID).Logger()
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -125,28 +152,28 @@ func RunRank(opts RankOptions, out io.Writer) int {
 		_ = enc.Encode(e)
 		mu.Unlock()
 	}
-	w, err := Join(ctx, cfg)
+	w, err := elastic.Join(ctx, cfg)
 	if err != nil {
 		emit(RankEvent{Event: "exit", Err: err.Error()})
-		return ExitCode(err)
+		return elastic.ExitCode(err)
 	}
 	defer w.Close()
 	model := make([]float32, opts.Elems)
 	grad := make([]float32, opts.Elems)
-	err = w.Run(ctx, func(ctx context.Context, comm *ringtail.Comm, g Generation) error {
+	err = w.Run(ctx, func(ctx context.Context, comm *ringtail.Comm, g elastic.Generation) error {
 		fail := func(err error) error {
 			emit(RankEvent{Event: "fail", Node: w.Name(), Gen: g.Number, Rank: g.Rank, Size: g.Size, Step: g.Step, Err: err.Error()})
 			return err
 		}
 		// Fresh first, even on the last step: a step that failed part-way
-		// may have committed on some ranks only (Generation.Fresh).
+		// may have committed on some ranks only (elastic.Generation.Fresh).
 		if g.Fresh {
 			if err := comm.Broadcast(ctx, ringtail.Float32s(model), 0); err != nil {
 				return fail(err)
 			}
 		}
 		if opts.Steps > 0 && g.Step >= opts.Steps {
-			return ErrStop
+			return elastic.ErrStop
 		}
 		if err := ringtail.Sleep(ctx, opts.Pace); err != nil {
 			return fail(err)
@@ -168,11 +195,11 @@ func RunRank(opts RankOptions, out io.Writer) int {
 		e.Err = err.Error()
 	}
 	emit(e)
-	return ExitCode(err)
+	return elastic.ExitCode(err)
 }
 
-// RecoveryConfig configures RunRecovery.
-type RecoveryConfig struct {
+// Config configures Run.
+type Config struct {
 	// Ranks is the job size before the kill (≥ 2).
 	Ranks int
 	// Victim is the rank killed with SIGKILL (default 0: the proposer, the
@@ -195,8 +222,8 @@ type RecoveryConfig struct {
 	Timeout time.Duration
 }
 
-// RecoveryResult is one measurement.
-type RecoveryResult struct {
+// Result is one measurement.
+type Result struct {
 	// Recovery is from the kill to the moment every survivor has committed
 	// a step in the re-formed generation.
 	Recovery time.Duration `json:"recovery"`
@@ -218,11 +245,11 @@ type rankLine struct {
 	ev   RankEvent
 }
 
-// RunRecovery runs one recovery measurement.
-func RunRecovery(ctx context.Context, cfg RecoveryConfig) (RecoveryResult, error) {
-	res := RecoveryResult{Ranks: cfg.Ranks, Victim: cfg.Victim}
+// Run runs one recovery measurement.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	res := Result{Ranks: cfg.Ranks, Victim: cfg.Victim}
 	if cfg.Ranks < 2 || cfg.Victim < 0 || cfg.Victim >= cfg.Ranks {
-		return res, fmt.Errorf("elastic: recovery bench needs ≥ 2 ranks and a victim among them (ranks %d, victim %d)", cfg.Ranks, cfg.Victim)
+		return res, fmt.Errorf("recovery: the bench needs ≥ 2 ranks and a victim among them (ranks %d, victim %d)", cfg.Ranks, cfg.Victim)
 	}
 	if cfg.Elems == 0 {
 		cfg.Elems = 1 << 18
@@ -245,7 +272,7 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (RecoveryResult, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	ports, err := FreePorts(cfg.Ranks)
+	ports, err := loopback.FreePorts(cfg.Ranks)
 	if err != nil {
 		return res, err
 	}
@@ -272,17 +299,17 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (RecoveryResult, error
 		cmd := exec.CommandContext(ctx, cfg.Command[0], cfg.Command[1:]...)
 		cmd.Env = append(os.Environ(), cfg.Env...)
 		cmd.Env = append(cmd.Env,
-			EnvRole+"="+roleBenchRank, EnvID+"="+fmt.Sprintf("rank-%05d", i), EnvBind+"="+seeds[i],
-			EnvSeeds+"="+strings.Join(seeds, ","), EnvNP+"="+strconv.Itoa(cfg.Ranks), EnvMinNP+"=1",
-			ringtail.EnvSecret+"="+hex.EncodeToString(secret), ringtail.EnvJobID+"=recovery-bench",
-			envBenchElems+"="+strconv.Itoa(cfg.Elems), envBenchPace+"="+cfg.Pace.String())
+			elastic.EnvID+"="+fmt.Sprintf("rank-%05d", i), elastic.EnvBind+"="+seeds[i],
+			elastic.EnvSeeds+"="+strings.Join(seeds, ","), elastic.EnvNP+"="+strconv.Itoa(cfg.Ranks), elastic.EnvMinNP+"=1",
+			ringtail.EnvSecret+"="+hex.EncodeToString(secret), ringtail.EnvJobID+"=recovery-bench")
+		cmd.Env = append(cmd.Env, RankOptions{Elems: cfg.Elems, Pace: cfg.Pace}.Env()...)
 		cmd.Stderr = cfg.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			return res, err
 		}
 		if err := cmd.Start(); err != nil {
-			return res, fmt.Errorf("elastic: starting rank %d: %w", i, err)
+			return res, fmt.Errorf("recovery: starting rank %d: %w", i, err)
 		}
 		procs[i] = cmd
 		readers.Add(1)
@@ -310,7 +337,7 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (RecoveryResult, error
 			return res, err
 		}
 		if l.ev.Event == "exit" {
-			return res, fmt.Errorf("elastic: rank process %d exited during warm-up: %s", l.proc, l.ev.Err)
+			return res, fmt.Errorf("recovery: rank process %d exited during warm-up: %s", l.proc, l.ev.Err)
 		}
 		if l.ev.Event == "step" && l.ev.Step >= cfg.Warmup && l.ev.Size == cfg.Ranks {
 			warm[l.proc] = true
@@ -348,7 +375,7 @@ func RunRecovery(ctx context.Context, cfg RecoveryConfig) (RecoveryResult, error
 				res.Recovery = max(res.Recovery, at)
 			}
 		case "exit":
-			return res, fmt.Errorf("elastic: surviving rank process %d exited: %s", l.proc, l.ev.Err)
+			return res, fmt.Errorf("recovery: surviving rank process %d exited: %s", l.proc, l.ev.Err)
 		}
 	}
 	return res, nil
@@ -359,37 +386,6 @@ func next(ctx context.Context, lines <-chan rankLine, phase string) (rankLine, e
 	case l := <-lines:
 		return l, nil
 	case <-ctx.Done():
-		return rankLine{}, fmt.Errorf("elastic: recovery bench %s: %w", phase, ctx.Err())
+		return rankLine{}, fmt.Errorf("recovery: %s: %w", phase, ctx.Err())
 	}
-}
-
-// FreePorts returns n loopback ports that are free for both TCP and UDP
-// (memberlist binds both) at the time of the call.
-func FreePorts(n int) ([]int, error) {
-	var out []int
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n {
-			return nil, errors.New("elastic: no free ports")
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			ln.Close()
-			continue
-		}
-		pc.Close()
-		held = append(held, ln)
-		out = append(out, port)
-	}
-	return out, nil
 }
