@@ -57,6 +57,10 @@ type ModeInput struct {
 	// late now (or already children, or behind a slow link), so that one
 	// noisy step evicts nobody.
 	Confirmed []int
+	// Ranks, when not nil, is every rank in order (0…n−1), which the ring
+	// and the exact mode are among: a caller deciding every step keeps
+	// one rather than have ChooseMode build it each time.
+	Ranks []int
 }
 
 // Choice is the mode ChooseMode picked, with every mode it weighed.
@@ -106,6 +110,8 @@ func ChooseMode(in ModeInput) (Choice, error) {
 	case len(in.Shares) != n || (in.Cycle != nil && len(in.Cycle) != n) || in.Collective == nil:
 		return Choice{}, fmt.Errorf("choose mode: %d arrivals, %d shares, %d cycles, collective %v: %w",
 			n, len(in.Shares), len(in.Cycle), in.Collective != nil, ErrInvalidConfig)
+	case in.Ranks != nil && len(in.Ranks) != n:
+		return Choice{}, fmt.Errorf("choose mode: %d ranks for %d arrivals: %w", len(in.Ranks), n, ErrInvalidConfig)
 	case !(in.Phi >= 0) || math.IsInf(in.Phi, 0) || !(in.Threshold >= 0) || in.MaxEvict < 0:
 		return Choice{}, fmt.Errorf("choose mode: need finite φ ≥ 0, threshold ≥ 0, MaxEvict ≥ 0: %w", ErrInvalidConfig)
 	}
@@ -157,9 +163,9 @@ func ChooseMode(in ModeInput) (Choice, error) {
 		return top[k-1]
 	}
 
-	all := make([]int, n)
-	for r := range all {
-		all[r] = r
+	all := in.Ranks
+	if all == nil {
+		all = allRanks(n)
 	}
 	total := 0
 	for _, s := range in.Shares {

@@ -123,6 +123,7 @@ func TestChooseModeRejectsBadInput(t *testing.T) {
 		"negative φ":    func(in *ModeInput) { in.Phi = -1 },
 		"infinite φ":    func(in *ModeInput) { in.Phi = math.Inf(1) },
 		"short cycles":  func(in *ModeInput) { in.Cycle = arrivalsMs(1) },
+		"short ranks":   func(in *ModeInput) { in.Ranks = []int{0} },
 	} {
 		in := good
 		mutate(&in)

@@ -75,10 +75,29 @@ func (c MonitorConfig) Validate() error {
 
 // Monitor keeps AntDT's short (L_trans) and long (L_per) sliding windows of
 // arrival times per rank and classifies ranks with the slowness ratio λ.
+//
+// Every rank's windows are pushed together, so one count per rank says how
+// full both are and where the next arrival goes. The windows' slots are
+// stored slot-major (slot i of every rank side by side): the ranks report in
+// lockstep, so a step's pushes write one contiguous run of each array
+// instead of a cache line per rank — at 16,384 ranks the decision is
+// memory-bound.
 type Monitor struct {
-	cfg   MonitorConfig
-	short []window
-	long  []window
+	cfg MonitorConfig
+	// count is the arrivals observed per rank; the next goes to slot
+	// count mod the window's length.
+	count []int
+	// shortSum and longSum are each rank's exact window sums (integer
+	// nanoseconds, so a mean never drifts).
+	shortSum, longSum []time.Duration
+	// short and long are the windows' slots: rank r's slot i is at
+	// i·World + r.
+	short, long []time.Duration
+	// atCount is the count whose slots atShort and atLong are: ranks
+	// report in lockstep, so most arrivals of a step share a count, and
+	// two divisions per rank would be a good part of a step at 16,384
+	// ranks.
+	atCount, atShort, atLong int
 }
 
 // NewMonitor validates cfg and returns an empty Monitor.
@@ -86,16 +105,9 @@ func NewMonitor(cfg MonitorConfig) (*Monitor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Monitor{cfg: cfg, short: make([]window, cfg.World), long: make([]window, cfg.World)}
-	// Every rank's windows in one array each, in rank order: a step visits
-	// every rank, so at 16,384 ranks their memory is read in sequence.
-	short := make([]time.Duration, cfg.World*cfg.ShortWindow)
-	long := make([]time.Duration, cfg.World*cfg.LongWindow)
-	for r := range m.short {
-		m.short[r] = window{buf: short[r*cfg.ShortWindow : (r+1)*cfg.ShortWindow : (r+1)*cfg.ShortWindow]}
-		m.long[r] = window{buf: long[r*cfg.LongWindow : (r+1)*cfg.LongWindow : (r+1)*cfg.LongWindow]}
-	}
-	return m, nil
+	n := cfg.World
+	return &Monitor{cfg: cfg, count: filled(n, 0), shortSum: filled(n, time.Duration(0)), longSum: filled(n, time.Duration(0)),
+		short: filled(n*cfg.ShortWindow, time.Duration(0)), long: filled(n*cfg.LongWindow, time.Duration(0))}, nil
 }
 
 // Observe records rank's arrival time of one step. Ranks outside the world
@@ -104,8 +116,31 @@ func (m *Monitor) Observe(rank int, arrival time.Duration) {
 	if rank < 0 || rank >= m.cfg.World {
 		return
 	}
-	m.short[rank].push(arrival)
-	m.long[rank].push(arrival)
+	c := m.count[rank]
+	if c != m.atCount {
+		m.atCount, m.atShort, m.atLong = c, c%m.cfg.ShortWindow, c%m.cfg.LongWindow
+	}
+	full := c >= m.cfg.ShortWindow
+	push(&m.short[m.atShort*m.cfg.World+rank], &m.shortSum[rank], full, arrival)
+	full = c >= m.cfg.LongWindow
+	push(&m.long[m.atLong*m.cfg.World+rank], &m.longSum[rank], full, arrival)
+	m.count[rank] = c + 1
+}
+
+// push puts v in a window's slot, taking the value it replaces out of the
+// window's sum when the window is full.
+func push(slot, sum *time.Duration, full bool, v time.Duration) {
+	if full {
+		*sum -= *slot
+	}
+	*slot = v
+	*sum += v
+}
+
+// held returns how many arrivals of rank its short and long windows hold.
+func (m *Monitor) held(rank int) (short, long int) {
+	c := m.count[rank]
+	return min(c, m.cfg.ShortWindow), min(c, m.cfg.LongWindow)
 }
 
 // Means returns rank's short- and long-window mean arrival, and false when
@@ -114,9 +149,11 @@ func (m *Monitor) Means(rank int) (short, long time.Duration, ok bool) {
 	if rank < 0 || rank >= m.cfg.World {
 		return 0, 0, false
 	}
-	s, ok := m.short[rank].mean()
-	l, _ := m.long[rank].mean()
-	return s, l, ok
+	ns, nl := m.held(rank)
+	if ns == 0 {
+		return 0, 0, false
+	}
+	return m.shortSum[rank] / time.Duration(ns), m.longSum[rank] / time.Duration(nl), true
 }
 
 // Classify returns the class of every rank, indexed by rank, reusing dst's
@@ -132,30 +169,48 @@ func (m *Monitor) Classify(dst []Class) []Class {
 	dst = dst[:m.cfg.World]
 	avgShort, avgLong := m.averages()
 	for r := range dst {
-		switch {
-		case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
-			dst[r] = ClassDeterministic
-		case m.long[r].full() && float64(m.long[r].sum) >= m.cfg.Lambda*avgLong*float64(m.long[r].n):
-			dst[r] = ClassPersistent
-		case m.short[r].n > 0 && float64(m.short[r].sum) >= m.cfg.Lambda*avgShort*float64(m.short[r].n):
-			dst[r] = ClassTransient
-		default:
-			dst[r] = ClassNone
+		dst[r] = m.class(r, avgShort, avgLong)
+	}
+	return dst
+}
+
+// appendClassed appends to dst every rank whose class is not none, in rank
+// order: Classify's classes without a slice of them all.
+func (m *Monitor) appendClassed(dst []RankClass) []RankClass {
+	avgShort, avgLong := m.averages()
+	for r := range m.count {
+		if c := m.class(r, avgShort, avgLong); c != ClassNone {
+			dst = append(dst, RankClass{Rank: r, Class: c})
 		}
 	}
 	return dst
+}
+
+// class is rank's class given the averages of the windows' means.
+func (m *Monitor) class(r int, avgShort, avgLong float64) Class {
+	ns, nl := m.held(r)
+	switch {
+	case m.cfg.Prior != nil && m.cfg.Prior[r] > 1:
+		return ClassDeterministic
+	case nl == m.cfg.LongWindow && float64(m.longSum[r]) >= m.cfg.Lambda*avgLong*float64(nl):
+		return ClassPersistent
+	case ns > 0 && float64(m.shortSum[r]) >= m.cfg.Lambda*avgShort*float64(ns):
+		return ClassTransient
+	}
+	return ClassNone
 }
 
 // averages returns the mean over ranks with data of the short- and
 // long-window means, in nanoseconds, visiting ranks in order.
 func (m *Monitor) averages() (short, long float64) {
 	n := 0
-	for r := range m.short {
-		if m.short[r].n == 0 {
+	for r := range m.count {
+		ns, nl := m.held(r)
+		if ns == 0 {
 			continue
 		}
-		short += float64(m.short[r].sum) / float64(m.short[r].n)
-		long += float64(m.long[r].sum) / float64(m.long[r].n)
+		short += float64(m.shortSum[r]) / float64(ns)
+		long += float64(m.longSum[r]) / float64(nl)
 		n++
 	}
 	if n == 0 {

@@ -84,7 +84,9 @@ type ModeCost struct {
 
 // Plan is the decision for one step, identical on every member. Plans are
 // plain data: the driver executes them, loggers print them, tests compare
-// their dumps.
+// their dumps. They are never modified once made, and a plan's slices may
+// be another plan's too (a Policy shares Members, Shares, PerSample and
+// Predicted while they are unchanged): read them, never write them.
 type Plan struct {
 	// Step is the step the plan governs; DecidedAt the step whose report
 	// produced it (−1 for the initial plan).

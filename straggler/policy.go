@@ -32,12 +32,15 @@ import (
 // have passed since its last gradient was folded. Ranks are classified
 // (Monitor) on their equal-share arrival τ_r·M/N + o_r.
 type Policy struct {
-	cfg       Config
-	preds     []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
-	ewmas     []EWMA
-	tau       []float64 // ns per sample, forecast
-	over      []float64 // ns from compute end to reduction entry
-	cycle     []float64 // ns between a child's gradients (0: never a child)
+	cfg   Config
+	preds []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
+	ewmas []EWMA
+	tau   []float64 // ns per sample, forecast
+	over  []float64 // ns from compute end to reduction entry
+	cycle []float64 // ns between a child's gradients (0: never a child)
+	// cycles is cycle rounded to whole nanoseconds, as ChooseMode takes
+	// it: updated with cycle, so a decision does not rebuild it.
+	cycles    []time.Duration
 	seen      []bool
 	monitor   *Monitor
 	coll      float64 // measured reduction time, ns
@@ -53,7 +56,6 @@ type Policy struct {
 	trial      []int
 	next       Plan
 	prev       Plan // the plan of the step before next's
-	classes    []Class
 	features   []float64
 	// noiseS and noiseG are the smoothed estimates of tr Σ (the per-sample
 	// gradient variance) and |G|² (the true gradient's squared norm);
@@ -63,7 +65,6 @@ type Policy struct {
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
-	cycles     []time.Duration // scratch: the children's cycles of one decision
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -78,12 +79,9 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		return nil, fmt.Errorf("straggler: %w", err)
 	}
 	n := cfg.World
-	p := &Policy{cfg: cfg, tau: make([]float64, n), over: make([]float64, n),
-		cycle: make([]float64, n), seen: make([]bool, n), monitor: mon, lastFold: make([]int, n), evictedAt: make([]int, n),
-		lateRun: make([]int, n), excludedAt: make([]int, n), trial: make([]int, n)}
-	for r := range n {
-		p.lastFold[r], p.evictedAt[r], p.excludedAt[r], p.trial[r] = -1, -1, -1, minTrial
-	}
+	p := &Policy{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
+		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), evictedAt: filled(n, -1), lateRun: filled(n, 0),
+		excludedAt: filled(n, -1), trial: filled(n, minTrial)}
 	if cfg.Predictor == PredictEWMA {
 		e, err := NewEWMA(cfg.EWMAAlpha)
 		if err != nil {
@@ -130,6 +128,28 @@ func Ring(step, world, globalBatch int) Plan {
 		Shares: EqualShares(globalBatch, world), PerSample: make([]time.Duration, world), Predicted: make([]time.Duration, world)}
 }
 
+// sharedTimes builds one of a plan's per-rank durations (PerSample,
+// Predicted) from the previous plan's. Plans are never modified once made,
+// so while every rank's value is the same the new plan shares the old
+// one's slice, and the first change copies it: predictions that have
+// settled cost no fresh slice per step (at 16,384 ranks, 128 KiB that a
+// long run's growing heap takes from new pages, faulted in one by one).
+type sharedTimes struct {
+	out    []time.Duration
+	copied bool
+}
+
+// set makes rank r's value v.
+func (s *sharedTimes) set(r int, v time.Duration) {
+	if s.out[r] == v {
+		return
+	}
+	if !s.copied {
+		s.out, s.copied = slices.Clone(s.out), true
+	}
+	s.out[r] = v
+}
+
 // Observe feeds the report of the step the current plan governs and
 // returns (and keeps) the plan of the step after it.
 func (p *Policy) Observe(rep Report) (Plan, error) {
@@ -141,19 +161,25 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 		return p.next, fmt.Errorf("straggler: report of step %d has %d/%d entries for %d ranks: %w",
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
-	p.countLateArrivals(rep)
-	p.observeNoise(rep)
+	// One pass over the report after the earliest arrival is known: at
+	// 16,384 ranks the report is over a megabyte, and every rank's state
+	// is visited once.
+	first := firstArrival(rep)
+	noise := p.startNoise(rep)
 	minWait := time.Duration(-1)
 	for r := 0; r < n; r++ {
+		cur := &rep.Current[r]
+		p.countLateArrival(r, cur, first)
+		noise.add(cur)
 		if c := &rep.Child[r]; c.Count > 0 {
 			p.observeChild(r, *c, rep.Step)
 		}
-		cur := &rep.Current[r]
 		p.observeMember(r, cur, p.next.Budget)
 		if cur.Present && cur.Wait > 0 && (minWait < 0 || cur.Wait < minWait) {
 			minWait = cur.Wait
 		}
 	}
+	p.observeNoise(noise)
 	if minWait >= 0 && rep.Step > 0 {
 		// Wait is each member's time in the previous step's reduction:
 		// the smallest is the transfer alone (the last to arrive waited for
@@ -173,38 +199,53 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	return plan, nil
 }
 
-// observeNoise updates the gradient-noise-scale estimate from a report
-// whose members measured their gradients' norms (McCandlish et al., "An
-// Empirical Model of Large-Batch Training", App. A): for a member's sum of
-// b samples and the reduced sum of B, with |G_b|², |G_B|² the squared
-// norms of the mean gradients,
+// noiseSums accumulates one report's estimates of the gradient noise
+// scale's two parts over its members (McCandlish et al., "An Empirical
+// Model of Large-Batch Training", App. A): for a member's sum of b samples
+// and the reduced sum of B, with |G_b|², |G_B|² the squared norms of the
+// mean gradients,
 //
 //	|G|² ≈ (B|G_B|² − b|G_b|²)/(B − b),   tr Σ ≈ (|G_b|² − |G_B|²)/(1/b − 1/B),
 //
-// averaged over the members, each part smoothed on its own (their ratio
-// of noisy estimates is biased; the ratio of smoothed ones much less). A
-// step that folded children's (stale) gradients is skipped.
-func (p *Policy) observeNoise(rep Report) {
+// averaged over the members. A report without norms, or one that folded
+// children's (stale) gradients, adds nothing (on is false).
+type noiseSums struct {
+	on         bool
+	big, gBig  float64
+	applied    int
+	sumS, sumG float64
+	k          int
+}
+
+// startNoise begins the noise estimate of rep.
+func (p *Policy) startNoise(rep Report) noiseSums {
 	if !(rep.GradSq > 0) || rep.ChildSamples() > 0 || rep.Applied < 2 {
-		return
+		return noiseSums{}
 	}
 	big := float64(rep.Applied)
-	gBig := rep.GradSq / (big * big)
-	sumS, sumG, k := 0.0, 0.0, 0
-	for _, rr := range rep.Current {
-		if !rr.Present || !(rr.GradSq > 0) || rr.Samples <= 0 || rr.Samples >= rep.Applied {
-			continue
-		}
-		b := float64(rr.Samples)
-		gSmall := rr.GradSq / (b * b)
-		sumS += (gSmall - gBig) / (1/b - 1/big)
-		sumG += (big*gBig - b*gSmall) / (big - b)
-		k++
-	}
-	if k == 0 {
+	return noiseSums{on: true, big: big, gBig: rep.GradSq / (big * big), applied: rep.Applied}
+}
+
+// add adds one member's estimates.
+func (ns *noiseSums) add(rr *RankReport) {
+	if !ns.on || !rr.Present || !(rr.GradSq > 0) || rr.Samples <= 0 || rr.Samples >= ns.applied {
 		return
 	}
-	s, g := sumS/float64(k), sumG/float64(k)
+	b := float64(rr.Samples)
+	gSmall := rr.GradSq / (b * b)
+	ns.sumS += (gSmall - ns.gBig) / (1/b - 1/ns.big)
+	ns.sumG += (ns.big*ns.gBig - b*gSmall) / (ns.big - b)
+	ns.k++
+}
+
+// observeNoise updates the gradient-noise-scale estimate with a report's
+// sums, each part smoothed on its own (their ratio of noisy estimates is
+// biased; the ratio of smoothed ones much less).
+func (p *Policy) observeNoise(ns noiseSums) {
+	if ns.k == 0 {
+		return
+	}
+	s, g := ns.sumS/float64(ns.k), ns.sumG/float64(ns.k)
 	if math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(g) || math.IsInf(g, 0) {
 		return
 	}
@@ -229,31 +270,34 @@ func (p *Policy) phi() float64 {
 	return float64(p.cfg.GlobalBatch)
 }
 
-// countLateArrivals counts, per rank, the consecutive reports in which it
-// arrived more than Threshold after the earliest member: observed
-// lateness, which one noisy step cannot make twice.
-func (p *Policy) countLateArrivals(rep Report) {
+// firstArrival is the earliest arrival among rep's members (−1: none).
+func firstArrival(rep Report) time.Duration {
 	first := time.Duration(-1)
-	for _, rr := range rep.Current {
-		if rr.Present && (first < 0 || rr.Arrival < first) {
+	for i := range rep.Current {
+		if rr := &rep.Current[i]; rr.Present && (first < 0 || rr.Arrival < first) {
 			first = rr.Arrival
 		}
 	}
-	for r, rr := range rep.Current {
-		switch {
-		case !rr.Present:
-			// a child: its lateness is judged by its cycle
-		case first >= 0 && float64(rr.Arrival) > float64(first)*(1+p.cfg.Threshold):
-			p.lateRun[r]++
-		default:
-			p.lateRun[r] = 0
-		}
+	return first
+}
+
+// countLateArrival counts the consecutive reports in which rank r arrived
+// more than Threshold after the earliest member (first): observed
+// lateness, which one noisy step cannot make twice.
+func (p *Policy) countLateArrival(r int, rr *RankReport, first time.Duration) {
+	switch {
+	case !rr.Present:
+		// a child: its lateness is judged by its cycle
+	case first >= 0 && float64(rr.Arrival) > float64(first)*(1+p.cfg.Threshold):
+		p.lateRun[r]++
+	default:
+		p.lateRun[r] = 0
 	}
 }
 
 // observeSpeed feeds one per-sample time (with the rank's telemetry) to
 // its predictor.
-func (p *Policy) observeSpeed(r int, tau float64, rr RankReport) {
+func (p *Policy) observeSpeed(r int, tau float64, rr *RankReport) {
 	if p.ewmas != nil {
 		e := &p.ewmas[r]
 		e.update(float64(time.Duration(tau)))
@@ -306,7 +350,7 @@ func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 		end = budget
 	}
 	if tau > 0 {
-		p.observeSpeed(r, tau, *rr)
+		p.observeSpeed(r, tau, rr)
 	}
 	if p.seen[r] {
 		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
@@ -318,11 +362,12 @@ func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 // observeChild feeds the gradients a child's parent folded at step.
 func (p *Policy) observeChild(r int, c ChildReport, step int) {
 	if c.Samples > 0 && c.Compute > 0 {
-		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), RankReport{})
+		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), &RankReport{})
 	}
 	if c.Cycle > 0 {
 		cycle := float64(c.Cycle) / float64(c.Count)
 		p.ewma(&p.cycle[r], cycle, p.cycle[r] == 0)
+		p.cycles[r] = time.Duration(math.Round(p.cycle[r]))
 		// A child reports no arrivals: its overhead is what its cycle
 		// takes beyond its compute (less the reduction a member would
 		// wait in too), so a rank that was late once and is on time
@@ -426,26 +471,30 @@ func (p *Policy) worstLinks() []int {
 func (p *Policy) decide(step int) (Plan, error) {
 	cfg := p.cfg
 	n := cfg.World
-	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: p.all, Late: -1, Shares: p.equal,
-		PerSample: make([]time.Duration, n), Predicted: make([]time.Duration, n)}
+	plan := Plan{Step: step, DecidedAt: -1, Mode: ModeRing, Members: p.all, Late: -1, Shares: p.equal}
+	perSample := sharedTimes{out: p.next.PerSample}
+	predicted := sharedTimes{out: p.next.Predicted}
 	known := true
 	for r := 0; r < n; r++ {
 		if !p.seen[r] {
 			known = false
+			perSample.set(r, 0)
 			continue
 		}
-		plan.PerSample[r] = time.Duration(math.Round(p.tau[r]))
+		perSample.set(r, time.Duration(math.Round(p.tau[r])))
 	}
+	plan.PerSample = perSample.out
 	plan.Collective = p.collective(plan.Members)
 	plan.Phi = p.phi()
-	p.classes = p.monitor.Classify(p.classes)
-	for r, cl := range p.classes {
-		if cl != ClassNone {
-			plan.Classes = append(plan.Classes, RankClass{Rank: r, Class: cl})
-		}
-	}
+	plan.Classes = p.monitor.appendClassed(plan.Classes)
 	if !known {
-		return plan, nil // equal shares and the ring until every rank is measured
+		// Equal shares and the ring until every rank is measured; no
+		// arrival is predicted.
+		for r := 0; r < n; r++ {
+			predicted.set(r, 0)
+		}
+		plan.Predicted = predicted.out
+		return plan, nil
 	}
 	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
 	if cfg.Shares {
@@ -476,17 +525,13 @@ func (p *Policy) decide(step int) (Plan, error) {
 		if plan.Budget > 0 {
 			c = plan.Budget
 		}
-		plan.Predicted[r] = c + time.Duration(math.Round(p.over[r]))
+		predicted.set(r, c+time.Duration(math.Round(p.over[r])))
 	}
+	plan.Predicted = predicted.out
 	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
-	cycles := p.cycles[:0]
-	cycles = slices.Grow(cycles, n)[:n]
-	p.cycles = cycles
-	for r := range cycles {
-		cycles[r] = time.Duration(math.Round(p.cycle[r]))
-	}
+	cycles := p.cycles
 	var pinned []int
 	for _, e := range p.next.Parents {
 		pinned = append(pinned, e.Parent)
@@ -518,6 +563,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
 		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
 		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: cost.LateUnits(cfg.GradBytes, n),
+		Ranks: p.all,
 	}
 	if cfg.Exclude {
 		in.Reassign = func(members []int) []time.Duration {
@@ -573,16 +619,34 @@ func (p *Policy) decide(step int) (Plan, error) {
 			return plan, err
 		}
 	}
-	for r := range n {
-		_, out := slices.BinarySearch(plan.Evicted, r)
-		if !out || plan.Mode != ModeEvict {
-			p.evictedAt[r] = -1
-		}
-		if !out || plan.Mode != ModeExclude {
-			p.excludedAt[r] = -1
+	// Only the children of the plan before and of this one can have
+	// steps recorded (evict and exclude record them for this plan's; the
+	// others' were cleared a decision ago).
+	for _, children := range [][]int{p.next.Evicted, plan.Evicted} {
+		for _, r := range children {
+			_, out := slices.BinarySearch(plan.Evicted, r)
+			if !out || plan.Mode != ModeEvict {
+				p.evictedAt[r] = -1
+			}
+			if !out || plan.Mode != ModeExclude {
+				p.excludedAt[r] = -1
+			}
 		}
 	}
 	return plan, nil
+}
+
+// filled returns n copies of v, every element written. A policy's state is
+// allocated once and visited every step: written here, its pages are in
+// memory before the first decision, where a large world's would otherwise
+// be faulted in one by one during its first steps (tens of µs each on a
+// loaded machine).
+func filled[T any](n int, v T) []T {
+	s := make([]T, n)
+	for i := range s {
+		s[i] = v
+	}
+	return s
 }
 
 // minTrial is the steps a rank excluded for its arrivals first stays out.
