@@ -143,39 +143,12 @@ func (m *Monitor) held(rank int) (short, long int) {
 	return min(c, m.cfg.ShortWindow), min(c, m.cfg.LongWindow)
 }
 
-// Means returns rank's short- and long-window mean arrival, and false when
-// the rank has no data.
-func (m *Monitor) Means(rank int) (short, long time.Duration, ok bool) {
-	if rank < 0 || rank >= m.cfg.World {
-		return 0, 0, false
-	}
-	ns, nl := m.held(rank)
-	if ns == 0 {
-		return 0, 0, false
-	}
-	return m.shortSum[rank] / time.Duration(ns), m.longSum[rank] / time.Duration(nl), true
-}
-
-// Classify returns the class of every rank, indexed by rank, reusing dst's
-// storage when it is large enough. A rank is deterministic when its prior
-// says so; otherwise persistent when its long window is full and its mean is
-// ≥ λ × the mean over ranks of their long-window means; otherwise transient
+// appendClassed appends to dst every rank whose class is not none, in rank
+// order (the plan's Classes). A rank is deterministic when its prior says
+// so; otherwise persistent when its long window is full and its mean is ≥
+// λ × the mean over ranks of their long-window means; otherwise transient
 // when its short-window mean is ≥ λ × the mean of short-window means;
 // otherwise none. Ranks without data are none.
-func (m *Monitor) Classify(dst []Class) []Class {
-	if cap(dst) < m.cfg.World {
-		dst = make([]Class, m.cfg.World)
-	}
-	dst = dst[:m.cfg.World]
-	avgShort, avgLong := m.averages()
-	for r := range dst {
-		dst[r] = m.class(r, avgShort, avgLong)
-	}
-	return dst
-}
-
-// appendClassed appends to dst every rank whose class is not none, in rank
-// order: Classify's classes without a slice of them all.
 func (m *Monitor) appendClassed(dst []RankClass) []RankClass {
 	avgShort, avgLong := m.averages()
 	for r := range m.count {

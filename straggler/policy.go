@@ -828,7 +828,6 @@ func parentCandidates(members []int, x int, bw topology.Matrix) []int {
 	return out
 }
 
-// makespan is the predicted compute of the slowest rank under shares.
 // sharesCanBeat reports whether some shares of m samples, each at least
 // minShare, could have a makespan under keep at per-sample times
 // perSample: whether the samples each rank can do in less than keep add
@@ -856,6 +855,7 @@ func sharesCanBeat(m, minShare int, perSample []float64, keep float64) bool {
 	return false
 }
 
+// makespan is the predicted compute of the slowest rank under shares.
 func makespan(shares []int, perSample []float64) float64 {
 	m := 0.0
 	for r, b := range shares {

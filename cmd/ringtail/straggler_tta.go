@@ -23,7 +23,7 @@ func runBenchTTA(cfg tta.Config, asJSON bool, stdout, stderr io.Writer) int {
 	defer stop()
 	if !asJSON {
 		fmt.Fprintf(stdout, "# ringtail bench straggler --tta: in this process; the digits MLP %v, batch %d, %v compute per equal share, %d epochs, evaluated every %d steps, seed %d\n",
-			cfg.Hidden, max(cfg.Batch, 0), cfg.StepCompute, cfg.Epochs, cfg.EvalEvery, cfg.Seed)
+			cfg.Hidden, cfg.Batch, cfg.StepCompute, cfg.Epochs, cfg.EvalEvery, cfg.Seed)
 		fmt.Fprintf(stdout, "# target: BSP's held-out accuracy after epoch %d without a straggler; tta: training seconds to it (never: not in %d epochs); ratio: over the no-straggler time\n",
 			cfg.TargetEpoch, cfg.Epochs)
 		fmt.Fprintf(stdout, "%-16s %5s %-8s %8s %7s %8s %8s %7s %7s %7s %7s %8s %8s  %s\n", "pattern", "ranks", "policy",
