@@ -13,6 +13,10 @@ time to accuracy. Runs alternate, trial by trial; the table gives medians
 over trials. docs/pytorch.md has the numbers.
 
     /usr/bin/python3 integration/torch/bench_straggler_hook.py [--trials 3] [--epochs 10]
+
+--script index runs tests/shapes_worker.py's loop without a DataLoader (it
+indexes its own tensors) instead. Trial t runs every configuration with
+seed t (the model's initialisation and the data order).
 """
 
 import argparse
@@ -28,12 +32,30 @@ sys.path.insert(0, os.path.join(HERE, "tests"))
 import launch  # noqa: E402
 
 WORKER = os.path.join(HERE, "tests", "straggler_worker.py")
+SHAPES = os.path.join(HERE, "tests", "shapes_worker.py")
 
 
-def run(args, backend, slow, hook="", sampler_policy=""):
+def run(args, backend, slow, hook="", sampler_policy="", seed=0):
     env = {"RINGTAIL_DDP_STRAGGLER": hook, "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "300"}
+    if args.script != "sampler":
+        # The script imports nothing of ringtail: what the wheel's autoload
+        # does in a user's Python.
+        env["SHAPES_IMPORT_RINGTAIL"] = "1" if hook else "0"
+        cmd = [SHAPES, args.script, "--backend", backend, "--epochs", str(args.epochs), "--pad-ms", str(args.pad_ms),
+               "--slow", str(slow), "--curve", str(args.eval_every), "--batch", str(args.batch), "--seed", str(seed)]
+        outs = launch.run_world(args.world, cmd, timeout=1800, extra_env=env)
+        for out in outs:
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    r = json.loads(line[7:])
+                    r.setdefault("spread", 0.0)  # every rank's DONE checksum is compared below
+                    sums = {l.split('"checksum": ')[1].split(",")[0] for o in outs for l in o.splitlines()
+                            if l.startswith("DONE ")}
+                    r["spread"] = 0.0 if len(sums) == 1 else float("nan")
+                    return r
+        raise RuntimeError("no result:\n" + "\n".join(outs))
     cmd = [WORKER, "train", "--backend", backend, "--epochs", str(args.epochs), "--pad-ms", str(args.pad_ms),
-           "--slow", str(slow), "--eval-every", str(args.eval_every)]
+           "--slow", str(slow), "--eval-every", str(args.eval_every), "--batch", str(args.batch), "--seed", str(seed)]
     if sampler_policy:
         cmd += ["--sampler", "hetero", "--policy", sampler_policy]
     outs = launch.run_world(args.world, cmd, timeout=1800, extra_env=env)
@@ -55,12 +77,15 @@ def tta(res, target):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--world", type=int, default=4)
+    p.add_argument("--script", choices=["sampler", "index"], default="sampler",
+                   help="sampler: a DistributedSampler + DataLoader script; index: a loop without a DataLoader")
+    p.add_argument("--batch", type=int, default=16, help="samples per rank per step")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--pad-ms", type=float, default=40.0)
     p.add_argument("--slow", type=float, default=3.0)
     p.add_argument("--eval-every", type=int, default=5)
-    p.add_argument("--policies", default="star,adaptive,exact",
+    p.add_argument("--policies", default="adaptive,star,exact",
                    help="comma-separated RINGTAIL_DDP_STRAGGLER values (the script's DistributedSampler unchanged)")
     p.add_argument("--sampler-policies", default="shares",
                    help="comma-separated policies driving a HeteroBatchSampler's shares")
@@ -69,24 +94,27 @@ def main():
         subprocess.run([os.path.join(HERE, "build_lib.sh")], check=True)
     configs = [("Gloo, no straggler", dict(backend="gloo", slow=1.0)),
                ("Gloo", dict(backend="gloo", slow=args.slow))]
-    configs += [("hook %s" % pol, dict(backend="gloo", slow=args.slow, hook=pol)) for pol in args.policies.split(",") if pol]
-    for pol in args.sampler_policies.split(","):
+    for pol in args.policies.split(","):
+        if pol:
+            configs += [("hook %s, no straggler" % pol, dict(backend="gloo", slow=1.0, hook=pol)),
+                        ("hook %s" % pol, dict(backend="gloo", slow=args.slow, hook=pol))]
+    for pol in args.sampler_policies.split(",") if args.script == "sampler" else []:
         if pol:
             configs += [("hook %s + HeteroBatchSampler, no straggler" % pol, dict(backend="gloo", slow=1.0, sampler_policy=pol)),
                         ("hook %s + HeteroBatchSampler" % pol, dict(backend="gloo", slow=args.slow, sampler_policy=pol))]
     runs = {name: [] for name, _ in configs}
     for t in range(args.trials):
         for name, kw in configs:
-            r = run(args, **kw)
+            r = run(args, seed=t, **kw)
             runs[name].append(r)
             print(json.dumps({"trial": t, "run": name, "seconds": r["seconds"], "acc": r["acc"],
                               "acc_by_epoch": r["acc_by_epoch"], "spread": r["spread"]}), flush=True)
     ref = runs[configs[0][0]]
     print()
-    print("world %d, rank %d %.0fx slower, %.0f ms padded step, %d steps per epoch, %d epochs, eval every %d steps, "
-          "%d trials (medians; each trial's target is that trial's Gloo-without-straggler final accuracy)" % (
-              args.world, args.world - 1, args.slow, args.pad_ms, ref[0]["steps_per_epoch"], args.epochs,
-              args.eval_every, args.trials))
+    print("script %s, world %d, rank %d %.0fx slower, %.0f ms padded step, %d steps per epoch, %d epochs, eval every "
+          "%d steps, %d trials, seeds 0-%d (medians; each trial's target is that trial's Gloo-without-straggler final "
+          "accuracy)" % (args.script, args.world, args.world - 1, args.slow, args.pad_ms, ref[0]["steps_per_epoch"],
+                         args.epochs, args.eval_every, args.trials, args.trials - 1))
     print()
     print("| run | time to the target (s) | of Gloo w/o straggler's | of Gloo's (with it) | final accuracy (%) "
           "| vs the target (points) | replicas' max difference |")

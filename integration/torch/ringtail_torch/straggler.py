@@ -60,10 +60,13 @@ the job is a plain average (the optimizer's state does not exist before
 its first step).
 """
 
+import atexit
 import collections
 import gc
 import itertools
 import os
+import sys
+import threading
 import time
 import weakref
 from datetime import timedelta
@@ -76,9 +79,17 @@ from . import _lib
 from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
 from .groups import agree
 from .progress import StepClock
+from .sampler import split_counts
 
 ENV = "RINGTAIL_DDP_STRAGGLER"
 ENV_TIMEOUT = "RINGTAIL_DDP_STRAGGLER_TIMEOUT"
+# RINGTAIL_DDP_STRAGGLER_WATCH=0: a policy that evicts may evict in the
+# first epoch, without watching the script's loop first (see StragglerState).
+ENV_WATCH = "RINGTAIL_DDP_STRAGGLER_WATCH"
+
+# The policies whose plans evict a rank into a parent tree: its loop runs
+# fewer iterations than the members'.
+EVICTING = ("star", "adaptive")
 
 # Names accepted for a policy, and the straggler.Preset each means.
 POLICIES = {"star": "star", "evict": "star", "exact": "exact", "overlap": "exact", "adaptive": "adaptive", "bsp": "bsp",
@@ -91,6 +102,22 @@ _ACTIVE = weakref.WeakSet()
 # The DataLoader iterator that yielded last while some state had no loader.
 _LAST_YIELD = [None]
 _ORIG = {}
+# Set while a patched torch.distributed call runs on this thread (a
+# collective that calls another counts once).
+_IN_CALL = threading.local()
+# Set by the excepthook: the process ends on an uncaught exception, so the
+# exit handler closes the hooks' communicators instead of flushing.
+_FAILED = [False]
+
+
+def _no_loader():
+    return None
+
+
+def note(line):
+    """Prints one line of the straggler hook on stderr, at once."""
+    sys.stderr.write("ringtail straggler: %s\n" % line)
+    sys.stderr.flush()
 
 
 def policy_name(name):
@@ -120,7 +147,20 @@ class StragglerState:
         if syncs is not None and syncs():
             raise ValueError("ringtail straggler handling: DDP broadcasts module buffers every forward, which an "
                              "evicted rank would miss; pass broadcast_buffers=False")
-        self.policy = policy_name(policy)
+        self.requested = policy_name(policy)
+        # The policy the job runs: the requested one, or the exact ring
+        # where the script's shape cannot take eviction (_check_shape).
+        self.policy = self.requested
+        # A policy that evicts watches the first epoch with the exact ring:
+        # eviction starts once a whole epoch showed a loop it can serve.
+        self._watching = self.requested in EVICTING and os.environ.get(ENV_WATCH, "1").strip().lower() not in (
+            "0", "off", "false", "no")
+        self._unfit = []  # why eviction cannot serve this script
+        self.note = ""  # the hook's last line about its mode
+        self._over = False  # training ended on the members: nothing left to do
+        self._in_epoch = False  # the bound loader has yielded and is not exhausted
+        self._since_step = 0  # batches of the bound loader since the last step
+        self._epoch_steps = 0  # steps fed by the bound loader's current iterator
         self.rank, self.size = dist.get_rank(), dist.get_world_size()
         if sampler is not None and not (hasattr(sampler, "set_weights") and hasattr(sampler, "global_batch")):
             raise TypeError("ringtail straggler handling: sampler must be a ringtail_torch.HeteroBatchSampler, got %s"
@@ -129,6 +169,11 @@ class StragglerState:
         # batch (exact: the update is the whole batch's mean gradient, every
         # step, while a slow rank gets fewer rows).
         self._sampler = sampler
+        # With a DistributedSampler the hook drives (_check_shape): its
+        # per-rank batch size, and the plan's shares of the next step.
+        self._split = None
+        self._shares = None
+        self._lists = None  # every rank's indices this epoch (the sampler's own)
         self._batch_len = None
         self._params = [p for p in model.module.parameters() if p.requires_grad]
         for p in self._params:
@@ -149,10 +194,15 @@ class StragglerState:
             raise ValueError("ringtail straggler handling: timeout %r s must be positive" % timeout)
         self._timeout_ms = int(timeout * 1000)
         store = dist.distributed_c10d._get_default_store()
-        key = "ringtail/straggler/%d/coordinator" % next(_IDS)
-        self._comm = _lib.Comm(agree(store, self.rank, self.size, timedelta(seconds=timeout), key=key))
-        self._grad = torch.zeros(self.payload, dtype=torch.float32)
-        self._late = torch.zeros(self.payload, dtype=torch.float32)
+        prefix = "ringtail/straggler/%d/" % next(_IDS)
+        self._store, self._over_key = store, prefix + "over"
+        self._comm = _lib.Comm(agree(store, self.rank, self.size, timedelta(seconds=timeout), key=prefix + "coordinator"))
+        # The reduced buffers hold the flat gradient and one more element,
+        # the leave flag: a rank whose loop has ended reduces 1 there, so
+        # every member learns it from the same step's sum (see leave()).
+        self._grad = torch.zeros(self.payload + 1, dtype=torch.float32)
+        self._late = torch.zeros(self.payload + 1, dtype=torch.float32)
+        self._ending = False  # a step's sum carried a leave flag
         self._state = None  # parameters, then the optimizer's tensors (flat)
         self._opt_tensors = []
         self._drv = None
@@ -180,17 +230,53 @@ class StragglerState:
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
         _ACTIVE.add(self)
         _install_loader_patch()
+        _install_end_patches()
 
     # --- the hook ---------------------------------------------------------
 
     def _reduce(self, pending):
         """Runs one iteration's step on every bucket's gradient and
         completes their futures."""
+        if self._ending or self._over:
+            # Training (or the epoch) ended with the others: nothing reduces
+            # this gradient and no update follows. A flush still due runs
+            # once the backward pass is over (it may apply an update).
+            for bucket, fut in pending:
+                fut.set_result(bucket.buffer())
+            self._after_backward(True, False, False)
+            if self._ending or self._drv is not None:
+                end = self._end_with_the_others if self._ending else self.flush
+                engine = torch.autograd.Variable._execution_engine
+                engine.queue_callback(lambda: engine.queue_callback(end))
+            return
         now = time.perf_counter()
         start = self._last_return or self._iter_start or now
         arrival_us = max(0, int((now - start) * 1e6))
-        if self._loader_key is None:
+        if not self._warm:
             self._bind_loader()
+            if self._loader_key is None:
+                self._loader_key = _no_loader
+        elif self._loader_key is not _no_loader and self._since_step == 0 and self._fresh_iterator() is not None:
+            # A DataLoader other than the bound one fed this step (the
+            # script builds its loader anew each epoch): it is the loop's
+            # loader now.
+            it = self._fresh_iterator()
+            if self._drv is not None:
+                self.flush()  # the previous loader was left before it ran out
+            if self._in_epoch and self._epoch_steps > 0:
+                self._end_watch("a new DataLoader began first")
+            self._bind_loader()
+            self._in_epoch, self._since_step, self._epoch_steps = True, it._num_yielded, 0
+            if self._split and self._agree_unfit(_split_batch_size(it) != self._split)[1]:
+                self._split = None
+                self._say("the script's new DataLoader cannot be split by shares: every rank keeps its "
+                          "DistributedSampler's batches (the exact ring) from here on")
+        if self._watching and self._drv is not None and self._since_step != 1:
+            self._unfit.append("%d batches of its DataLoader went into one optimizer step (gradient accumulation)"
+                               % self._since_step)
+        self._since_step = 0
+        self._epoch_steps += 1
+        _LAST_YIELD[0] = None
         g = self._grad
         for bucket, _ in pending:
             for p, grad in zip(bucket.parameters(), bucket.gradients()):
@@ -198,20 +284,22 @@ class StragglerState:
                 g[off:off + n].copy_(grad.reshape(-1))
         self.stats["computed"] += 1
         samples = 1  # the unit is one rank's (mean) gradient, as in DDP
-        if self._sampler is not None and self._warm:
+        if (self._sampler is not None or self._split) and self._warm:
             # A share of the global batch: the gradient summed over its
             # rows, and the step divides by the rows applied.
             samples = self._batch_len or 1
             g.mul_(samples)
+        g[-1] = 0.0
         if not self._warm:
             # The optimizer has no state before its first step: the job's
             # first iteration is a plain average.
-            self._comm.allreduce(g.data_ptr(), self.payload, RT_FLOAT32, RT_SUM)
+            self._comm.allreduce(g.data_ptr(), self.payload + 1, RT_FLOAT32, RT_SUM)
             applied, replaced, full = self.size, False, False
             self.stats["applied"][(self._epoch, -1)] = applied
             self.stats["roles"]["member"] += 1
             self.stats["modes"]["ring"] += 1
             self._warm = True
+            self._check_shape()
         else:
             if self._drv is None:
                 self._open()
@@ -219,9 +307,14 @@ class StragglerState:
                 self._save_state()
             res = self._drv.step(g.data_ptr(), samples, arrival_us, arrival_us)
             applied, replaced, full = self._record(res)
-            if self._sampler is not None:
+            if applied > 0 and g[-1].item() > 0:
+                # A rank left its loop: every member ends with this step.
+                self._ending = True
+            if self._sampler is not None or self._split:
                 shares = self._drv.shares(self.size)
-                self._sampler.set_weights(shares)
+                if self._sampler is not None:
+                    self._sampler.set_weights(shares)
+                self._shares = shares
                 self.stats["shares"] = shares
         if applied > 0:
             g.div_(applied)
@@ -235,6 +328,172 @@ class StragglerState:
             self._after_backward(applied == 0, replaced, full)
         self._tick()
         self._last_return = time.perf_counter()
+
+    # --- the script's shape -----------------------------------------------
+
+    def _agree_unfit(self, undrivable=False):
+        """Collective over the hook's communicator: whether any rank found
+        a reason eviction cannot serve the script, and whether any rank's
+        loader cannot be split by shares (every rank decides the same)."""
+        flag = torch.tensor([1.0 if self._unfit else 0.0, 1.0 if undrivable else 0.0], dtype=torch.float32)
+        self._comm.allreduce(flag.data_ptr(), 2, RT_FLOAT32, _lib.RT_MAX)
+        return flag[0].item() > 0, flag[1].item() > 0
+
+    def _say(self, line):
+        self.note = line
+        if self.rank == 0:
+            note(line)
+
+    def _check_shape(self):
+        """At the job's first step (every rank, after its first reduction):
+        a policy that evicts needs a loop it can keep in step — one
+        DataLoader the hook drives, one batch per optimizer step, one DDP
+        model with the hook. Where the script is not such a loop, the job
+        runs the exact ring and says why."""
+        if self.requested not in EVICTING and self.requested != "shares":
+            return
+        # The shares of an unchanged DistributedSampler: the policies that
+        # take shares split each of its global batches by them.
+        it = self._it() if self._it is not None else None
+        batch = _split_batch_size(it) if self._sampler is None and self._yielded == 1 and len(_ACTIVE) == 1 else None
+        if self._loader_key is _no_loader:
+            self._unfit.append("no DataLoader feeds the loop (it indexes its own data), so an evicted rank could not "
+                               "skip the batches of the steps it is behind")
+        elif self._yielded > 1:
+            self._unfit.append("%d batches of its DataLoader went into the first optimizer step (gradient "
+                               "accumulation)" % self._yielded)
+        if len(_ACTIVE) > 1:
+            self._unfit.append("%d DDP models have the hook: each would evict on its own" % len(_ACTIVE))
+        unfit, undrivable = self._agree_unfit(batch is None)
+        if not undrivable and self.requested in ("adaptive", "shares"):
+            self._split, self.policy, self._watching = batch, "shares", False
+            self._say("policy %s splits each global batch of the script's DistributedSampler (%d x %d rows) by the "
+                      "policy's shares: a slower rank computes fewer rows, and every step applies the whole batch's "
+                      "mean gradient (synchronous SGD's update)" % (self.requested, self.size, batch))
+            return
+        if self.requested not in EVICTING:
+            return
+        if unfit:
+            self._fall_back("at its first step")
+        elif self._watching:
+            self._say("policy %s watches the first epoch with the exact ring; it evicts from the second epoch on if "
+                      "the loop keeps in step (no collective of the script inside the epoch, no early exit, one "
+                      "batch per step)" % self.requested)
+
+    def _fall_back(self, when):
+        """The exact ring for the rest of the job, and one line why."""
+        why = "; ".join(dict.fromkeys(self._unfit)) or "another rank found the script's loop unfit for eviction"
+        self.policy, self._watching = "exact", False
+        self._say("policy %s cannot serve this script (%s: %s): the job runs the exact ring (policy exact) instead"
+                  % (self.requested, when, why))
+
+    def _end_watch(self, how):
+        """The first epoch ended (every rank, at the same point): eviction
+        from the next epoch on, or the exact ring for the job."""
+        if not self._watching:
+            return
+        if how != "exhausted":
+            self._unfit.append("the loop left its DataLoader before it ran out (%s)" % how)
+        if self._agree_unfit()[0]:
+            self._fall_back("in the first epoch")
+            return
+        self._watching = False
+        self._say("the first epoch kept in step: policy %s evicts from the next epoch on" % self.requested)
+
+    def script_collective(self, name):
+        """The script calls torch.distributed.<name> (a collective of its
+        own): inside an epoch whose driver is open, an evicted rank (which
+        runs fewer iterations) would miss it."""
+        if self._over or not self._in_epoch:
+            return
+        if self._watching:
+            self._unfit.append("the script calls dist.%s inside an epoch" % name)
+        elif self.policy in EVICTING and self._drv is not None and self._role != RT_ROLE_CHILD:
+            # The first epoch did not show it: the members end the epoch's
+            # eviction here (the evicted ranks get the final state and leave
+            # their epoch's loop) and the job runs the exact ring.
+            self._unfit.append("the script calls dist.%s inside an epoch" % name)
+            self.leave("rank %d called dist.%s inside an epoch" % (self.rank, name), over=False)
+            self._fall_back("in epoch %d" % self._epoch)
+
+    def end(self, why):
+        """Training ends on this rank (destroy_process_group, the process's
+        exit) while its epoch's driver is open: the rank leaves (the other
+        ranks end training with it), so every rank ends with the same
+        parameters."""
+        if self._over or self._drv is None:
+            return
+        self.leave(why, over=True)
+
+    def leave(self, why, over):
+        """This rank has left its epoch's loop while the epoch's driver is
+        open (over: and training). It says so in the store when training is
+        over (the other ranks read why there), makes one more step with an
+        empty gradient and the leave flag — every member sees the flag in
+        that step's sum (a child's reaches the members through its parent's
+        fold), so all ranks end the epoch after the same step, whatever
+        their loops' counts — and flushes: every rank then holds the same
+        parameters and optimizer state."""
+        if over:
+            try:
+                self._store.set(self._over_key + "/why", why)
+                self._store.add(self._over_key, 1)
+            except Exception:  # noqa: BLE001 - the store's host may be gone
+                pass
+        # Until this rank sees the flag in a member step's sum (a member: at
+        # once) or its parent sends the final state (a child: once the
+        # members saw its flag), each step is an empty one with the flag.
+        # A child may be readmitted meanwhile: its next step is a member's.
+        g = self._grad
+        while not self._done and not self._ending:
+            g.zero_()
+            g[-1] = 1.0
+            if self._role != RT_ROLE_CHILD:
+                self._save_state()
+            res = self._drv.step(g.data_ptr(), 0, 0, 0)
+            self.stats["waits"] += 1
+            applied, replaced, full = self._record(res)
+            if replaced:
+                self._load_state(full)
+            if applied > 0:
+                self._ending = g[-1].item() > 0
+                self._apply(g, applied)
+        self._ending = False
+        self.flush()
+        self._over = self._over or over
+
+    def _end_with_the_others(self):
+        """A step's sum carried a leave flag: this rank ends the epoch with
+        the rank that left (its later batches of the epoch are not
+        computed), and training too if that rank's training is over."""
+        self._ending = False
+        step, epoch = self._next, self._epoch
+        if self._drv is not None:
+            self.flush()
+        self._in_epoch = False
+        try:
+            over = self._store.add(self._over_key, 0) > 0
+            why = self._store.get(self._over_key + "/why").decode() if over else "it began a new epoch"
+        except Exception as e:  # noqa: BLE001 - the store's host (rank 0) is gone
+            over, why = True, "the store is gone: %s" % e
+        self._over = self._over or over
+        note("rank %d: another rank left its epoch's loop (%s); this rank ends %s with it after step %d of epoch %d "
+             "(every rank holds the same parameters)" % (self.rank, why, "training" if over else "the epoch", step,
+                                                         epoch))
+
+    def _learn_over(self):
+        """A child that got the final state asks whether training is over
+        (the members said so in the store) or only the epoch."""
+        try:
+            over = self._store.add(self._over_key, 0) > 0
+            why = self._store.get(self._over_key + "/why").decode() if over else ""
+        except Exception as e:  # noqa: BLE001 - the store's host (rank 0) is gone: so are the members
+            over, why = True, "the store is gone: %s" % e
+        if over:
+            self._over = True
+            note("rank %d: the members ended training (%s) at step %d of epoch %d; this evicted rank took the final "
+                 "parameters and stops: its remaining batches are not computed" % (self.rank, why, self._next,
+                                                                                   self._epoch))
 
     def _tick(self):
         """Counts the step for the dashboard (rank 0): the bound loader's
@@ -267,6 +526,8 @@ class StragglerState:
             st["rejoined"] += 1
         if res.done:
             self._done = True
+            if was_child:
+                self._learn_over()
         # A child gets the whole state (optimizer included) when it rejoins
         # and at the end; otherwise the parameters alone.
         full = replaced and (bool(res.done) or res.next_role != RT_ROLE_CHILD)
@@ -302,11 +563,13 @@ class StragglerState:
         total = self.payload + sum(t.numel() for t in self._opt_tensors)
         if self._state is None or self._state.numel() != total:
             self._state = torch.zeros(total, dtype=torch.float32)
-        if self._sampler is not None:
-            self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self._sampler.global_batch,
-                                       RT_STRAGGLER_SAMPLED, self._timeout_ms)
+        policy = "exact" if self._watching else self.policy
+        if self._sampler is not None or self._split:
+            batch = self._sampler.global_batch if self._sampler is not None else self._split * self.size
+            self._drv = _lib.Straggler(self._comm, self.payload + 1, policy, batch, RT_STRAGGLER_SAMPLED,
+                                       self._timeout_ms)
         else:
-            self._drv = _lib.Straggler(self._comm, self.payload, self.policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
+            self._drv = _lib.Straggler(self._comm, self.payload + 1, policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
                                        self._timeout_ms)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [self._drv])
@@ -431,6 +694,7 @@ class StragglerState:
             self._apply(self._late, applied)
         self._drv.close()
         self._drv = None
+        self._shares = None  # the next epoch's driver starts from equal shares
         self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
         self._epoch += 1
         self._last_return = None
@@ -441,6 +705,14 @@ class StragglerState:
         self._finalizer()
 
     # --- the loader -------------------------------------------------------
+
+    @staticmethod
+    def _fresh_iterator():
+        """The DataLoader iterator (not a hook's) that yielded since the
+        last step, or None."""
+        ref = _LAST_YIELD[0]
+        it = ref() if ref is not None else None
+        return it if it is not None and getattr(it, "_index_sampler", None) is not None else None
 
     def _bind_loader(self):
         ref = _LAST_YIELD[0]
@@ -457,10 +729,26 @@ class StragglerState:
         return self._base + self._next
 
     def _next_batch(self, it, orig):
+        if self._ending:
+            self._end_with_the_others()
+            if not self._over and self._it is not None and self._it() is it:
+                raise StopIteration  # the epoch ended with the others'
+        if self._over:
+            # Training ended on the members: every later batch is theirs
+            # to skip too.
+            if self._drv is not None:
+                self.flush()
+            raise StopIteration
         if self._it is None or self._it() is not it or (it._num_yielded == 0 and self._yielded > 0):
             # A new epoch (a new iterator, or a persistent one reset).
             if self._drv is not None:
-                self.flush()  # the script left the previous epoch early
+                # The script left the previous epoch's loop early.
+                self.leave("rank %d began a new epoch" % self.rank, over=False)
+            if self._in_epoch and self._epoch_steps > 0:
+                # (An iterator that fed no step — `next(iter(loader))` to
+                # peek at a batch — is not the loop's.)
+                self._end_watch("a new epoch began first")
+            self._in_epoch, self._epoch_steps = False, 0
             self._it, self._pos, self._yielded, self._cache = weakref.ref(it), 0, 0, None
         self._iter_start = time.perf_counter()
         if self._done:
@@ -476,16 +764,70 @@ class StragglerState:
                 _skip(it, orig)
                 self._pos += 1
                 self.stats["skipped"] += 1
-            data = orig(it)
+            data = self._split_next(it) if self._split else orig(it)
         except StopIteration:
-            self._finish_epoch(len(it))
+            self._finish_epoch(self._pos)  # the epoch's batches: an iterable one has no len()
             self.flush()
+            self._in_epoch = False
+            self._end_watch("exhausted")
             raise
+        self._in_epoch = True
+        self._since_step += 1
         self._pos += 1
         self._yielded += 1
         self._cache = data
         self._batch_len = _rows(data)
         return data
+
+
+    def _split_next(self, it):
+        """This rank's share of the epoch's next global batch: the union
+        of every rank's next DistributedSampler batch (the same global
+        batch as an even split), cut by the plan's shares in rank order."""
+        it._next_index()  # the loader's own batch: its length and end stay the script's
+        if self._lists is None or self._lists[0] is not it:
+            self._lists = (it, _rank_lists(it._index_sampler.sampler, self.size))
+        b, k = self._split, self._pos
+        block = [i for lst in self._lists[1] for i in lst[k * b:(k + 1) * b]]
+        shares = split_counts(len(block), self._shares or [1] * self.size, min_one=len(block) >= self.size)
+        lo = sum(shares[:self.rank])
+        data = it._dataset_fetcher.fetch(block[lo:lo + shares[self.rank]])
+        if it._pin_memory:
+            from torch.utils.data._utils.pin_memory import pin_memory
+            data = pin_memory(data)
+        it._num_yielded += 1
+        return data
+
+
+def _split_batch_size(it):
+    """The per-rank batch size of a DataLoader iterator the hook can split
+    by shares — in-process, map-style, a plain BatchSampler over a
+    DistributedSampler of this world — else None."""
+    from torch.utils.data import BatchSampler, DistributedSampler
+    from torch.utils.data.dataloader import _DatasetKind, _SingleProcessDataLoaderIter
+
+    if not isinstance(it, _SingleProcessDataLoaderIter) or it._dataset_kind != _DatasetKind.Map:
+        return None
+    bs = getattr(it, "_index_sampler", None)
+    if type(bs) is not BatchSampler or not isinstance(bs.sampler, DistributedSampler):
+        return None
+    if bs.sampler.num_replicas != dist.get_world_size() or bs.sampler.rank != dist.get_rank():
+        return None
+    return int(bs.batch_size)
+
+
+def _rank_lists(sampler, world):
+    """Every rank's indices of a DistributedSampler's current epoch, as
+    the sampler itself yields them on each rank."""
+    rank = sampler.rank
+    try:
+        out = []
+        for r in range(world):
+            sampler.rank = r
+            out.append(list(iter(sampler)))
+        return out
+    finally:
+        sampler.rank = rank
 
 
 def _rows(data):
@@ -606,6 +948,84 @@ def _install_loader_patch():
         return data
 
     _BaseDataLoaderIter.__next__ = __next__
+
+
+# The torch.distributed collectives a script calls by name; each is
+# wrapped so that the hooks see the script's own collectives.
+_COLLECTIVES = ("all_reduce", "all_gather", "all_gather_object", "all_gather_into_tensor", "broadcast",
+                "broadcast_object_list", "barrier", "monitored_barrier", "reduce", "gather", "gather_object", "scatter",
+                "scatter_object_list", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
+                "all_reduce_coalesced", "all_gather_coalesced")
+
+
+def _install_end_patches():
+    """Wraps what ends training or runs a collective of the script's own:
+    destroy_process_group and the process's exit end every hook (members
+    flush, so the evicted ranks get the final state and stop); the
+    collectives are shown to every hook (script_collective)."""
+    if "destroy" in _ORIG:
+        return
+    destroy = dist.destroy_process_group
+    _ORIG["destroy"] = destroy
+
+    def destroy_process_group(group=None):
+        if group is None or group is dist.GroupMember.WORLD:
+            _end_all("destroy_process_group on rank %d" % dist.get_rank() if dist.is_initialized() else
+                     "destroy_process_group")
+        return destroy(group)
+
+    dist.destroy_process_group = destroy_process_group
+    for name in _COLLECTIVES:
+        orig = getattr(dist, name, None)
+        if orig is not None:
+            setattr(dist, name, _watched(name, orig))
+    hook = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        _FAILED[0] = True
+        hook(kind, value, tb)
+
+    sys.excepthook = excepthook
+    atexit.register(_at_exit)
+
+
+def _watched(name, orig):
+    def call(*args, **kwargs):
+        if getattr(_IN_CALL, "on", False):
+            return orig(*args, **kwargs)
+        _IN_CALL.on = True
+        try:
+            for st in list(_ACTIVE):
+                st.script_collective(name)
+            return orig(*args, **kwargs)
+        finally:
+            _IN_CALL.on = False
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = orig.__doc__
+    call.__wrapped__ = orig
+    return call
+
+
+def _end_all(why):
+    for st in list(_ACTIVE):
+        st.end(why)
+
+
+def _at_exit():
+    """The process exits: after a clean end every hook flushes (the evicted
+    ranks get the final state); after an uncaught exception they close,
+    and the other ranks' next step fails naming this rank."""
+    if _FAILED[0]:
+        for st in list(_ACTIVE):
+            st.shutdown()
+        return
+    try:
+        _end_all("the script's exit on rank %d" % dist.get_rank() if dist.is_initialized() else "the script's exit")
+    except Exception as e:  # noqa: BLE001 - at exit, say it and close
+        note("at exit: %s" % e)
+        for st in list(_ACTIVE):
+            st.shutdown()
 
 
 def install_from_env():

@@ -59,11 +59,12 @@ def train(args, rank, world):
     if args.sampler == "hetero":
         # ringtail's HeteroBatchSampler: the same global batches, split by
         # the straggler policy's shares (enable_straggler_handling below).
-        sampler = rt.HeteroBatchSampler(TensorDataset(xtr, ytr), rank, world, global_batch=args.batch * world, seed=0)
+        sampler = rt.HeteroBatchSampler(TensorDataset(xtr, ytr), rank, world, global_batch=args.batch * world,
+                                        seed=args.seed)
         loader = DataLoader(TensorDataset(xtr, ytr), batch_sampler=sampler)
     else:
-        sampler, loader = loader_for(xtr, ytr, args.batch)
-    model = DDP(digits.mlp(hidden=(args.hidden,), seed=1))
+        sampler, loader = loader_for(xtr, ytr, args.batch, seed=args.seed)
+    model = DDP(digits.mlp(hidden=(args.hidden,), seed=1 + args.seed))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     if args.sampler == "hetero":
         rt.enable_straggler_handling(model, opt, policy=args.policy, loader=loader, sampler=sampler)
@@ -108,6 +109,7 @@ def train(args, rank, world):
            "slow_rank": args.slow_rank, "slow": args.slow, "pad_ms": args.pad_ms, "batch": args.batch,
            "steps_per_epoch": len(loader), "epoch_s": [round(e, 3) for e in epochs],
            "acc": digits.accuracy(model.module, xte, yte), "acc_by_epoch": accs, "spread": spread(model),
+           "params": [round(float(v), 6) for v in torch.cat([p.detach().reshape(-1) for p in model.parameters()])[:200]],
            "curve": curve, "steps": step, "seconds": round(time.perf_counter() - begin, 3)}
     st = rt.straggler_state(model)
     if st is not None:
@@ -163,6 +165,7 @@ def main():
     p.add_argument("--sampler", choices=["distributed", "hetero"], default="distributed",
                    help="hetero: ringtail's HeteroBatchSampler, split by the straggler policy's shares (--policy)")
     p.add_argument("--eval-every", type=int, default=0, help="rank 0 evaluates the held-out set every N steps (0: never)")
+    p.add_argument("--seed", type=int, default=0, help="train mode: the model's and the sampler's seed")
     p.add_argument("--eval-ms", type=float, default=0.0, help="extra pause of each evaluation, ms (a bigger held-out set)")
     args = p.parse_args()
     dist.init_process_group(args.backend if args.mode == "train" else "ringtail",

@@ -403,7 +403,10 @@ class TestStragglerHook(unittest.TestCase):
 
     def run_train(self, world, slow, *args):
         outs = launch.run_world(world, [self.WORKER, "train", "--slow-rank", str(slow)] + list(args), timeout=300,
-                                extra_env={"RINGTAIL_DDP_STRAGGLER": "star", "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "120"})
+                                # The loop keeps in step (the test wrote it): eviction
+                                # from the first epoch, without the watch.
+                                extra_env={"RINGTAIL_DDP_STRAGGLER": "star", "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "120",
+                                           "RINGTAIL_DDP_STRAGGLER_WATCH": "0"})
         res = result(outs)
         stats = hook_stats(outs)
         self.assertEqual(sorted(stats), list(range(world)), "every rank reports its hook's statistics")
@@ -462,6 +465,32 @@ class TestStragglerHook(unittest.TestCase):
             self.assertNotIn("child", s["roles"])
             self.assertEqual(set(s["modes"]) - {"ring", "overlap"}, set())
 
+    def test_unchanged_distributed_sampler_takes_the_policys_shares(self):
+        # Issue 36, item 1: a plain DistributedSampler + DataLoader script,
+        # nothing changed but RINGTAIL_DDP_STRAGGLER=adaptive: the hook
+        # splits each global batch (the union of the ranks' sampler batches)
+        # by the policy's shares, weights the average by rows, and the
+        # parameters follow Gloo's synchronous SGD on the same script to
+        # float rounding, while the 3x slower rank computes fewer rows.
+        args = [self.WORKER, "train", "--backend", "gloo", "--epochs", "2", "--batch", "16", "--pad-ms", "20",
+                "--slow", "3"]
+        gloo = result(launch.run_world(4, args, timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER": "off"}))
+        outs = launch.run_world(4, args, timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER": "adaptive",
+                                                                  "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"})
+        res, stats = result(outs), hook_stats(outs)
+        print("\nunchanged sampler: %s; shares %s" % (json.dumps(res["epoch_s"]), stats[0].get("shares")),
+              file=sys.stderr)
+        self.assertIn("splits each global batch of the script's DistributedSampler", "\n".join(outs))
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+        diff = max(abs(a - b) for a, b in zip(res["params"], gloo["params"]))
+        self.assertLessEqual(diff, 1e-4, "the hook's update is not Gloo's synchronous SGD (largest difference %g)" % diff)
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 64)
+        self.assertLess(shares[3], min(shares[:3]), "the 3x slower rank kept as many rows as the others: %s" % shares)
+        for r, s in stats.items():
+            self.assertEqual(s["shares"], shares, "rank %d holds other shares" % r)
+            self.assertNotIn("child", s["roles"])
+
     def test_slow_rank_is_evicted_and_no_sample_is_lost(self):
         res, stats = self.run_train(4, 3, "--epochs", "2", "--pad-ms", "40", "--slow", "4")
         self.assertEqual(len(stats[0]["flushed"]), 2, "one flush per epoch")
@@ -476,6 +505,108 @@ class TestStragglerHook(unittest.TestCase):
         self.assertGreater(stats[3]["rejoined"], 0, "the recovered rank never rejoined")
         self.assertGreater(stats[3]["roles"].get("member", 0) + stats[3]["roles"].get("parent", 0), 3,
                            "no member steps after the rejoin")
+
+
+
+class TestScriptShapes(unittest.TestCase):
+    """Issue 36, item 0: every rank exits, whatever the script does. Each
+    shape of shapes_worker.py (a loop without a DataLoader, a generator,
+    an IterableDataset, rank-0 evaluation, the script's own collectives and
+    checkpoint, no_sync accumulation, a break, two DDP models) runs under
+    every policy, with and without a 3x slower rank: every rank must exit 0
+    (launch.run_world fails the test naming a rank that failed or outlived
+    its timeout, and kills every process it started), print its DONE line,
+    and end with the same parameters as every other rank. Where eviction
+    cannot serve the shape the hook runs the exact ring: that choice follows
+    from the shape alone, never from timing, so it is asserted too."""
+
+    WORKER = os.path.join(HERE, "shapes_worker.py")
+    POLICIES = ("bsp", "exact", "shares", "star", "adaptive")
+    # The shapes whose loop an evicting policy cannot keep in step: the
+    # hook says so and runs the exact ring (at the first step, or at the end
+    # of the watched first epoch).
+    EXACT = {"index", "generator", "collectives", "nosync", "two"}
+    # The shapes whose DistributedSampler the hook splits by the policy's
+    # shares under adaptive (item 1): one in-process map-style loader, one
+    # batch per step, one hooked model.
+    SPLIT = {"eval0", "collectives", "break"}
+
+    def expected(self, policy, shape):
+        if policy == "adaptive" and shape in self.SPLIT:
+            return "shares"
+        if policy in ("star", "adaptive") and shape in self.EXACT:
+            return "exact"
+        return policy
+
+    def run_shape(self, shape, *args):
+        for policy in self.POLICIES:
+            for slow in ("1", "3"):
+                with self.subTest(shape=shape, policy=policy, slow=slow):
+                    outs = launch.run_world(4, [self.WORKER, shape, "--epochs", "2", "--pad-ms", "8", "--slow", slow]
+                                            + list(args), timeout=240,
+                                            extra_env={"RINGTAIL_DDP_STRAGGLER": policy,
+                                                       "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60",
+                                                       "SHAPES_IMPORT_RINGTAIL": "1"})
+                    done = {}
+                    for out in outs:
+                        for line in out.splitlines():
+                            if line.startswith("DONE "):
+                                d = json.loads(line[5:])
+                                done[d["rank"]] = d
+                    self.assertEqual(sorted(done), [0, 1, 2, 3], "a rank did not reach the script's end")
+                    sums = {d["checksum"] for d in done.values()}
+                    self.assertEqual(len(sums), 1, "the ranks end with different parameters: %s" % done)
+                    ran = {d["hook"]["policy"] for d in done.values()}
+                    want = self.expected(policy, shape)
+                    self.assertEqual(ran, {want}, "policy %s on shape %s ran %s" % (policy, shape, ran))
+                    if want == "exact" != policy:
+                        self.assertIn("cannot serve this script", done[0]["hook"]["note"])
+                    if want == "shares" and shape in self.SPLIT:
+                        self.assertIn("splits each global batch", done[0]["hook"]["note"])
+
+    def test_loop_without_a_dataloader(self):
+        self.run_shape("index")
+
+    def test_generator(self):
+        self.run_shape("generator")
+
+    def test_iterable_dataset(self):
+        self.run_shape("iterable")
+
+    def test_rank0_evaluation(self):
+        self.run_shape("eval0", "--epochs", "3")
+
+    def test_the_scripts_own_collectives_and_checkpoint(self):
+        self.run_shape("collectives")
+
+    def test_no_sync_accumulation(self):
+        self.run_shape("nosync")
+
+    def test_break_out_of_the_loop(self):
+        # 44 steps an epoch: the break comes in the second epoch, where an
+        # evicting policy may have a child (it learns that training ended).
+        self.run_shape("break", "--epochs", "3", "--max-steps", "70")
+
+    def test_two_ddp_models(self):
+        self.run_shape("two")
+
+    def test_a_rank_that_fails_ends_every_rank(self):
+        # Rank 0 raises at step 60 (the second epoch: after the watch, an
+        # evicting policy may have a child): its hook's communicator closes
+        # at exit and every other rank fails too, none waits out its
+        # timeout. run_world waits for every rank and says "timed out" for
+        # one that outlived it.
+        for policy in ("bsp", "star", "adaptive"):
+            with self.subTest(policy=policy):
+                with self.assertRaises(RuntimeError) as cm:
+                    launch.run_world(4, [self.WORKER, "crash", "--epochs", "3", "--pad-ms", "8", "--slow", "3",
+                                         "--max-steps", "60"], timeout=240,
+                                     extra_env={"RINGTAIL_DDP_STRAGGLER": policy, "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60",
+                                                "SHAPES_IMPORT_RINGTAIL": "1"})
+                msg = str(cm.exception)
+                self.assertNotIn("timed out", msg)
+                self.assertIn("injected failure at step 60", msg)
+                self.assertNotIn("DONE", msg, "a rank finished training while rank 0 had failed")
 
 
 if __name__ == "__main__":
