@@ -206,7 +206,9 @@ func rt_straggler_step(h C.rt_straggler, grad *C.float, samples, computeUS, arri
 }
 
 // step runs one driver Step on the caller's gradient (NULL: zeros) and
-// writes the reduced sum back when the step applied samples.
+// writes the reduced sum back when this rank was a member of the step
+// (with no sample applied it is zeros but for what the callers put in the
+// payload beyond their gradients: a flag every member must read).
 func (r *stragglerRun) step(grad unsafe.Pointer, samples, computeUS, arrivalUS int64) (stepReport, error) {
 	if r.d == nil {
 		return stepReport{}, badArg("rt_straggler_step: the driver is closed")
@@ -234,7 +236,7 @@ func (r *stragglerRun) step(grad unsafe.Pointer, samples, computeUS, arrivalUS i
 	if err != nil {
 		return stepReport{}, driverError(err)
 	}
-	if res.Applied > 0 && g != nil {
+	if res.Role != straggler.RoleChild && g != nil {
 		copy(g, buf)
 	}
 	return r.report(res), nil

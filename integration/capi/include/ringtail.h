@@ -256,8 +256,10 @@ int rt_straggler_set_state(rt_straggler h, float* state, int64_t params, int64_t
  * of the gradients of `samples` samples; NULL: zeros), compute_us and
  * arrival_us the time spent computing it and since the previous step
  * returned. A member reduces it under the step's plan; a child sends it to
- * its parent and returns at once. When result.applied > 0, grad then holds
- * the sum over result.applied samples. */
+ * its parent and returns at once. When this rank was a member of the step
+ * (result.role is not RT_ROLE_CHILD), grad then holds the step's sum over
+ * result.applied samples (all zeros, beyond what the callers added to
+ * their payloads, when no rank applied a sample). */
 int rt_straggler_step(rt_straggler h, float* grad, int64_t samples, int64_t compute_us, int64_t arrival_us,
                       rt_straggler_result* result, char* errbuf, size_t errlen);
 

@@ -306,8 +306,9 @@ class StragglerState:
             if self._role != RT_ROLE_CHILD:
                 self._save_state()
             res = self._drv.step(g.data_ptr(), samples, arrival_us, arrival_us)
+            member = res.role != RT_ROLE_CHILD
             applied, replaced, full = self._record(res)
-            if applied > 0 and g[-1].item() > 0:
+            if member and g[-1].item() > 0:
                 # A rank left its loop: every member ends with this step.
                 self._ending = True
             if self._sampler is not None or self._split:
@@ -452,11 +453,13 @@ class StragglerState:
                 self._save_state()
             res = self._drv.step(g.data_ptr(), 0, 0, 0)
             self.stats["waits"] += 1
+            member = res.role != RT_ROLE_CHILD
             applied, replaced, full = self._record(res)
             if replaced:
                 self._load_state(full)
+            if member:
+                self._ending = g[-1].item() > 0  # its own flag is in the sum
             if applied > 0:
-                self._ending = g[-1].item() > 0
                 self._apply(g, applied)
         self._ending = False
         self.flush()
@@ -787,16 +790,26 @@ class StragglerState:
         it._next_index()  # the loader's own batch: its length and end stay the script's
         if self._lists is None or self._lists[0] is not it:
             self._lists = (it, _rank_lists(it._index_sampler.sampler, self.size))
-        b, k = self._split, self._pos
-        block = [i for lst in self._lists[1] for i in lst[k * b:(k + 1) * b]]
-        shares = split_counts(len(block), self._shares or [1] * self.size, min_one=len(block) >= self.size)
-        lo = sum(shares[:self.rank])
-        data = it._dataset_fetcher.fetch(block[lo:lo + shares[self.rank]])
+        rows = share_of_batch(self._lists[1], self._pos, self._split, self._shares, self.rank)
+        data = it._dataset_fetcher.fetch(rows)
         if it._pin_memory:
             from torch.utils.data._utils.pin_memory import pin_memory
             data = pin_memory(data)
         it._num_yielded += 1
         return data
+
+
+def share_of_batch(lists, step, batch, shares, rank):
+    """Rank's rows of a step's global batch: the union of every rank's
+    step-th batch of batch indices (lists: each rank's indices this epoch,
+    as its DistributedSampler yields them), in rank order, cut by shares
+    (None: equal; a short last batch is cut in proportion, at least one row
+    each while there are as many rows as ranks)."""
+    block = [i for lst in lists for i in lst[step * batch:(step + 1) * batch]]
+    if shares is None or sum(shares) != len(block):
+        shares = split_counts(len(block), shares or [1] * len(lists), min_one=len(block) >= len(lists))
+    lo = sum(shares[:rank])
+    return block[lo:lo + shares[rank]]
 
 
 def _split_batch_size(it):

@@ -383,6 +383,37 @@ class TestStragglerLoaderSkip(unittest.TestCase):
         self.assertEqual(next(it).reshape(-1).tolist(), [4, 5, 6, 7])
 
 
+class TestShareOfBatch(unittest.TestCase):
+    """straggler.share_of_batch and _rank_lists: the rows each rank computes
+    when the hook splits an unchanged DistributedSampler's global batches
+    by the policy's shares (issue 36, item 1)."""
+
+    def test_the_shares_cover_each_global_batch_exactly_once(self):
+        from torch.utils.data import DistributedSampler
+        from ringtail_torch import straggler
+
+        data = list(range(103))
+        for drop_last in (False, True):
+            samplers = [DistributedSampler(data, num_replicas=4, rank=r, shuffle=True, seed=7, drop_last=drop_last)
+                        for r in range(4)]
+            for s in samplers:
+                s.set_epoch(3)
+            lists = straggler._rank_lists(samplers[2], 4)
+            self.assertEqual(lists, [list(iter(s)) for s in samplers], "the rank lists are the samplers' own")
+            self.assertEqual(samplers[2].rank, 2, "the sampler's rank is restored")
+            batch = 8
+            steps = -(-len(lists[0]) // batch)
+            for shares in (None, [8, 8, 8, 8], [12, 10, 9, 1], [29, 1, 1, 1]):
+                for k in range(steps):
+                    even = sorted(i for lst in lists for i in lst[k * batch:(k + 1) * batch])
+                    parts = [straggler.share_of_batch(lists, k, batch, shares, r) for r in range(4)]
+                    self.assertEqual(sorted(i for p in parts for i in p), even,
+                                     "step %d, shares %s: not the even split's global batch" % (k, shares))
+                    if shares is not None and k < steps - 1:
+                        self.assertEqual([len(p) for p in parts], shares)
+                    self.assertTrue(all(parts), "a rank got no row: %s" % [len(p) for p in parts])
+
+
 class TestStragglerHook(unittest.TestCase):
     """The DDP straggler hook (ringtail_torch/straggler.py) through an
     unmodified DDP script (straggler_worker.py). Assertions are on what the
