@@ -160,12 +160,12 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 		}
 		c.Secret = []byte(strings.TrimSpace(string(b)))
 	}
-	c.Insecure = env.Bool(VarInsecure)
+	env.Bool(VarInsecure, &c.Insecure)
 	c.ExternalCoordinator = env.Get(VarCoordinator) == "external"
 	c.ListenIP = env.Get(VarListenIP)
-	c.DisableUnix = env.Bool(VarNoUnix)
-	c.DisableShm = env.Bool(VarNoShm)
-	c.TolerateDeaths = env.Bool(VarTolerate)
+	env.Bool(VarNoUnix, &c.DisableUnix)
+	env.Bool(VarNoShm, &c.DisableShm)
+	env.Bool(VarTolerate, &c.TolerateDeaths)
 	env.String(VarControlPlane, &c.ControlPlane)
 	env.String(VarDataPlane, &c.DataPlane)
 	env.String(VarRingOrder, &c.RingOrder)
