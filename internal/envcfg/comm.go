@@ -19,6 +19,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/obs"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/topology"
@@ -150,11 +151,14 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	} else if c.MasterPort != 0 {
 		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
 	}
-	secret, hasSecret := env.LookupVar(VarSecret)
-	if f := env.Get(VarSecretFile); hasSecret {
+	secret, file := env.Get(VarSecret), env.Get(VarSecretFile)
+	switch {
+	case secret != "" && file != "":
+		env.Fail(settings.ErrTwoSecrets)
+	case secret != "":
 		c.Secret = []byte(secret)
-	} else if f != "" {
-		b, err := os.ReadFile(f)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
 			env.Fail(fmt.Errorf("%s: %w", VarSecretFile, err))
 		}
@@ -300,6 +304,11 @@ func (c *Comm) Validate() error {
 		}
 		if len(c.Secret) == 0 && !c.Insecure {
 			bad("no job secret: set %s or %s (or %s=1 to run unauthenticated)", VarSecret, VarSecretFile, VarInsecure)
+		}
+	}
+	if len(c.Secret) > 0 {
+		if err := settings.CheckSecret(c.Secret); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.JobID == "" || len(c.JobID) > 128 {

@@ -156,6 +156,11 @@ const MakeSecret = "head -c 32 /dev/urandom | base64"
 // than MinSecretLen.
 var ErrShortSecret = errors.New("the job secret is too short")
 
+// ErrTwoSecrets is the error of a process given its job secret twice,
+// RINGTAIL_SECRET and RINGTAIL_SECRET_FILE both set (and not empty):
+// neither silently wins.
+var ErrTwoSecrets = errors.New("RINGTAIL_SECRET and RINGTAIL_SECRET_FILE are both set: set one of them")
+
 // CheckSecret refuses a job secret shorter than MinSecretLen bytes (an
 // empty one included), saying how to make one.
 func CheckSecret(secret []byte) error {
