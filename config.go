@@ -187,7 +187,11 @@ type Config struct {
 	// or "ring-offload" runs that one where it applies (the ring where it
 	// does not). Every rank must give the same value.
 	Algorithm string
-	// Logger receives structured logs; the zero value discards them.
+	// Logger receives structured logs. The zero value writes warnings and
+	// errors to stderr (the shared-memory fallback, refused connections,
+	// dead peers, a program set by Algorithm that a call skips; see
+	// DefaultLogger); zerolog.Nop() silences them, any other logger
+	// redirects them.
 	Logger zerolog.Logger
 	// MetricsAddr, when set, serves this rank's Prometheus metrics
 	// (/metrics), its event stream for the dashboard (/events) and /info
@@ -223,8 +227,21 @@ type Config struct {
 func DefaultConfig(rank, world int) Config { return Config(envcfg.Default(rank, world)) }
 
 // ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
-// constants) over DefaultConfig. It reports every malformed variable.
-func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
+// constants) over DefaultConfig, as ConfigFromLookup does. It reports
+// every malformed variable (a boolean other than 1/0, true/false, yes/no
+// or on/off; RINGTAIL_SECRET and RINGTAIL_SECRET_FILE both set; ...), and
+// warns, through the Config's Logger, about every RINGTAIL_* variable no
+// part of ringtail reads, naming the nearest one it does (a misspelling),
+// on local rank 0.
+func ConfigFromEnv() (Config, error) {
+	c, err := envcfg.FromEnviron(os.Environ(), os.Stderr)
+	return Config(c), err
+}
+
+// DefaultLogger returns the logger a communicator uses when Config.Logger
+// is the zero value: warnings and errors to stderr (JSON, or lines for
+// humans on a terminal).
+func DefaultLogger() zerolog.Logger { return envcfg.DefaultLogger() }
 
 // ConfigFromLookup is ConfigFromEnv reading variables through lookup (for
 // callers that overlay their own settings on the environment, such as the

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -115,7 +117,25 @@ func Default(rank, world int) Comm {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond,
+	}
+}
+
+// DefaultLogger is the logger of a communicator whose Logger is the zero
+// value: warnings and errors (logging.DefaultLevel) to stderr, for humans
+// on a terminal and JSON otherwise, so that a library user sees the
+// shared-memory fallback, refused connections and dead peers without
+// configuring anything. zerolog.Nop() silences them; any other logger
+// redirects them.
+func DefaultLogger() zerolog.Logger {
+	return logging.New(logging.Options{Level: logging.DefaultLevel, Out: os.Stderr, Terminal: logging.IsTerminal(os.Stderr)})
+}
+
+// withDefaultLogger gives c DefaultLogger when its Logger is the zero
+// value (which writes nothing).
+func (c *Comm) withDefaultLogger() {
+	if reflect.ValueOf(c.Logger).IsZero() {
+		c.Logger = DefaultLogger().With().Int("rank", c.Rank).Logger()
 	}
 }
 
@@ -124,6 +144,40 @@ func Default(rank, world int) Comm {
 // RINGTAIL_*) through lookup over Default(0, 1), and reports every
 // malformed variable at once.
 func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
+	return fromLookup(lookup, os.Stderr)
+}
+
+// FromEnviron is FromLookup over environ (NAME=VALUE entries, as
+// os.Environ gives them; the last of a name wins), its logger writing to
+// out. It also warns, through that logger, about each RINGTAIL_* name of
+// environ that no part of ringtail reads (settings.Unknown: one line
+// naming the nearest known name), on the process of local rank 0 only, so
+// that a host's ranks say it once.
+func FromEnviron(environ []string, out io.Writer) (Comm, error) {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			vars[name] = value
+		}
+	}
+	c, err := fromLookup(func(name string) (string, bool) { v, ok := vars[name]; return v, ok }, out)
+	if c.LocalRank == 0 {
+		WarnUnknown(c.Logger, environ)
+	}
+	return c, err
+}
+
+// WarnUnknown logs at warn, on log, one line for each RINGTAIL_* variable
+// of environ that no part of ringtail reads, naming the nearest known
+// name (settings.Unknown).
+func WarnUnknown(log zerolog.Logger, environ []string) {
+	for _, line := range settings.Unknown(environ) {
+		log.Warn().Msg("ringtail: " + line)
+	}
+}
+
+// fromLookup is FromLookup with the logger writing to out.
+func fromLookup(lookup func(name string) (string, bool), out io.Writer) (Comm, error) {
 	c := Default(0, 1)
 	env := Reader{Lookup: lookup}
 	_, rankSet := env.LookupVar(VarRank)
@@ -187,7 +241,7 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	c.MetricsAddr = env.Get(VarMetricsAddr)
 	c.Timeline = env.Get(VarTimeline)
 	c.debugFromEnv(&env)
-	logger, err := logging.FromLookup(lookup, os.Stderr)
+	logger, err := logging.FromLookup(lookup, out)
 	if err != nil {
 		env.Fail(err)
 	}
@@ -511,12 +565,14 @@ func (c *Comm) Recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 }
 
 // Open starts a communicator's engine (ringtail.New) over network (nil:
-// the transports c chooses; tests pass one): the process's debugging
+// the transports c chooses; tests pass one): a zero Logger becomes
+// DefaultLogger (c keeps it), the process's debugging
 // variables fill the fields c leaves unset (WithProcessDebug; c keeps
 // them), then it validates c and starts the flight recorder, the
 // observability recorder (nil when off; told each link's transport) and
 // the engine, which joins the job.
 func (c *Comm) Open(ctx context.Context, network transport.Network) (*engine.Engine, *obs.Recorder, error) {
+	c.withDefaultLogger()
 	if err := c.WithProcessDebug(); err != nil {
 		return nil, nil, err
 	}

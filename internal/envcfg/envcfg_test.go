@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestReaderReportsEveryMalformedVariable(t *testing.T) {
@@ -32,5 +34,21 @@ func TestReaderReportsEveryMalformedVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Fatalf("err = %v, want every bad variable named", err)
 		}
+	}
+}
+
+// A communicator whose Logger is the zero value logs warnings (to
+// stderr) rather than nothing; a logger the caller set, zerolog.Nop()
+// included, is kept.
+func TestAZeroLoggerBecomesTheDefaultWarningLogger(t *testing.T) {
+	c := Default(0, 1)
+	c.withDefaultLogger()
+	if c.Logger.Warn() == nil || c.Logger.Info() != nil {
+		t.Fatal("the zero logger did not become a warn-level logger")
+	}
+	c.Logger = zerolog.Nop()
+	c.withDefaultLogger()
+	if c.Logger.Error() != nil {
+		t.Fatal("zerolog.Nop() was replaced")
 	}
 }
