@@ -343,7 +343,7 @@ func TestContextDeadlineNamesTheRankWaitedOn(t *testing.T) {
 func TestWrongSecretIsRefused(t *testing.T) {
 	for _, plane := range []string{"tcp", "libp2p"} {
 		t.Run(plane, func(t *testing.T) {
-			errs := joinWithSecrets(t, plane, "secret-0", "secret-1")
+			errs := joinWithSecrets(t, plane, "secret-0-0123456789", "secret-1-0123456789")
 			if errs[1] == nil {
 				t.Fatal("rank with the wrong secret joined")
 			}
@@ -500,7 +500,7 @@ func TestCloseReleasesEveryGoroutine(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				cfg := DefaultConfig(r, 3)
-				cfg.MasterPort, cfg.Secret = port, []byte("s")
+				cfg.MasterPort, cfg.Secret = port, []byte("sixteen-byte-key")
 				comms[r], errs[r] = New(context.Background(), cfg)
 			}()
 		}
