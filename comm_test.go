@@ -39,7 +39,7 @@ func startCommsOn(t testing.TB, n int, mutate func(*Config), network func(rank i
 	ctx := context.Background()
 	comms, err := engine.NewLocal(n, func() ([]*Comm, []error, error) {
 		return joinLocal(ctx, n, func(cfg *Config) {
-			cfg.Secret = []byte("test-secret")
+			cfg.Secret = []byte("test-secret-0123456")
 			cfg.JobID = "test"
 			cfg.OpTimeout = 20 * time.Second
 			cfg.PeerTimeout = 3 * time.Second
@@ -343,7 +343,7 @@ func TestContextDeadlineNamesTheRankWaitedOn(t *testing.T) {
 func TestWrongSecretIsRefused(t *testing.T) {
 	for _, plane := range []string{"tcp", "libp2p"} {
 		t.Run(plane, func(t *testing.T) {
-			errs := joinWithSecrets(t, plane, "secret-0", "secret-1")
+			errs := joinWithSecrets(t, plane, "secret-0-0123456789", "secret-1-0123456789")
 			if errs[1] == nil {
 				t.Fatal("rank with the wrong secret joined")
 			}
@@ -381,7 +381,7 @@ func joinWithSecrets(t *testing.T, plane string, secrets ...string) []error {
 func TestConfigValidation(t *testing.T) {
 	good := DefaultConfig(0, 2)
 	good.MasterPort = 1234
-	good.Secret = []byte("s")
+	good.Secret = []byte("sixteen-byte-key")
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -390,6 +390,7 @@ func TestConfigValidation(t *testing.T) {
 		"rank >= world":   func(c *Config) { c.Rank = 2 },
 		"zero world":      func(c *Config) { c.WorldSize = 0 },
 		"no secret":       func(c *Config) { c.Secret = nil },
+		"short secret":    func(c *Config) { c.Secret = []byte("s") },
 		"bad port":        func(c *Config) { c.MasterPort = 70000 },
 		"bad addr":        func(c *Config) { c.MasterAddr = "a b" },
 		"bad listen ip":   func(c *Config) { c.ListenIP = "nope" },
@@ -416,7 +417,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvWorldSize, "4")
 	t.Setenv(EnvMasterAddr, "10.0.0.1")
 	t.Setenv(EnvMasterPort, "29500")
-	t.Setenv(EnvSecret, "xyz")
+	t.Setenv(EnvSecret, "xyz-0123456789ab")
 	t.Setenv(EnvTimeout, "30s")
 	t.Setenv(EnvPieceBytes, "0")
 	t.Setenv(EnvPieces, "always")
@@ -424,7 +425,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz" || c.OpTimeout != 30*time.Second || c.PieceBytes != 0 || c.Pieces != "always" {
+	if c.Rank != 3 || c.WorldSize != 4 || c.MasterPort != 29500 || string(c.Secret) != "xyz-0123456789ab" || c.OpTimeout != 30*time.Second || c.PieceBytes != 0 || c.Pieces != "always" {
 		t.Fatalf("%+v", c)
 	}
 	if err := c.Validate(); err != nil {
@@ -499,7 +500,7 @@ func TestCloseReleasesEveryGoroutine(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				cfg := DefaultConfig(r, 3)
-				cfg.MasterPort, cfg.Secret = port, []byte("s")
+				cfg.MasterPort, cfg.Secret = port, []byte("sixteen-byte-key")
 				comms[r], errs[r] = New(context.Background(), cfg)
 			}()
 		}

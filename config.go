@@ -15,6 +15,16 @@ import (
 // RINGTAIL_MASTER_PORT, when set, name ringtail's rendezvous instead of
 // MASTER_ADDR and MASTER_PORT, which a launcher can then leave to torch
 // (its TCPStore cannot share a port with ringtail's coordinator).
+//
+// What is refused (ConfigFromEnv's error, or Validate's): a boolean
+// (RINGTAIL_INSECURE, RINGTAIL_NO_UNIX, RINGTAIL_NO_SHM,
+// RINGTAIL_TOLERATE_DEATHS) other than 1/0, true/false, yes/no or on/off
+// (any case; empty is the default); RINGTAIL_SECRET and
+// RINGTAIL_SECRET_FILE both set; a job secret shorter than 16 bytes
+// (make one with `head -c 32 /dev/urandom | base64`). A RINGTAIL_* name
+// that nothing reads gets a warning naming the nearest known one; the
+// one table of known names is internal/settings.Known. New refuses a
+// program (RINGTAIL_ALGORITHM) that cannot run on the ranks at all.
 const (
 	EnvRank           = envcfg.VarRank
 	EnvWorldSize      = envcfg.VarWorldSize
@@ -24,9 +34,9 @@ const (
 	EnvMasterPort     = envcfg.VarMasterPort
 	EnvRingtailAddr   = envcfg.VarRingtailAddr // before MASTER_ADDR when set
 	EnvRingtailPort   = envcfg.VarRingtailPort // before MASTER_PORT when set
-	EnvSecret         = envcfg.VarSecret       // the job secret itself
-	EnvSecretFile     = envcfg.VarSecretFile   // or a file holding it
-	EnvInsecure       = envcfg.VarInsecure     // "1": allow a job without a secret
+	EnvSecret         = envcfg.VarSecret       // the job secret itself, at least 16 bytes
+	EnvSecretFile     = envcfg.VarSecretFile   // or a file holding it (not both)
+	EnvInsecure       = envcfg.VarInsecure     // "1" (a boolean): allow a job without a secret
 	EnvJobID          = envcfg.VarJobID
 	EnvCoordinator    = envcfg.VarCoordinator // "external": rank 0 does not host the rendezvous
 	EnvListenIP       = envcfg.VarListenIP
@@ -38,7 +48,7 @@ const (
 	EnvSmallBytes     = envcfg.VarSmallBytes
 	EnvPieceBytes     = envcfg.VarPieceBytes // allreduce pieces on shared memory; "0": off
 	EnvPieces         = envcfg.VarPieces     // "auto" (default: measured), "always" or "off"
-	EnvAlgorithm      = envcfg.VarAlgorithm  // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload
+	EnvAlgorithm      = envcfg.VarAlgorithm  // "auto" (default) or the program of a large allreduce: ring, ring-pieces, two-level, ring-offload (New fails where it cannot run)
 	EnvStreams        = envcfg.VarStreams    // connections per pair of ranks across hosts; 0: 8, used where measured to pay
 	EnvNoUnix         = envcfg.VarNoUnix     // "1": TCP even within a host
 	EnvNoShm          = envcfg.VarNoShm      // "1": unix sockets instead of shared memory within a host
@@ -184,10 +194,19 @@ type Config struct {
 	// across hosts the two-level allreduce (hosts of several ranks) and
 	// the offload of a rank behind a slow link — by the cost model and by
 	// measuring them (docs/design.md); "ring", "ring-pieces", "two-level"
-	// or "ring-offload" runs that one where it applies (the ring where it
-	// does not). Every rank must give the same value.
+	// or "ring-offload" runs that one. As NCCL refuses an NCCL_ALGO it
+	// cannot use, New fails when the program can never run on the ranks
+	// (two-level without two or more hosts of as many ranks each,
+	// ring-offload without three or more hosts one of which holds one
+	// rank, ring-pieces with PieceBytes 0); a call of a size it does not
+	// apply to (ring-pieces at one piece or less) runs the ring, said once
+	// per size class at warn. Every rank must give the same value.
 	Algorithm string
-	// Logger receives structured logs; the zero value discards them.
+	// Logger receives structured logs. The zero value writes warnings and
+	// errors to stderr (the shared-memory fallback, refused connections,
+	// dead peers, a program set by Algorithm that a call skips; see
+	// DefaultLogger); zerolog.Nop() silences them, any other logger
+	// redirects them.
 	Logger zerolog.Logger
 	// MetricsAddr, when set, serves this rank's Prometheus metrics
 	// (/metrics), its event stream for the dashboard (/events) and /info
@@ -223,8 +242,21 @@ type Config struct {
 func DefaultConfig(rank, world int) Config { return Config(envcfg.Default(rank, world)) }
 
 // ConfigFromEnv reads the torchrun/ringtail environment (see the Env*
-// constants) over DefaultConfig. It reports every malformed variable.
-func ConfigFromEnv() (Config, error) { return ConfigFromLookup(os.LookupEnv) }
+// constants) over DefaultConfig, as ConfigFromLookup does. It reports
+// every malformed variable (a boolean other than 1/0, true/false, yes/no
+// or on/off; RINGTAIL_SECRET and RINGTAIL_SECRET_FILE both set; ...), and
+// warns, through the Config's Logger, about every RINGTAIL_* variable no
+// part of ringtail reads, naming the nearest one it does (a misspelling),
+// on local rank 0.
+func ConfigFromEnv() (Config, error) {
+	c, err := envcfg.FromEnviron(os.Environ(), os.Stderr)
+	return Config(c), err
+}
+
+// DefaultLogger returns the logger a communicator uses when Config.Logger
+// is the zero value: warnings and errors to stderr (JSON, or lines for
+// humans on a terminal).
+func DefaultLogger() zerolog.Logger { return envcfg.DefaultLogger() }
 
 // ConfigFromLookup is ConfigFromEnv reading variables through lookup (for
 // callers that overlay their own settings on the environment, such as the

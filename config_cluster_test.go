@@ -19,7 +19,7 @@ func lookupIn(m map[string]string) func(string) (string, bool) {
 // system.
 func srunTask(t *testing.T) map[string]string {
 	secret := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(secret, []byte("s3cret-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return map[string]string{
@@ -42,7 +42,7 @@ func TestConfigFromLookupMapsASlurmTask(t *testing.T) {
 	if c.MasterAddr != "node07" || c.MasterPort != slurm.PortBase+(42421%slurm.PortSpan) || c.JobID != "slurm-4242.1" {
 		t.Errorf("rendezvous %s:%d job %q", c.MasterAddr, c.MasterPort, c.JobID)
 	}
-	if string(c.Secret) != "s3cret" || c.ExternalCoordinator {
+	if string(c.Secret) != "s3cret-0123456789" || c.ExternalCoordinator {
 		t.Errorf("secret %q external %v", c.Secret, c.ExternalCoordinator)
 	}
 	if err := c.Validate(); err != nil {
@@ -95,7 +95,7 @@ func TestConfigFromLookupReportsABadSlurmTask(t *testing.T) {
 func TestConfigFromLookupMapsAnIndexedJobPod(t *testing.T) {
 	env := map[string]string{
 		EnvJobCompletionIndex: "3", EnvWorldSize: "4", EnvMasterAddr: "ringtail-train-0.ringtail-train",
-		EnvMasterPort: "29500", EnvSecret: "k8s-secret",
+		EnvMasterPort: "29500", EnvSecret: "k8s-secret-0123456789",
 	}
 	c, err := ConfigFromLookup(lookupIn(env))
 	if err != nil || c.Validate() != nil {

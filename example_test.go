@@ -18,7 +18,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	comms, err := ringtail.NewLocal(ctx, 4, func(c *ringtail.Config) {
-		c.Secret = []byte("example secret") // every rank of a job shares it
+		c.Secret = []byte("example job secret") // every rank of a job shares it
 		c.JobID = "example"
 	})
 	if err != nil {
@@ -61,7 +61,7 @@ func ExampleComm_AllReduceTree() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	comms, err := ringtail.NewLocal(ctx, 4, func(c *ringtail.Config) {
-		c.Secret = []byte("example secret")
+		c.Secret = []byte("example job secret")
 		c.JobID = "example-tree"
 	})
 	if err != nil {

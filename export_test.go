@@ -1,8 +1,10 @@
 package ringtail
 
 import (
+	"io"
 	"math"
 
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 )
 
@@ -19,4 +21,10 @@ func viewF32(b Buffer) []float32 {
 
 func float32frombits(b []byte) float32 {
 	return math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+}
+
+// configFromEnviron is ConfigFromEnv over environ, logging to out.
+func configFromEnviron(environ []string, out io.Writer) (Config, error) {
+	c, err := envcfg.FromEnviron(environ, out)
+	return Config(c), err
 }

@@ -83,7 +83,7 @@ func startRankProcs(t *testing.T, n int, extraEnv ...string) []*rankProc {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "RINGTAIL_TEST_ROLE=rank",
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"RINGTAIL_SECRET=fault-test", "RINGTAIL_PEER_TIMEOUT=2s", "RINGTAIL_TIMEOUT=60s", "RINGTAIL_CONNECT_TIMEOUT=30s")
+			"RINGTAIL_SECRET=fault-test-secret-0123", "RINGTAIL_PEER_TIMEOUT=2s", "RINGTAIL_TIMEOUT=60s", "RINGTAIL_CONNECT_TIMEOUT=30s")
 		cmd.Env = append(cmd.Env, extraEnv...)
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
@@ -246,7 +246,7 @@ func TestCollectivesAcrossSeparateProcesses(t *testing.T) {
 		for r := range cmds {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "RINGTAIL_TEST_ROLE=verify", "RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
-				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_SECRET=verify", "RINGTAIL_TIMEOUT=60s")
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "RINGTAIL_SECRET=verify-secret-0123456", "RINGTAIL_TIMEOUT=60s")
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

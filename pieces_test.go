@@ -84,7 +84,7 @@ func TestEveryRankHearsWhyTheRanksDisagree(t *testing.T) {
 	for _, plane := range []string{"libp2p", "tcp"} {
 		for round := range 20 {
 			comms, errs, err := joinLocal(context.Background(), 2, func(c *Config) {
-				c.Secret, c.JobID, c.ControlPlane = []byte("test-secret"), "pieces", plane
+				c.Secret, c.JobID, c.ControlPlane = []byte("test-secret-0123456"), "pieces", plane
 				c.PieceBytes, c.ConnectTimeout = 64<<10+c.Rank*4096, 10*time.Second
 			}, nil)
 			if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic/view"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/logging"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 
 	"github.com/ringtail-ml/ringtail/internal/route"
 )
@@ -266,8 +267,9 @@ func ipToward(addr string) string {
 	return local.String()
 }
 
-// MinSecretLen is the shortest job secret accepted.
-const MinSecretLen = 16
+// MinSecretLen is the shortest job secret accepted (the runtime's,
+// settings.MinSecretLen).
+const MinSecretLen = settings.MinSecretLen
 
 // Validate reports every unusable field.
 func (c *Config) Validate() error {
@@ -279,8 +281,8 @@ func (c *Config) Validate() error {
 	if c.JobID == "" || len(c.JobID) > 128 {
 		bad("job id must be 1..128 bytes")
 	}
-	if len(c.Secret) < MinSecretLen {
-		bad("job secret of %d bytes is shorter than %d", len(c.Secret), MinSecretLen)
+	if err := settings.CheckSecret(c.Secret); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkBind(c); err != nil {
 		errs = append(errs, err)

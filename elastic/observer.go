@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/elastic/view"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // ObserverPrefix starts the memberlist name of every Observer. Workers
@@ -85,8 +86,8 @@ func Observe(cfg ObserverConfig) (*Observer, error) {
 	if c.JobID == "" || len(c.JobID) > 128 {
 		errs = append(errs, errors.New("job id must be 1..128 bytes"))
 	}
-	if len(c.Secret) < MinSecretLen {
-		errs = append(errs, fmt.Errorf("job secret of %d bytes is shorter than %d", len(c.Secret), MinSecretLen))
+	if err := settings.CheckSecret(c.Secret); err != nil {
+		errs = append(errs, err)
 	}
 	if err := checkBind(&c); err != nil {
 		errs = append(errs, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/internal/syncbuf"
 )
 
@@ -41,7 +42,11 @@ func openReal(t *testing.T) Telemetry {
 		err = errors.New("NVML reports no devices")
 	}
 	if err != nil {
-		if os.Getenv("RINGTAIL_NVML_REAL") == "1" {
+		real, perr := settings.ParseBool("RINGTAIL_NVML_REAL", os.Getenv("RINGTAIL_NVML_REAL"), false)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if real {
 			t.Fatalf("RINGTAIL_NVML_REAL=1 but NVML is unusable: %v", err)
 		}
 		t.Skipf("no usable NVML/GPU on this machine (%v); RINGTAIL_NVML_REAL=1 makes this a failure", err)

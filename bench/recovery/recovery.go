@@ -31,6 +31,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/internal/loopback"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // Environment of a re-executed bench rank (RankMain, RankOptions.Env).
@@ -124,7 +125,11 @@ func RankOptionsFromEnv() (RankOptions, error) {
 		}
 		o.Steps = n
 	}
-	o.Log = os.Getenv(envBenchLog) == "1"
+	log, err := settings.ParseBool(envBenchLog, os.Getenv(envBenchLog), false)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.Log = log
 	return o, errors.Join(errs...)
 }
 

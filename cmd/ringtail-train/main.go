@@ -38,6 +38,7 @@ import (
 	"github.com/ringtail-ml/ringtail/examples/train"
 	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/logging"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
@@ -78,11 +79,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
-	elasticMode := fs.Bool("elastic", os.Getenv(elastic.EnvElastic) == "1", "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
+	elasticDefault, elasticErr := settings.ParseBool(elastic.EnvElastic, os.Getenv(elastic.EnvElastic), false)
+	elasticMode := fs.Bool("elastic", elasticDefault, "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
 	perShard := fs.Int("batches-per-shard", 10, "with --elastic: batches in each data shard")
 	evalEvery := fs.Int("eval-every", 0, "rank 0 evaluates the held-out set every N steps, into --json's curve (time to accuracy); 0: after each epoch only")
 	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
+	}
+	if elasticErr != nil {
+		return cmd.Fail(stderr, "%v", elasticErr)
 	}
 	if *mode != "bsp" && *mode != "adaptive" {
 		return cmd.Fail(stderr, "--mode %q: want bsp or adaptive", *mode)

@@ -16,7 +16,7 @@ import (
 func TestDevicePriorsAreGatheredAndAgreed(t *testing.T) {
 	const n = 3
 	comms, err := ringtail.NewLocal(context.Background(), n, func(c *ringtail.Config) {
-		c.Secret, c.OpTimeout = []byte("priors-test"), 60*time.Second
+		c.Secret, c.OpTimeout = []byte("priors-test-secret-0"), 60*time.Second
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestTrainerWithTheDriverStaysIdenticalAndLearns(t *testing.T) {
 		t.Fatal(err)
 	}
 	comms, err := ringtail.NewLocal(context.Background(), n, func(c *ringtail.Config) {
-		c.Secret, c.OpTimeout = []byte("train-test"), 60*time.Second
+		c.Secret, c.OpTimeout = []byte("train-test-secret-01"), 60*time.Second
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func (l *runTestBuffer) String() string {
 }
 
 func TestCoordinatorCLIServesExternalRanks(t *testing.T) {
-	t.Setenv("RINGTAIL_SECRET", "cli-secret")
+	t.Setenv("RINGTAIL_SECRET", "cli-secret-0123456")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr runTestBuffer
@@ -59,7 +59,7 @@ func TestCoordinatorCLIServesExternalRanks(t *testing.T) {
 	for r := range 2 {
 		wg.Go(func() {
 			c := ringtail.DefaultConfig(r, 2)
-			c.MasterPort, c.ExternalCoordinator, c.Secret, c.JobID = port, true, []byte("cli-secret"), "cli-job"
+			c.MasterPort, c.ExternalCoordinator, c.Secret, c.JobID = port, true, []byte("cli-secret-0123456"), "cli-job"
 			comm, err := ringtail.New(rctx, c)
 			if err != nil {
 				errs[r] = err
@@ -84,7 +84,7 @@ func TestCoordinatorCLIServesExternalRanks(t *testing.T) {
 }
 
 func TestCoordinatorCLIRejectsBadUsage(t *testing.T) {
-	t.Setenv("RINGTAIL_SECRET", "s")
+	t.Setenv("RINGTAIL_SECRET", "sixteen-byte-key")
 	t.Setenv("RINGTAIL_JOB_ID", "")
 	for _, tc := range []struct {
 		args []string

@@ -62,11 +62,11 @@ func TestRunCLIFailingRankStopsTheOthers(t *testing.T) {
 func TestRunCLIEnvironmentFlags(t *testing.T) {
 	t.Setenv("RT_CLI_EXPORTED", "from launcher")
 	secret := filepath.Join(t.TempDir(), "secret")
-	os.WriteFile(secret, []byte("  topsecret\n"), 0o600)
+	os.WriteFile(secret, []byte("  topsecret-0123456789\n"), 0o600)
 	code, stdout, _ := launchCLI(t, context.Background(), "-np", "1", "--env", "A=1", "--env", "B=two words",
 		"-x", "RT_CLI_EXPORTED", "-x", "C=3", "--timeout", "2m", "--secret-file", secret, "--",
 		"sh", "-c", `echo "$A|$B|$RT_CLI_EXPORTED|$C|$RINGTAIL_TIMEOUT|$RINGTAIL_SECRET"`)
-	if want := "[0] 1|two words|from launcher|3|2m0s|topsecret\n"; code != 0 || stdout != want {
+	if want := "[0] 1|two words|from launcher|3|2m0s|topsecret-0123456789\n"; code != 0 || stdout != want {
 		t.Fatalf("exit %d, stdout %q, want %q", code, stdout, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/elastic/shard/service"
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // Defaults of the zero Config fields that have one.
@@ -165,8 +166,10 @@ func (c Config) Validate() error {
 	if c.DiscoveryInterval < 0 || c.SlotsPerHost < 1 {
 		bad("discovery interval %v must not be negative and slots per host %d must be at least 1", c.DiscoveryInterval, c.SlotsPerHost)
 	}
-	if len(c.Secret) > 0 && len(c.Secret) < elastic.MinSecretLen {
-		bad("the job secret has %d bytes; an elastic job needs at least %d", len(c.Secret), elastic.MinSecretLen)
+	if len(c.Secret) > 0 {
+		if err := settings.CheckSecret(c.Secret); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		bad("no command to run")

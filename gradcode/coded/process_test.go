@@ -84,7 +84,7 @@ func startRankProcs(t *testing.T, n int) []*rankProc {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "CODED_TEST_ROLE=rank",
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
-			"RINGTAIL_SECRET=coded-test", "RINGTAIL_PEER_TIMEOUT=4s", "RINGTAIL_TIMEOUT=30s", "RINGTAIL_CONNECT_TIMEOUT=30s")
+			"RINGTAIL_SECRET=coded-test-secret-0123", "RINGTAIL_PEER_TIMEOUT=4s", "RINGTAIL_TIMEOUT=30s", "RINGTAIL_CONNECT_TIMEOUT=30s")
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {

@@ -31,7 +31,7 @@ func overridesFor(rank, world, port int, extra ...string) string {
 		"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(world),
 		"LOCAL_RANK=" + strconv.Itoa(rank), "LOCAL_WORLD_SIZE=" + strconv.Itoa(world),
 		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port),
-		"RINGTAIL_SECRET=capi-test", "RINGTAIL_COORDINATOR=", "RINGTAIL_TIMEOUT=20s",
+		"RINGTAIL_SECRET=capi-test-secret-0123", "RINGTAIL_COORDINATOR=", "RINGTAIL_TIMEOUT=20s",
 		"RINGTAIL_CONNECT_TIMEOUT=20s",
 	}
 	return strings.Join(append(lines, extra...), "\n")
@@ -93,7 +93,7 @@ func TestConfigOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Rank != 2 || cfg.WorldSize != 4 || cfg.MasterPort != 4567 || cfg.Channels != 2 || cfg.OpTimeout != 20*time.Second || string(cfg.Secret) != "capi-test" {
+	if cfg.Rank != 2 || cfg.WorldSize != 4 || cfg.MasterPort != 4567 || cfg.Channels != 2 || cfg.OpTimeout != 20*time.Second || string(cfg.Secret) != "capi-test-secret-0123" {
 		t.Fatalf("config %+v", cfg)
 	}
 	cfg, err = configFromEnv(overridesFor(0, 2, 4567))

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ringtail-ml/ringtail"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 )
 
 // parseOverrides splits newline-separated NAME=VALUE lines. Blank lines are
@@ -58,6 +59,9 @@ func configFromEnv(overrides string) (ringtail.Config, error) {
 	// refused peers show) writes to stderr: the C API's callers, the
 	// PyTorch backend included, set none of their own.
 	cfg, err := ringtail.ConfigFromLookup(lookup)
+	if cfg.LocalRank == 0 { // a misspelt RINGTAIL_* name of the process's environment: one warning each, once a host
+		envcfg.WarnUnknown(cfg.Logger, os.Environ())
+	}
 	errs := []error{err} // nil is skipped by errors.Join
 	for _, name := range slices.Sorted(maps.Keys(kv)) {
 		if !asked[name] {

@@ -20,9 +20,38 @@ import sys
 
 ENV = "RINGTAIL_TORCH_AUTOLOAD"
 
+BOOL_VALUES = "1/0, true/false, yes/no or on/off"
+
+
+def env_bool(name, default=False):
+    """The value of the boolean variable name, parsed as the Go runtime
+    parses every RINGTAIL_* boolean (internal/settings.ParseBool): 1, true,
+    yes, on and 0, false, no, off (case and surrounding space ignored);
+    unset or empty is default; anything else raises ValueError naming the
+    variable and the accepted values. Every RINGTAIL_* boolean the Python
+    package reads goes through it (this module imports nothing, so the
+    package and its build can use it without torch)."""
+    value = os.environ.get(name, "")
+    v = value.strip().lower()
+    if v == "":
+        return default
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("%s=%r is not a boolean: use %s" % (name, value, BOOL_VALUES))
+
 
 def enabled():
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    """Whether RINGTAIL_TORCH_AUTOLOAD (default on) lets the backend load
+    by itself. A malformed value is said on stderr, in one line, and the
+    default kept: this runs at every Python's start-up, which must not
+    fail."""
+    try:
+        return env_bool(ENV, True)
+    except ValueError as e:
+        print("ringtail: %s (autoload stays on)" % e, file=sys.stderr)
+        return True
 
 
 def register():

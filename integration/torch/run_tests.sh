@@ -1,6 +1,6 @@
 #!/bin/sh
 # CI entry point of the PyTorch integration: builds libringtail.so and the
-# ringtail launcher, then runs tests/test_torch.py and tests/test_install.py
+# ringtail launcher, then runs tests/test_settings.py, tests/test_torch.py and tests/test_install.py
 # with the Python that has torch (find_python.sh: $PYTHON, python3 on PATH,
 # else Debian's /usr/bin/python3 with python3-torch, torch 1.13, CPU).
 # Skips cleanly when none has torch, except under CI (CI=true, which
@@ -32,4 +32,4 @@ else
 fi
 export OMP_NUM_THREADS=1
 cd "$here/tests"
-timeout 900 "$PY" -m unittest -v test_torch test_install
+timeout 900 "$PY" -m unittest -v test_settings test_torch test_install

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -25,6 +26,8 @@ except ImportError:  # building an sdist or installing without the wheel package
     bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _ringtail_torch_autoload import env_bool  # noqa: E402  (beside this file; imports nothing)
 LIB = os.path.join(HERE, "ringtail_torch", "libringtail.so")
 PTH = "ringtail_torch_autoload.pth"
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -32,7 +35,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 class BuildWithLib(build_py):
     def run(self):
-        if not os.path.exists(LIB) and not os.environ.get("RINGTAIL_SKIP_GO_BUILD"):
+        if not os.path.exists(LIB) and not env_bool("RINGTAIL_SKIP_GO_BUILD"):
             go = shutil.which("go")
             if go and os.path.isdir(os.path.join(ROOT, "integration", "capi")):
                 subprocess.check_call([go, "build", "-buildmode=c-shared", "-o", LIB, "./integration/capi"], cwd=ROOT)

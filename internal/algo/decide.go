@@ -2,6 +2,7 @@ package algo
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -515,6 +516,50 @@ func (p *Planner) streams(price func(*cost.Net) time.Duration) (int, time.Durati
 		}
 	}
 	return at, best
+}
+
+// ErrProgramCannotRun is wrapped by CheckProgram's error: the program the
+// configuration sets (Config.Program) cannot run on these ranks at all.
+var ErrProgramCannotRun = errors.New("the configured program cannot run on these ranks")
+
+// CheckProgram reports, as an error wrapping ErrProgramCannotRun, a
+// program set by the configuration that can never run on ranks with the
+// Planner's facts, as NCCL refuses an NCCL_ALGO it cannot use:
+// two-level without two or more hosts of as many ranks each,
+// ring-offload without three or more hosts one of which holds one rank
+// (across hosts, not on shared memory), ring-pieces with pieces off (a
+// piece size of 0). It is nil for auto, for the ring, and for a program
+// that runs at some sizes (ring-pieces runs the ring at one piece or
+// less: SetProgramSkipped says when a call does).
+func (p *Planner) CheckProgram() error {
+	var need string
+	switch p.cfg.Program {
+	case KindTwoLevel:
+		if p.t.Hosts == nil {
+			need = "ranks on two or more hosts, as many on each"
+		}
+	case KindOffload:
+		if !p.canOffload() {
+			need = "ranks on three or more hosts, one of them alone on its host"
+		}
+	case KindPieces:
+		if p.t.PieceBytes <= 0 {
+			need = "pieces (a piece size above 0)"
+		}
+	}
+	if need == "" {
+		return nil
+	}
+	return fmt.Errorf("algo: %w: %v needs %s (%d ranks here); set the algorithm to auto or ring",
+		ErrProgramCannotRun, p.cfg.Program, need, p.facts.World)
+}
+
+// SetProgramSkipped reports whether the configuration sets a program
+// (Config.Program) and s, a large AllReduce of the world, runs choice c
+// instead: a size the program does not apply to (Reason says why).
+func (p *Planner) SetProgramSkipped(s *Spec, c Choice) bool {
+	return p.cfg.Program != KindDefault && s.Collective == wire.AllReduce && s.Members == nil && !s.Small(p.t) &&
+		c.Kind != p.cfg.Program
 }
 
 // forced returns the configured program for b bytes, if it applies.

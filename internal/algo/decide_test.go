@@ -1,6 +1,7 @@
 package algo
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -166,6 +167,57 @@ func TestAConfiguredProgramRunsWhereItApplies(t *testing.T) {
 		s.Rank, s.World = 0, tc.facts.World
 		if _, err := p.Program(s, d.Choice); err != nil {
 			t.Fatalf("%v: %v", tc.want, err)
+		}
+	}
+}
+
+// A program set by the configuration that can never run on the ranks'
+// facts is refused (CheckProgram, as NCCL refuses an unusable
+// NCCL_ALGO); one that runs at some sizes is not, and a call of a size
+// it skips says so (SetProgramSkipped).
+func TestAProgramThatCannotRunIsRefused(t *testing.T) {
+	tun := Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20, PieceBytes: 1 << 16}
+	off := tun
+	off.PieceBytes = 0
+	oneHost := Facts{World: 4, Fast: true, FastboxBytes: 1 << 20}
+	for _, tc := range []struct {
+		program Kind
+		tun     Tunables
+		facts   Facts
+		refused bool
+	}{
+		{KindTwoLevel, tun, oneHost, true},
+		{KindTwoLevel, tun, Facts{World: 5, Host: []int{0, 0, 0, 1, 1}}, true},
+		{KindTwoLevel, tun, Facts{World: 4, Host: hostsOf(4, 2)}, false},
+		{KindOffload, tun, oneHost, true},
+		{KindOffload, tun, Facts{World: 4, Host: hostsOf(4, 2)}, true},
+		{KindOffload, tun, Facts{World: 3, Host: hostsOf(3, 1)}, false},
+		{KindPieces, off, oneHost, true},
+		{KindPieces, tun, oneHost, false},
+		{KindRing, tun, oneHost, false},
+		{KindDefault, off, oneHost, false},
+	} {
+		p, err := NewPlanner(Config{Tunables: tc.tun, Program: tc.program}, tc.facts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.CheckProgram()
+		if got := errors.Is(err, ErrProgramCannotRun); got != tc.refused {
+			t.Errorf("%v on %+v: CheckProgram = %v, want refused %t", tc.program, tc.facts, err, tc.refused)
+		}
+	}
+	p, err := NewPlanner(Config{Tunables: tun, Program: KindPieces}, oneHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		count   int
+		skipped bool
+	}{{8, false}, {1 << 10, true}, {1 << 20, false}} { // small: not the program's; one piece: the ring; larger: pieces
+		s := Spec{Collective: wire.AllReduce, Count: tc.count, ElemSize: 4}
+		d := p.Decide(&s)
+		if got := p.SetProgramSkipped(&s, d.Choice); got != tc.skipped {
+			t.Errorf("ring-pieces set, %d B run %v: skipped %t, want %t", s.Bytes(), d.Choice, got, tc.skipped)
 		}
 	}
 }

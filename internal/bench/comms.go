@@ -14,7 +14,7 @@ import (
 var ErrUsage = errors.New("usage")
 
 // Comms joins the job a bench program runs in: when a launcher started
-// this process (RINGTAIL_RANK or RANK set), its one communicator from the
+// this process (RANK set), its one communicator from the
 // environment; otherwise np in-process ranks (at least 2), each configured
 // by local. The caller closes every communicator returned.
 func Comms(ctx context.Context, np int, local func(*ringtail.Config)) ([]*ringtail.Comm, error) {

@@ -33,7 +33,7 @@ func FreePort(t testing.TB) int {
 func Start(t testing.TB, n int, mutate func(*ringtail.Config)) []*ringtail.Comm {
 	t.Helper()
 	comms, err := ringtail.NewLocal(context.Background(), n, func(cfg *ringtail.Config) {
-		cfg.Secret = []byte("commtest-secret")
+		cfg.Secret = []byte("commtest-secret-0123")
 		cfg.JobID = "commtest"
 		cfg.OpTimeout = 20 * time.Second
 		cfg.PeerTimeout = 5 * time.Second

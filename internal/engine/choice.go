@@ -46,6 +46,13 @@ func (e *Engine) announce(c *Call, ch algo.Choice, p *plan.Program) {
 	if p.Fast {
 		path = "fastbox"
 	}
+	if e.planner.SetProgramSkipped(&c.Spec, ch) {
+		// A program set by the configuration that does not apply to this
+		// size: said at warn (shown by default), once per size class.
+		e.s.Logger.Warn().Int("rank", e.s.Rank).Int("bytes", bytes).Str("program", p.Algorithm).Str("why", e.planner.Reason(&c.Spec, ch)).
+			Msgf("ringtail: RINGTAIL_ALGORITHM=%v does not apply to an AllReduce of %d B; it runs %s (set auto to let ringtail choose)", e.s.Program, bytes, p.Algorithm)
+		return
+	}
 	e.s.Logger.Info().Str("collective", c.Spec.Collective.String()).Int("bytes", bytes).Str("program", p.Algorithm).
 		Str("path", path).Str("why", e.planner.Reason(&c.Spec, ch)).Msg("program chosen")
 }

@@ -333,6 +333,9 @@ func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint,
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
 	}
+	if err := p.CheckProgram(); err != nil {
+		return fmt.Errorf("ringtail: rank %d: RINGTAIL_ALGORITHM (Config.Algorithm): %w", e.s.Rank, err)
+	}
 	e.mu.Lock()
 	e.planner = p
 	clear(e.progs)

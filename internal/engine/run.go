@@ -478,6 +478,11 @@ func Program(c *Call, rank int, s Settings, f algo.Facts) (*plan.Program, error)
 	if err != nil {
 		return nil, err
 	}
+	if s.World > 1 {
+		if err := p.CheckProgram(); err != nil {
+			return nil, fmt.Errorf("ringtail: RINGTAIL_ALGORITHM (Config.Algorithm): %w", err)
+		}
+	}
 	sp := c.Spec
 	sp.Rank, sp.World = rank, s.World
 	d := p.Decide(&sp)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/obs"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/nvml"
 	"github.com/ringtail-ml/ringtail/topology"
@@ -114,7 +117,25 @@ func Default(rank, world int) Comm {
 		MasterAddr: "127.0.0.1", JobID: "ringtail",
 		OpTimeout: DefaultOpTimeout, PeerTimeout: DefaultPeerTimeout, ConnectTimeout: DefaultConnectTimeout,
 		Channels: DefaultChannels, ChunkBytes: DefaultChunkBytes, SmallBytes: DefaultSmallBytes,
-		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond, Logger: zerolog.Nop(),
+		PieceBytes: DefaultPieceBytes, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond,
+	}
+}
+
+// DefaultLogger is the logger of a communicator whose Logger is the zero
+// value: warnings and errors (logging.DefaultLevel) to stderr, for humans
+// on a terminal and JSON otherwise, so that a library user sees the
+// shared-memory fallback, refused connections and dead peers without
+// configuring anything. zerolog.Nop() silences them; any other logger
+// redirects them.
+func DefaultLogger() zerolog.Logger {
+	return logging.New(logging.Options{Level: logging.DefaultLevel, Out: os.Stderr, Terminal: logging.IsTerminal(os.Stderr)})
+}
+
+// withDefaultLogger gives c DefaultLogger when its Logger is the zero
+// value (which writes nothing).
+func (c *Comm) withDefaultLogger() {
+	if reflect.ValueOf(c.Logger).IsZero() {
+		c.Logger = DefaultLogger().With().Int("rank", c.Rank).Logger()
 	}
 }
 
@@ -123,6 +144,40 @@ func Default(rank, world int) Comm {
 // RINGTAIL_*) through lookup over Default(0, 1), and reports every
 // malformed variable at once.
 func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
+	return fromLookup(lookup, os.Stderr)
+}
+
+// FromEnviron is FromLookup over environ (NAME=VALUE entries, as
+// os.Environ gives them; the last of a name wins), its logger writing to
+// out. It also warns, through that logger, about each RINGTAIL_* name of
+// environ that no part of ringtail reads (settings.Unknown: one line
+// naming the nearest known name), on the process of local rank 0 only, so
+// that a host's ranks say it once.
+func FromEnviron(environ []string, out io.Writer) (Comm, error) {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if name, value, ok := strings.Cut(kv, "="); ok {
+			vars[name] = value
+		}
+	}
+	c, err := fromLookup(func(name string) (string, bool) { v, ok := vars[name]; return v, ok }, out)
+	if c.LocalRank == 0 {
+		WarnUnknown(c.Logger, environ)
+	}
+	return c, err
+}
+
+// WarnUnknown logs at warn, on log, one line for each RINGTAIL_* variable
+// of environ that no part of ringtail reads, naming the nearest known
+// name (settings.Unknown).
+func WarnUnknown(log zerolog.Logger, environ []string) {
+	for _, line := range settings.Unknown(environ) {
+		log.Warn().Msg("ringtail: " + line)
+	}
+}
+
+// fromLookup is FromLookup with the logger writing to out.
+func fromLookup(lookup func(name string) (string, bool), out io.Writer) (Comm, error) {
 	c := Default(0, 1)
 	env := Reader{Lookup: lookup}
 	_, rankSet := env.LookupVar(VarRank)
@@ -150,22 +205,25 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	} else if c.MasterPort != 0 {
 		c.JobID = "job@" + net.JoinHostPort(c.MasterAddr, strconv.Itoa(c.MasterPort))
 	}
-	secret, hasSecret := env.LookupVar(VarSecret)
-	if f := env.Get(VarSecretFile); hasSecret {
+	secret, file := env.Get(VarSecret), env.Get(VarSecretFile)
+	switch {
+	case secret != "" && file != "":
+		env.Fail(settings.ErrTwoSecrets)
+	case secret != "":
 		c.Secret = []byte(secret)
-	} else if f != "" {
-		b, err := os.ReadFile(f)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
 			env.Fail(fmt.Errorf("%s: %w", VarSecretFile, err))
 		}
 		c.Secret = []byte(strings.TrimSpace(string(b)))
 	}
-	c.Insecure = env.Bool(VarInsecure)
+	env.Bool(VarInsecure, &c.Insecure)
 	c.ExternalCoordinator = env.Get(VarCoordinator) == "external"
 	c.ListenIP = env.Get(VarListenIP)
-	c.DisableUnix = env.Bool(VarNoUnix)
-	c.DisableShm = env.Bool(VarNoShm)
-	c.TolerateDeaths = env.Bool(VarTolerate)
+	env.Bool(VarNoUnix, &c.DisableUnix)
+	env.Bool(VarNoShm, &c.DisableShm)
+	env.Bool(VarTolerate, &c.TolerateDeaths)
 	env.String(VarControlPlane, &c.ControlPlane)
 	env.String(VarDataPlane, &c.DataPlane)
 	env.String(VarRingOrder, &c.RingOrder)
@@ -183,7 +241,7 @@ func FromLookup(lookup func(name string) (string, bool)) (Comm, error) {
 	c.MetricsAddr = env.Get(VarMetricsAddr)
 	c.Timeline = env.Get(VarTimeline)
 	c.debugFromEnv(&env)
-	logger, err := logging.FromLookup(lookup, os.Stderr)
+	logger, err := logging.FromLookup(lookup, out)
 	if err != nil {
 		env.Fail(err)
 	}
@@ -300,6 +358,11 @@ func (c *Comm) Validate() error {
 		}
 		if len(c.Secret) == 0 && !c.Insecure {
 			bad("no job secret: set %s or %s (or %s=1 to run unauthenticated)", VarSecret, VarSecretFile, VarInsecure)
+		}
+	}
+	if len(c.Secret) > 0 {
+		if err := settings.CheckSecret(c.Secret); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.JobID == "" || len(c.JobID) > 128 {
@@ -502,12 +565,14 @@ func (c *Comm) Recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 }
 
 // Open starts a communicator's engine (ringtail.New) over network (nil:
-// the transports c chooses; tests pass one): the process's debugging
+// the transports c chooses; tests pass one): a zero Logger becomes
+// DefaultLogger (c keeps it), the process's debugging
 // variables fill the fields c leaves unset (WithProcessDebug; c keeps
 // them), then it validates c and starts the flight recorder, the
 // observability recorder (nil when off; told each link's transport) and
 // the engine, which joins the job.
 func (c *Comm) Open(ctx context.Context, network transport.Network) (*engine.Engine, *obs.Recorder, error) {
+	c.withDefaultLogger()
 	if err := c.WithProcessDebug(); err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // Reader reads variables and remembers each one it could not parse.
@@ -68,10 +70,16 @@ func (r *Reader) Duration(name string, dst *time.Duration) {
 	}
 }
 
-// Bool reports whether name is set to 1, true or yes.
-func (r *Reader) Bool(name string) bool {
-	v := r.Get(name)
-	return v == "1" || strings.EqualFold(v, "true") || strings.EqualFold(v, "yes")
+// Bool sets *dst from name when the variable is set and not empty:
+// settings.ParseBool's values (1/0, true/false, yes/no, on/off), any
+// other value recorded as a problem naming the variable and them.
+func (r *Reader) Bool(name string, dst *bool) {
+	b, err := settings.ParseBool(name, r.Get(name), *dst)
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	*dst = b
 }
 
 // Fail records a problem found by the caller.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func TestReaderReportsEveryMalformedVariable(t *testing.T) {
@@ -12,6 +14,7 @@ func TestReaderReportsEveryMalformedVariable(t *testing.T) {
 	t.Setenv("T_DUR", "30s")
 	t.Setenv("T_BADDUR", "soon")
 	t.Setenv("T_BOOL", "yes")
+	t.Setenv("T_BADBOOL", "maybe")
 	var r Reader
 	n, bad, d, badd := 1, 1, time.Second, time.Second
 	r.Int("T_INT", &n)
@@ -19,11 +22,33 @@ func TestReaderReportsEveryMalformedVariable(t *testing.T) {
 	r.Int("T_UNSET", &bad)
 	r.Duration("T_DUR", &d)
 	r.Duration("T_BADDUR", &badd)
-	if n != 7 || bad != 1 || d != 30*time.Second || badd != time.Second || !r.Bool("T_BOOL") || r.Bool("T_UNSET") {
-		t.Fatalf("n=%d bad=%d d=%v badd=%v", n, bad, d, badd)
+	yes, unset, badb := false, true, true
+	r.Bool("T_BOOL", &yes)
+	r.Bool("T_UNSET", &unset)
+	r.Bool("T_BADBOOL", &badb)
+	if n != 7 || bad != 1 || d != 30*time.Second || badd != time.Second || !yes || !unset || !badb {
+		t.Fatalf("n=%d bad=%d d=%v badd=%v yes=%t unset=%t badb=%t", n, bad, d, badd, yes, unset, badb)
 	}
 	err := r.Err()
-	if err == nil || !strings.Contains(err.Error(), "T_BADINT") || !strings.Contains(err.Error(), "T_BADDUR") {
-		t.Fatalf("err = %v, want both bad variables named", err)
+	for _, name := range []string{"T_BADINT", "T_BADDUR", "T_BADBOOL"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Fatalf("err = %v, want every bad variable named", err)
+		}
+	}
+}
+
+// A communicator whose Logger is the zero value logs warnings (to
+// stderr) rather than nothing; a logger the caller set, zerolog.Nop()
+// included, is kept.
+func TestAZeroLoggerBecomesTheDefaultWarningLogger(t *testing.T) {
+	c := Default(0, 1)
+	c.withDefaultLogger()
+	if c.Logger.Warn() == nil || c.Logger.Info() != nil {
+		t.Fatal("the zero logger did not become a warn-level logger")
+	}
+	c.Logger = zerolog.Nop()
+	c.withDefaultLogger()
+	if c.Logger.Error() != nil {
+		t.Fatal("zerolog.Nop() was replaced")
 	}
 }

@@ -80,7 +80,7 @@ func rankConfig(rank, world, port int, secret, jobID string) ringtail.Config {
 
 func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
 	port, jobID := startCoordinator(t, launch.CoordinatorConfig{
-		Listen: "127.0.0.1:0", World: 2, Secret: []byte("s"), Logger: zerolog.New(zerolog.NewTestWriter(t)),
+		Listen: "127.0.0.1:0", World: 2, Secret: []byte("sixteen-byte-key"), Logger: zerolog.New(zerolog.NewTestWriter(t)),
 	})
 	// Without a job id the coordinator derives the one the ranks derive
 	// from MASTER_ADDR:MASTER_PORT when RINGTAIL_JOB_ID is unset.
@@ -102,7 +102,7 @@ func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
 	errs := make([]error, 2)
 	for r := range 2 {
 		wg.Go(func() {
-			comm, err := ringtail.New(ctx, rankConfig(r, 2, port, "s", jobID))
+			comm, err := ringtail.New(ctx, rankConfig(r, 2, port, "sixteen-byte-key", jobID))
 			if err != nil {
 				errs[r] = err
 				return
@@ -122,17 +122,17 @@ func TestServeCoordinatorServesTwoRanksInProcess(t *testing.T) {
 }
 
 func TestServeCoordinatorRefusesAWrongSecret(t *testing.T) {
-	port, _ := startCoordinator(t, launch.CoordinatorConfig{Listen: "127.0.0.1:0", World: 2, Secret: []byte("right"), JobID: "j"})
+	port, _ := startCoordinator(t, launch.CoordinatorConfig{Listen: "127.0.0.1:0", World: 2, Secret: []byte("the-right-secret"), JobID: "j"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := ringtail.New(ctx, rankConfig(0, 2, port, "wrong", "j"))
+	_, err := ringtail.New(ctx, rankConfig(0, 2, port, "the-wrong-secret", "j"))
 	if err == nil || !strings.Contains(err.Error(), "wrong job secret") {
 		t.Fatalf("New with a wrong secret: %v", err)
 	}
 }
 
 func TestCoordinatorConfigValidate(t *testing.T) {
-	ok := launch.CoordinatorConfig{Listen: "10.0.0.1:29500", World: 2, Secret: []byte("s")}
+	ok := launch.CoordinatorConfig{Listen: "10.0.0.1:29500", World: 2, Secret: []byte("sixteen-byte-key")}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}

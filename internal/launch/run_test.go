@@ -149,7 +149,7 @@ func envOf(t *testing.T, stdout string, np int) []map[string]string {
 
 func TestRunSetsTheEnvironmentContract(t *testing.T) {
 	j := newJob(t, 3, "env")
-	j.Secret, j.JobID, j.Timeout = []byte("s3cret"), "job-x", 90*time.Second
+	j.Secret, j.JobID, j.Timeout = []byte("s3cret-0123456789"), "job-x", 90*time.Second
 	j.Env = append(j.Env, "LAUNCH_EXTRA=hello")
 	var got launch.Job
 	var port int
@@ -162,7 +162,7 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", code, err)
 	}
-	if got.ID != "job-x" || string(got.Secret) != "s3cret" || got.World != 3 {
+	if got.ID != "job-x" || string(got.Secret) != "s3cret-0123456789" || got.World != 3 {
 		t.Fatalf("coordinator served %+v", got)
 	}
 	env := envOf(t, j.stdout.String(), 3)
@@ -170,7 +170,7 @@ func TestRunSetsTheEnvironmentContract(t *testing.T) {
 		want := map[string]string{
 			"prefix": strconv.Itoa(r), "world": "3", "local": strconv.Itoa(r), "localworld": "3",
 			"master": "127.0.0.1", "port": strconv.Itoa(port), "job": "job-x", "coord": "external",
-			"timeout": "1m30s", "secret": "s3cret", "extra": "hello",
+			"timeout": "1m30s", "secret": "s3cret-0123456789", "extra": "hello",
 		}
 		for k, v := range want {
 			if kv[k] != v {

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // NewSecret returns a random job secret: 32 bytes from crypto/rand, hex
@@ -43,7 +45,8 @@ func ReadSecretFile(path string) ([]byte, error) {
 }
 
 // checkSecret rejects secrets that cannot travel as one line of text in
-// an environment variable.
+// an environment variable, and those shorter than settings.MinSecretLen
+// bytes (settings.ErrShortSecret).
 func checkSecret(s []byte) error {
 	switch {
 	case len(s) == 0:
@@ -51,5 +54,5 @@ func checkSecret(s []byte) error {
 	case bytes.ContainsAny(s, "\x00\r\n"):
 		return errors.New("the job secret must be one line without NUL bytes")
 	}
-	return nil
+	return settings.CheckSecret(s)
 }

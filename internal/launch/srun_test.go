@@ -247,7 +247,7 @@ func TestSrunScriptReportsARankThatFailsOnItsOwn(t *testing.T) {
 
 func TestRunSrunStartsOneStep(t *testing.T) {
 	j := newSrunJob(t, 3, "env")
-	j.Secret, j.JobID, j.Timeout = []byte("srun-secret"), "job-srun", time.Minute
+	j.Secret, j.JobID, j.Timeout = []byte("srun-secret-0123456"), "job-srun", time.Minute
 	code, err, _ := j.run(t, context.Background())
 	if code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", code, err)
@@ -255,7 +255,7 @@ func TestRunSrunStartsOneStep(t *testing.T) {
 	env := envOf(t, j.stdout.String(), 3)
 	for r, kv := range env {
 		want := map[string]string{"prefix": strconv.Itoa(r), "world": "3", "local": strconv.Itoa(r), "localworld": "3",
-			"master": "127.0.0.1", "job": "job-srun", "coord": "external", "timeout": "1m0s", "secret": "srun-secret"}
+			"master": "127.0.0.1", "job": "job-srun", "coord": "external", "timeout": "1m0s", "secret": "srun-secret-0123456"}
 		for k, v := range want {
 			if kv[k] != v {
 				t.Errorf("rank %d: %s=%q, want %q", r, k, kv[k], v)
@@ -361,7 +361,7 @@ func TestRunSrunFailures(t *testing.T) {
 	}
 	for name, edit := range map[string]func(*launch.Config){
 		"needs the allocation's nodes": func(c *launch.Config) { c.Hosts = nil },
-		"must be an absolute path":     func(c *launch.Config) { c.SecretFile, c.Secret = "rel/secret", []byte("s") },
+		"must be an absolute path":     func(c *launch.Config) { c.SecretFile, c.Secret = "rel/secret", []byte("sixteen-byte-key") },
 		"without the secret":           func(c *launch.Config) { c.SecretFile = "/shared/secret" },
 		"must be direct or srun":       func(c *launch.Config) { c.Launcher = "mpirun" },
 		"exceeds the 2 slots":          func(c *launch.Config) { c.NP = 3 },
@@ -376,9 +376,9 @@ func TestRunSrunFailures(t *testing.T) {
 
 func TestRunSrunPassesTheSecretFileInsteadOfTheSecret(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
-	os.WriteFile(secret, []byte("from-file\n"), 0o600)
+	os.WriteFile(secret, []byte("from-file-0123456789\n"), 0o600)
 	j := newSrunJob(t, 2, "allreduce")
-	j.Secret, j.SecretFile = []byte("from-file"), secret
+	j.Secret, j.SecretFile = []byte("from-file-0123456789"), secret
 	j.Command = []string{"sh", "-c", `[ -z "$RINGTAIL_SECRET" ] && [ "$RINGTAIL_SECRET_FILE" = "$1" ] && exec "$2" "$3" "$4"`, "x", secret, os.Args[0], helperArg, "allreduce"}
 	if code, err, _ := j.run(t, context.Background()); code != 0 || err != nil {
 		t.Fatalf("Run = %d, %v", code, err)
@@ -395,7 +395,7 @@ func TestRunSrunPassesTheSecretFileInsteadOfTheSecret(t *testing.T) {
 // ids give.
 func TestSrunStartedRanksNeedNoOtherVariables(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
-	os.WriteFile(secret, []byte("direct\n"), 0o600)
+	os.WriteFile(secret, []byte("direct-secret-0123456\n"), 0o600)
 	c := exec.Command(os.Args[0], "--ntasks=3", "--label", "--kill-on-bad-exit=1", os.Args[0], helperArg, "allreduce")
 	// A random job id: the rendezvous port derives from it.
 	job := strconv.Itoa(1000 + int(time.Now().UnixNano()%1_000_000))

@@ -152,7 +152,7 @@ func TestLinkTakenDownMidJobFailsEveryRankNamingIt(t *testing.T) {
 	for i := range ranks {
 		r := &rank{cmd: b.Command(ctx, i, ringtail(t), "bench", "allreduce", "-b", "1M", "-e", "1M", "--iters", "100000", "--warmup", "1")}
 		r.cmd.Env = append(os.Environ(), "RANK="+strconv.Itoa(i), "WORLD_SIZE=4", "MASTER_ADDR="+b.Host(0).Addr.String(), "MASTER_PORT=29411",
-			"RINGTAIL_SECRET=testbed-secret", "RINGTAIL_PEER_TIMEOUT=2s", "RINGTAIL_TIMEOUT=1m", "RINGTAIL_CONNECT_TIMEOUT=1m")
+			"RINGTAIL_SECRET=testbed-secret-0123", "RINGTAIL_PEER_TIMEOUT=2s", "RINGTAIL_TIMEOUT=1m", "RINGTAIL_CONNECT_TIMEOUT=1m")
 		r.cmd.Stdout, r.cmd.Stderr = &r.stdout, &r.stderr
 		r.cmd.WaitDelay = 5 * time.Second
 		if err := r.cmd.Start(); err != nil {

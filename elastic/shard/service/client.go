@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // EnvAddr names the shard service's host:port in a rank's environment
@@ -39,8 +40,8 @@ func (c ClientConfig) Validate() error {
 	if c.Addr == "" && c.Dial == nil {
 		return errors.New("service: client needs an address")
 	}
-	if len(c.Secret) < MinSecretLen {
-		return fmt.Errorf("service: job secret of %d bytes is shorter than %d", len(c.Secret), MinSecretLen)
+	if err := settings.CheckSecret(c.Secret); err != nil {
+		return fmt.Errorf("service: %w", err)
 	}
 	if c.DialTimeout < 0 || c.CallTimeout < 0 {
 		return errors.New("service: negative timeout")

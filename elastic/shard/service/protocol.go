@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 	"github.com/ringtail-ml/ringtail/elastic/shard/wal"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // ProtocolVersion is the control-plane protocol version, checked in the
@@ -24,8 +25,9 @@ const MaxFrameLen = 64 << 10
 // nonceLen is the size of handshake nonces.
 const nonceLen = 32
 
-// MinSecretLen is the shortest accepted job secret.
-const MinSecretLen = 16
+// MinSecretLen is the shortest accepted job secret (the runtime's,
+// settings.MinSecretLen).
+const MinSecretLen = settings.MinSecretLen
 
 // Errors of the service layer; shard.ErrNoShard, shard.ErrFinished,
 // shard.ErrUnknownShard, shard.ErrNotOwner and shard.ErrInvalidCommand come

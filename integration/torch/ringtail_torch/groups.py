@@ -9,6 +9,9 @@ import secrets
 import socket
 from datetime import timedelta
 
+from _ringtail_torch_autoload import env_bool
+
+
 def local_ip(master_addr):
     """The IP this host is reached at by the job: RINGTAIL_LISTEN_IP, or
     127.0.0.1 when master_addr is loopback, or the address routing to
@@ -39,9 +42,7 @@ def free_port(ip):
 
 
 def _has_secret():
-    return bool(os.environ.get("RINGTAIL_SECRET") or os.environ.get("RINGTAIL_SECRET_FILE")) or os.environ.get(
-        "RINGTAIL_INSECURE", ""
-    ).lower() in ("1", "true", "yes")
+    return bool(os.environ.get("RINGTAIL_SECRET") or os.environ.get("RINGTAIL_SECRET_FILE")) or env_bool("RINGTAIL_INSECURE")
 
 
 def _duration(td):

@@ -35,6 +35,7 @@ import socket
 import sys
 from datetime import timedelta
 
+from _ringtail_torch_autoload import env_bool
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 
 from . import rendezvous as _rdzv
@@ -175,7 +176,7 @@ def _master_addr_for_workers():
 def _secret(nnodes):
     if os.environ.get("RINGTAIL_SECRET") or os.environ.get("RINGTAIL_SECRET_FILE"):
         return
-    if os.environ.get("RINGTAIL_INSECURE", "").lower() in ("1", "true", "yes"):
+    if env_bool("RINGTAIL_INSECURE"):
         return
     if nnodes > 1:
         raise SystemExit(
@@ -191,7 +192,7 @@ def _say_if_not_installed():
     installed wheel, whose .pth registers it in every worker."""
     if "_ringtail_torch_autoload" in sys.modules:
         return
-    if os.environ.get("RINGTAIL_TORCH_AUTOLOAD", "1").strip().lower() not in ("0", "false", "off", "no"):
+    if env_bool("RINGTAIL_TORCH_AUTOLOAD", True):
         print('ringtail-torchrun: ringtail_torch is not installed in %s (it runs from %s): scripts need '
               '`import ringtail_torch` before init_process_group("ringtail"); the installed wheel registers '
               'the backend by itself (docs/pytorch.md, "Install and run")'
