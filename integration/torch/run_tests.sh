@@ -32,4 +32,4 @@ else
 fi
 export OMP_NUM_THREADS=1
 cd "$here/tests"
-timeout 900 "$PY" -m unittest -v test_torch test_install
+timeout 900 "$PY" -m unittest -v test_torch test_install test_suite_features
