@@ -151,17 +151,17 @@ def _host_buffer(t, fill):
     return (t.detach().contiguous() if fill else torch.empty(t.shape, dtype=t.dtype)), None
 
 
-def _event(op, t):
+def _event(pg, op, t):
     """The profiler event of a point-to-point call (Gloo's titles: send,
     recv, recvAnySource), or None when no profiler is enabled."""
-    h = profiling.start(op, [t])
+    h = profiling.start(op, [t], pg.profiling_prefix)
     return profiling.Pending(h) if h is not None else None
 
 
 def send(pg, t, dst, tag):
     """ProcessGroup.send of one tensor."""
     check_tag(tag)
-    event = _event("send", t)
+    event = _event(pg, "send", t)
     w, _ = _host_buffer(t, True)
     nbytes = w.numel() * w.element_size()
     req = pg._comm.isend(w.data_ptr(), nbytes, RT_UINT8, dst, tag)
@@ -171,7 +171,7 @@ def send(pg, t, dst, tag):
 def recv(pg, t, src, tag):
     """ProcessGroup.recv (src a rank) or recv_anysource (src None)."""
     check_tag(tag)
-    event = _event("recv" if src is not None else "recvAnySource", t)
+    event = _event(pg, "recv" if src is not None else "recvAnySource", t)
     w, stream = _host_buffer(t, False)
     finish = None
     if w is not t:

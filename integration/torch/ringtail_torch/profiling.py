@@ -30,12 +30,13 @@ def enabled():
     return torch.autograd._profiler_enabled()
 
 
-def start(op, inputs):
-    """Opens the event ``ringtail:<op>`` with the call's input tensors;
-    returns its handle, or None when no profiler is enabled."""
+def start(op, inputs, prefix=PREFIX):
+    """Opens the event ``<prefix><op>`` (``ringtail:all_reduce``) with the
+    call's input tensors; returns its handle, or None when no profiler is
+    enabled."""
     if not enabled():
         return None
-    return torch.autograd._record_function_with_args_enter(PREFIX + op, *inputs)
+    return torch.autograd._record_function_with_args_enter(prefix + op, *inputs)
 
 
 def end_on(handle, fut):

@@ -121,6 +121,13 @@ def profiler_part(rank, world):
         else:
             check_events(prof, "send", 1, [[10]], kind + " send to any-source receiver")
 
+    # Standing in for Gloo (a driver of torch's suite): the prefix follows.
+    g = dist.new_group(list(range(world)))
+    g.profiling_prefix = "gloo:"
+    with autograd_profiler() as prof:
+        dist.all_reduce(torch.ones(2), group=g)
+    check(len(events(prof, "gloo:all_reduce")) == 1, "gloo: prefix: %s" % [e.name for e in events(prof, ":all_reduce")])
+
     # No profiler: no event machinery (and the collectives still work).
     t = torch.ones(4)
     dist.all_reduce(t)
