@@ -123,16 +123,22 @@ func (m *Mailbox) Close() error { return m.m.Close() }
 // reached the barrier and relays rank 0's verdict). Its text is Gloo's.
 type MissingRanksError = engine.MissingRanksError
 
+// BarrierMemberError is the failure of MonitoredBarrier on a rank other
+// than 0 that arrived but heard no verdict from rank 0 in time.
+type BarrierMemberError = engine.BarrierMemberError
+
 // MonitoredBarrier is a barrier that names the ranks that did not arrive
-// (torch.distributed.monitored_barrier): every rank tells rank 0 it has
-// arrived; rank 0 waits at most timeout for them (for the first missing
-// rank only, unless waitAll) and tells every rank the verdict. On rank 0
-// the missing ranks become a *MissingRanksError; the ranks that arrived
+// (torch.distributed.monitored_barrier, with ProcessGroupGloo's semantics
+// and words): every rank tells rank 0 it has arrived; rank 0 waits at
+// most timeout for them, in rank order (for the first missing rank only,
+// unless waitAll; a zero timeout leaves it no time: it reports that it
+// timed out itself) and tells every rank the verdict. On rank 0 the
+// missing ranks become a *MissingRanksError; the ranks that arrived
 // return the same error, relayed; a rank that hears nothing from rank 0
-// within twice the timeout (rank 0 may arrive up to timeout after it, then
-// wait up to timeout) returns an error naming rank 0. The communicator
-// stays usable: a late rank's arrival is recognised as stale by the next
-// barrier. Calls are serialised.
+// within the operation timeout (at least twice timeout) returns a
+// *BarrierMemberError. The communicator stays usable: a late rank's
+// arrival is recognised as stale by the next barrier. Calls are
+// serialised.
 func (m *Mailbox) MonitoredBarrier(ctx context.Context, timeout time.Duration, waitAll bool) error {
 	return m.m.MonitoredBarrier(ctx, timeout, waitAll)
 }

@@ -378,6 +378,49 @@ func TestMonitoredBarrierNamesMissingRanks(t *testing.T) {
 	noErrors(t, eachBox(boxes, func(r int, m *Mailbox) error { return m.MonitoredBarrier(ctx, 20*time.Second, false) }))
 }
 
+// ProcessGroupGloo's semantics and words: the ranks that arrived say so
+// and relay rank 0's verdict; a zero timeout leaves rank 0 no time, and it
+// says it timed out itself; the barrier then still works.
+func TestMonitoredBarrierGlooWords(t *testing.T) {
+	_, boxes := startMailboxes(t, 3, 0)
+	ctx := testCtx(t)
+	// Rank 2 is late: rank 0 names it, rank 1 says it arrived.
+	released := make(chan struct{})
+	errs := eachBox(boxes, func(r int, m *Mailbox) error {
+		if r == 2 {
+			<-released
+		}
+		err := m.MonitoredBarrier(ctx, 300*time.Millisecond, false)
+		if r == 1 {
+			close(released)
+		}
+		return err
+	})
+	if want := "Rank 2 failed to pass monitoredBarrier in 300 ms"; errs[0] == nil || !strings.Contains(errs[0].Error(), want) {
+		t.Fatalf("rank 0: %v, want %q", errs[0], want)
+	}
+	want := "Rank 1 successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0: " +
+		"rank 0 reports: Rank 2 failed to pass monitoredBarrier in 300 ms"
+	if errs[1] == nil || !strings.Contains(errs[1].Error(), want) {
+		t.Fatalf("rank 1: %v, want %q", errs[1], want)
+	}
+	// A zero timeout: rank 0 has no time to wait for anyone.
+	errs = eachBox(boxes, func(r int, m *Mailbox) error { return m.MonitoredBarrier(ctx, 0, false) })
+	for r, err := range errs {
+		var me *MissingRanksError
+		if !errors.As(err, &me) || !me.Exhausted {
+			t.Fatalf("rank %d: %v, want rank 0's timeout", r, err)
+		}
+		if want := "Rank 0 timed out in monitoredBarrier after 0 ms. No ranks successfully processed in monitoredBarrier."; !strings.Contains(err.Error(), want) {
+			t.Fatalf("rank %d: %q lacks %q", r, err, want)
+		}
+	}
+	if want := "Rank 1 successfully reached monitoredBarrier"; !strings.HasPrefix(errs[1].Error(), "ringtail: "+want) {
+		t.Fatalf("rank 1: %q", errs[1])
+	}
+	noErrors(t, eachBox(boxes, func(r int, m *Mailbox) error { return m.MonitoredBarrier(ctx, 20*time.Second, false) }))
+}
+
 // Contributions and Mailbox messages share the links and tag values but
 // never each other's takes: a NextContribution, a TakeContribution and a
 // Mailbox receive all waiting before anything arrives each get their own

@@ -292,8 +292,8 @@ func rt_monitored_barrier(h C.rt_comm, timeoutMs C.int64_t, waitAll C.int, errbu
 	defer guard(&rc, errbuf, errlen)
 	s, err := lookup(h)
 	if err == nil {
-		if timeoutMs <= 0 {
-			err = badArg("monitored_barrier: timeout %d ms must be positive", int64(timeoutMs))
+		if timeoutMs < 0 {
+			err = badArg("monitored_barrier: timeout %d ms must not be negative", int64(timeoutMs))
 		} else {
 			err = s.mail.MonitoredBarrier(s.ctx, time.Duration(timeoutMs)*time.Millisecond, waitAll != 0)
 		}

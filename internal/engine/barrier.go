@@ -21,38 +21,86 @@ type MissingRanksError struct {
 	// Rank is the rank reporting the error; when it is not 0 it reached
 	// the barrier and relays rank 0's verdict.
 	Rank int
+	// Exhausted: rank 0's own timeout ran out before it could wait for
+	// Ranks (a zero timeout, say): Gloo's "Rank 0 timed out in
+	// monitoredBarrier", naming Processed, the ranks it had heard from.
+	Exhausted bool
+	Processed []int
 }
 
-func (e *MissingRanksError) Error() string {
-	names := make([]string, len(e.Ranks))
-	for i, r := range e.Ranks {
+func joinRanks(ranks []int) string {
+	names := make([]string, len(ranks))
+	for i, r := range ranks {
 		names[i] = strconv.Itoa(r)
 	}
-	// Gloo's wording, which scripts and people grep for.
-	what := "Rank " + names[0]
-	if len(names) > 1 {
-		what = "Ranks " + strings.Join(names, ", ")
+	return strings.Join(names, ", ")
+}
+
+// Error words the failure as torch's ProcessGroupGloo does, which torch's
+// tests, scripts and people grep for: on rank 0 "Rank 1 failed to pass
+// monitoredBarrier in 2000 ms" ("Ranks 1, 2 ..." with wait_all_ranks), or
+// "Rank 0 timed out in monitoredBarrier after 0 ms." when its own time ran
+// out first; on a rank that arrived, "Rank 2 successfully reached
+// monitoredBarrier, but received errors while waiting for send/recv from
+// rank 0", then rank 0's verdict.
+func (e *MissingRanksError) Error() string {
+	var msg string
+	switch {
+	case e.Exhausted:
+		msg = fmt.Sprintf("Rank 0 timed out in monitoredBarrier after %d ms.", e.Timeout.Milliseconds())
+		if len(e.Processed) > 0 {
+			msg += " Successfully processed ranks: " + joinRanks(e.Processed)
+		} else {
+			msg += " No ranks successfully processed in monitoredBarrier."
+		}
+	case len(e.Ranks) == 1:
+		msg = fmt.Sprintf("Rank %d failed to pass monitoredBarrier in %d ms", e.Ranks[0], e.Timeout.Milliseconds())
+	default:
+		msg = fmt.Sprintf("Ranks %s failed to pass monitoredBarrier in %d ms", joinRanks(e.Ranks), e.Timeout.Milliseconds())
 	}
-	msg := fmt.Sprintf("%s failed to pass monitoredBarrier in %d ms", what, e.Timeout.Milliseconds())
 	if e.Rank != 0 {
-		return fmt.Sprintf("ringtail: rank %d passed the monitored barrier, rank 0 reports: %s", e.Rank, msg)
+		return memberFailed(e.Rank) + ": rank 0 reports: " + msg
 	}
 	return "ringtail: " + msg
 }
 
+// memberFailed is Gloo's words for a rank that reached the monitored
+// barrier but did not pass it.
+func memberFailed(rank int) string {
+	return fmt.Sprintf("ringtail: Rank %d successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0", rank)
+}
+
+// BarrierMemberError is the failure of MonitoredBarrier on a rank other
+// than 0 that arrived but heard no verdict from rank 0 (rank 0 late,
+// stuck or gone); Err is why.
+type BarrierMemberError struct {
+	Rank   int
+	Reason string
+	Err    error
+}
+
+func (e *BarrierMemberError) Error() string { return memberFailed(e.Rank) + ": " + e.Reason }
+
+// Unwrap returns the cause.
+func (e *BarrierMemberError) Unwrap() error { return e.Err }
+
 // MonitoredBarrier is a barrier that names the ranks that did not arrive
-// (torch.distributed.monitored_barrier): every rank tells rank 0 it has
-// arrived; rank 0 waits at most timeout for them (for the first missing
-// rank only, unless waitAll) and tells every rank the verdict. On rank 0
-// the missing ranks become a *MissingRanksError; the ranks that arrived
-// return the same error, relayed; a rank that hears nothing from rank 0
-// within twice the timeout (rank 0 may arrive up to timeout after it, then
-// wait up to timeout) returns an error naming rank 0. The communicator
-// stays usable: a late rank's arrival is recognised as stale by the next
-// barrier. Calls are serialised.
+// (torch.distributed.monitored_barrier, with ProcessGroupGloo's
+// semantics): every rank tells rank 0 it has arrived; rank 0 waits at
+// most timeout for them, in rank order, and tells every rank the verdict.
+// Without waitAll rank 0 fails on the first missing rank, and, when its
+// timeout has run out before it could wait for the next rank (a zero
+// timeout), says it timed out itself; with waitAll it names every missing
+// rank. On rank 0 the failure is a *MissingRanksError; the ranks that
+// arrived return the same error, relayed. A rank other than 0 waits for
+// rank 0's verdict up to the operation timeout (the group's, as Gloo's
+// ranks do; at least twice timeout) and then fails with a
+// *BarrierMemberError. The communicator stays usable: a late rank's
+// arrival is recognised as stale by the next barrier. Calls are
+// serialised.
 func (m *Mailbox) MonitoredBarrier(ctx context.Context, timeout time.Duration, waitAll bool) error {
-	if timeout <= 0 {
-		return fmt.Errorf("ringtail: monitored barrier timeout %v must be positive", timeout)
+	if timeout < 0 {
+		return fmt.Errorf("ringtail: monitored barrier timeout %v must not be negative", timeout)
 	}
 	if m.e.s.World == 1 {
 		return nil
@@ -73,11 +121,16 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 		return err
 	}
 	if err := s.Wait(ctx); err != nil {
-		return fmt.Errorf("ringtail: monitored barrier: rank %d telling rank 0 it arrived: %w", m.me, err)
+		return &BarrierMemberError{Rank: m.me, Reason: "telling rank 0 it arrived failed", Err: err}
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*timeout)
+	wait := max(2*timeout, m.e.s.OpTimeout)
+	if wait <= 0 {
+		wait = 2 * time.Minute // no operation timeout and a zero timeout: still bounded
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	verdict := make([]byte, verdictLen(m.e.s.World))
+	w := m.e.s.World
+	verdict := make([]byte, verdictLen(w))
 	for {
 		r, err := m.Post(0, tagVerdict, verdict, reduce.Uint8)
 		if err != nil {
@@ -85,29 +138,59 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 		}
 		if _, err := r.Wait(wctx); err != nil {
 			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("ringtail: rank %d reached the monitored barrier but rank 0 gave no verdict within %v (rank 0 late or stuck): %w", m.me, 2*timeout, err)
+				return &BarrierMemberError{Rank: m.me, Err: err,
+					Reason: fmt.Sprintf("no verdict within %v (rank 0 late or stuck)", wait)}
 			}
-			return err
+			return &BarrierMemberError{Rank: m.me, Reason: "waiting for rank 0's verdict failed", Err: err}
 		}
 		if binary.LittleEndian.Uint32(verdict) != seq {
 			continue // a verdict of an earlier barrier this rank was late for
 		}
-		if missing := bitmapRanks(verdict[4:], m.e.s.World); len(missing) > 0 {
+		missing := bitmapRanks(verdict[5:], w)
+		if verdict[4]&verdictExhausted != 0 {
+			return &MissingRanksError{Ranks: missing, Timeout: timeout, Rank: m.me, Exhausted: true,
+				Processed: processedBefore(missing, w)}
+		}
+		if len(missing) > 0 {
 			return &MissingRanksError{Ranks: missing, Timeout: timeout, Rank: m.me}
 		}
 		return nil
 	}
 }
 
+// processedBefore is the ranks rank 0 heard from before its timeout ran
+// out: those before the first of unprocessed (every rank but 0 when none).
+func processedBefore(unprocessed []int, w int) []int {
+	end := w
+	if len(unprocessed) > 0 {
+		end = unprocessed[0]
+	}
+	var out []int
+	for r := 1; r < end; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
 func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Duration, waitAll bool) error {
 	w := m.e.s.World
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	deadline := time.Now().Add(timeout)
+	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var missing []int
+	exhausted := false
 	buf := make([]byte, 4)
 	for r := 1; r < w; r++ {
 		if len(missing) > 0 && !waitAll {
 			break // like Gloo: the first rank that failed is enough
+		}
+		if !waitAll && !time.Now().Before(deadline) {
+			// Gloo's checkRemainingTime: no time left to wait for rank r.
+			exhausted = true
+			for q := r; q < w; q++ {
+				missing = append(missing, q)
+			}
+			break
 		}
 		for {
 			rc, err := m.Post(r, tagArrive, buf, reduce.Uint8)
@@ -129,8 +212,11 @@ func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Dura
 	}
 	verdict := make([]byte, verdictLen(w))
 	binary.LittleEndian.PutUint32(verdict, seq)
+	if exhausted {
+		verdict[4] = verdictExhausted
+	}
 	for _, r := range missing {
-		verdict[4+r/8] |= 1 << (r % 8)
+		verdict[5+r/8] |= 1 << (r % 8)
 	}
 	var sends []*Sending
 	for r := 1; r < w; r++ {
@@ -147,13 +233,21 @@ func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Dura
 			return err
 		}
 	}
+	if exhausted {
+		return &MissingRanksError{Ranks: missing, Timeout: timeout, Exhausted: true, Processed: processedBefore(missing, w)}
+	}
 	if len(missing) > 0 {
 		return &MissingRanksError{Ranks: missing, Timeout: timeout}
 	}
 	return nil
 }
 
-func verdictLen(w int) int { return 4 + (w+7)/8 }
+// A verdict is the barrier's sequence number (4 bytes), flags (1 byte)
+// and a bitmap of the missing ranks (of the ranks rank 0 did not get to,
+// when verdictExhausted is set).
+const verdictExhausted = 1
+
+func verdictLen(w int) int { return 5 + (w+7)/8 }
 
 func bitmapRanks(bits []byte, w int) []int {
 	var out []int

@@ -284,7 +284,7 @@ func (p *Posting) letGo(err error) error {
 func (e *Engine) timeoutOn(peer int, err error) error {
 	me := e.s.Rank
 	te := &transport.Error{Kind: transport.KindTimeout, Rank: peer, Reporter: me, Local: me, Err: err,
-		Detail: fmt.Sprintf("rank %d was sending to rank %d", me, peer)}
+		Detail: "in send"}
 	if errors.Is(err, context.Canceled) {
 		te.Kind = transport.KindCanceled
 	}

@@ -266,9 +266,9 @@ func (r *Receive) Wait(ctx context.Context) (int, error) {
 	}
 	if r.from == AnySource {
 		e.Rank = transport.NoRank
-		e.Detail = fmt.Sprintf("rank %d received no message with tag %d from any rank", me, r.tag)
+		e.Detail = fmt.Sprintf("in recv of tag %d from any rank", r.tag)
 	} else {
-		e.Detail = fmt.Sprintf("rank %d received no message with tag %d from rank %d", me, r.tag, r.from)
+		e.Detail = fmt.Sprintf("in recv of tag %d", r.tag)
 	}
 	return AnySource, r.m.public(e)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/plan"
 	"github.com/ringtail-ml/ringtail/internal/reduce"
 	"github.com/ringtail-ml/ringtail/internal/transport"
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // Call is one collective call's buffers and arithmetic.
@@ -51,6 +52,7 @@ type Executor struct {
 
 	// The running call, for the stall rules (see stall.go).
 	prog     *plan.Program
+	coll     wire.Collective // its collective, which a timeout names
 	fp       *fastProg
 	fastPos  int // runFast: index of the op running
 	callDone func(group uint32) uint64
@@ -89,7 +91,7 @@ const tagBits = 16 // a result's tag is channel<<tagBits | op index
 // buffer lengths (in elements of call.DType). The timeout is a duration,
 // not a deadline, so a small call that never waits never reads the clock.
 func (e *Executor) Run(ctx context.Context, timeout time.Duration, p *plan.Program, call *Call) error {
-	e.prog, e.callDone, e.timeout = p, call.Done, timeout
+	e.prog, e.callDone, e.timeout, e.coll = p, call.Done, timeout, call.Desc.Collective
 	call.Collected = 0
 	fp, err := e.fastProgram(p, call)
 	if err != nil {
@@ -417,7 +419,7 @@ func (e *Executor) fail(p *plan.Program, err error) error {
 	if out.Kind == transport.KindTimeout || out.Kind == transport.KindCanceled {
 		out.Rank = e.waitingOn(p)
 		if out.Rank != transport.NoRank {
-			out.Detail = fmt.Sprintf("rank %d was waiting on rank %d", me, out.Rank)
+			out.Detail = "in " + e.coll.String() // rendered "... in Barrier waiting on rank 2"
 		}
 	}
 	e.mesh.Fail(out)

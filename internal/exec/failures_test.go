@@ -49,7 +49,10 @@ func wantWaitedOn(t *testing.T, err error, kind transport.Kind, me, rank int) {
 	if te.Kind != kind || te.Rank != rank {
 		t.Fatalf("rank %d: got %v, want %v naming rank %d", me, err, kind, rank)
 	}
-	if want := fmt.Sprintf("rank %d was waiting on rank %d", me, rank); !strings.Contains(te.Error(), want) {
+	if want := fmt.Sprintf("ringtail rank %d: Timed out", me); kind == transport.KindTimeout && !strings.HasPrefix(te.Error(), want) {
+		t.Fatalf("rank %d: %q does not start with %q", me, te.Error(), want)
+	}
+	if want := fmt.Sprintf("waiting on rank %d", rank); !strings.Contains(te.Error(), want) {
 		t.Fatalf("rank %d: %q does not say %q", me, te.Error(), want)
 	}
 }

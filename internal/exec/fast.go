@@ -181,7 +181,7 @@ func (e *Executor) failFast(ctx context.Context, peer int, err error, waited boo
 	}
 	if waited && (out.Kind == transport.KindTimeout || out.Kind == transport.KindCanceled) {
 		out.Rank = peer
-		out.Detail = fmt.Sprintf("rank %d was waiting on rank %d", me, peer)
+		out.Detail = "in " + e.coll.String() // rendered "... in AllReduce waiting on rank 2"
 	}
 	e.mesh.Fail(out)
 	return out

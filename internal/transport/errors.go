@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"context"
+	"errors"
 	"fmt"
 )
 
@@ -47,17 +49,46 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b []byte
-	b = fmt.Appendf(b, "ringtail rank %d: %v", e.Local, e.Kind)
-	if e.Rank != NoRank {
-		b = fmt.Appendf(b, ": rank %d", e.Rank)
+	b = fmt.Appendf(b, "ringtail rank %d: ", e.Local)
+	waited := (e.Kind == KindTimeout || e.Kind == KindCanceled) && (e.Detail != "" || e.Rank != NoRank)
+	if waited {
+		// torch's convention ("Timed out", as its tests and users grep
+		// for), then the call (the Detail of a wait: "in Barrier") and
+		// who waited on whom, each rank named once: "ringtail rank 0:
+		// Timed out in Barrier waiting on rank 2" where it happened,
+		// "ringtail rank 1: Timed out in Barrier: rank 0 was waiting on
+		// rank 2" where it is relayed.
+		if e.Kind == KindTimeout {
+			b = append(b, "Timed out"...)
+		} else {
+			b = append(b, "Canceled"...)
+		}
+		if e.Detail != "" {
+			b = append(b, ' ')
+			b = append(b, e.Detail...)
+		}
+		switch {
+		case e.Rank == NoRank:
+		case e.Reporter == e.Local || e.Reporter == NoRank:
+			b = fmt.Appendf(b, " waiting on rank %d", e.Rank)
+		default:
+			b = fmt.Appendf(b, ": rank %d was waiting on rank %d", e.Reporter, e.Rank)
+		}
+	} else {
+		b = fmt.Appendf(b, "%v", e.Kind)
+		if e.Rank != NoRank {
+			b = fmt.Appendf(b, ": rank %d", e.Rank)
+		}
+		if e.Detail != "" {
+			b = fmt.Appendf(b, ": %s", e.Detail)
+		}
+		if e.Reporter != e.Local && e.Reporter != NoRank {
+			b = fmt.Appendf(b, " (reported by rank %d)", e.Reporter)
+		}
 	}
-	if e.Detail != "" {
-		b = fmt.Appendf(b, ": %s", e.Detail)
-	}
-	if e.Reporter != e.Local && e.Reporter != NoRank {
-		b = fmt.Appendf(b, " (reported by rank %d)", e.Reporter)
-	}
-	if e.Err != nil {
+	// A wait's context error says again what "Timed out" or "Canceled"
+	// said (it stays in the chain: errors.Is finds it).
+	if e.Err != nil && !(waited && (errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled))) {
 		b = fmt.Appendf(b, ": %v", e.Err)
 	}
 	return string(b)

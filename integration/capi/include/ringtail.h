@@ -170,7 +170,12 @@ int rt_cancel(rt_request req);
  * first missing one unless wait_all), then tells every rank the verdict.
  * Missing ranks give RT_ERR_TIMEOUT with "Rank(s) ... failed to pass
  * monitoredBarrier in N ms" on rank 0 and, relayed, on the ranks that
- * arrived. The communicator stays usable. */
+ * arrived ("Rank R successfully reached monitoredBarrier, but received
+ * errors while waiting for send/recv from rank 0: ..."), as
+ * ProcessGroupGloo words them; a timeout_ms of 0 leaves rank 0 no time
+ * ("Rank 0 timed out in monitoredBarrier after 0 ms."). Ranks other than
+ * 0 wait for the verdict up to the operation timeout. The communicator
+ * stays usable. */
 int rt_monitored_barrier(rt_comm comm, int64_t timeout_ms, int wait_all, char* errbuf, size_t errlen);
 
 /*

@@ -40,14 +40,19 @@ ERROR_NAMES = {
 class RingtailError(RuntimeError):
     """A failed ringtail call: ``code`` is the RT_ERR_* value, ``kind`` its
     name (``"peer died"``, ``"timeout"``, ...); the message is the
-    library's, naming the rank to blame where there is one."""
+    library's, naming the rank to blame where there is one. A message the
+    communicator wrote ("ringtail rank 0: Timed out in Barrier: rank 0 was
+    waiting on rank 2") names ringtail, the rank and the failure already
+    and is kept as is; any other gets "ringtail: <kind>: " in front, once."""
 
     def __init__(self, code, message):
         self.code = code
         self.kind = ERROR_NAMES.get(code, "code %d" % code)
-        if message.startswith("ringtail: "):
-            message = message[len("ringtail: "):]
-        super().__init__("ringtail: %s: %s" % (self.kind, message))
+        if not message.startswith("ringtail rank "):
+            if message.startswith("ringtail: "):
+                message = message[len("ringtail: "):]
+            message = "ringtail: %s: %s" % (self.kind, message)
+        super().__init__(message)
 
 
 _ERRLEN = 1024

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ProcessGroup, ReduceOp, Work
 
-from . import _lib, p2p
+from . import _lib, p2p, profiling
 from ._lib import (
     RT_AVG,
     RT_BFLOAT16,
@@ -229,8 +229,19 @@ class _Worker:
         """Queues job; returns (inner, outer): inner's wait() re-raises the
         job's exception as is (for Python callers), outer carries it as a
         c10 error (for C++ callers, who never see Python's unwrapping)."""
+        inner, _, outer = self.submit_with_event(job, None)
+        return inner, outer
+
+    def submit_with_event(self, job, event):
+        """submit, ending the job's profiler event (a profiling.start
+        handle, or None) when it completes; returns (inner, done, outer):
+        done completes once the event has ended, and outer is chained on
+        it."""
         inner = torch.futures.Future()
-        outer = inner.then(_passthrough)
+        # The event ends on the thread that completes inner (the worker's):
+        # chained before the job is queued, so never on this thread.
+        done = inner if event is None else profiling.end_on(event, inner)
+        outer = done.then(_passthrough)
         if threading.current_thread() is self._thread:
             # Torch runs a future's callbacks on the thread that completes
             # it: this one. A callback that issues a collective and waits
@@ -242,7 +253,7 @@ class _Worker:
             self._run(job, inner)
         else:
             self._q.put((job, inner))
-        return inner, outer
+        return inner, done, outer
 
     def _loop(self):
         while True:
@@ -286,19 +297,24 @@ class _Work(Work):
     would pass unnoticed) and honours a timeout like c10d's Work::wait;
     get_future() is what DDP's reducer chains on."""
 
-    def __init__(self, inner, outer, keep):
+    def __init__(self, inner, done, outer, keep):
         super().__init__()
-        self._inner, self._outer, self._keep = inner, outer, keep
+        self._inner, self._done, self._outer, self._keep = inner, done, outer, keep
 
     def wait(self, timeout=None):
         self._keep.pop(id(self), None)
-        if timeout is not None and timeout.total_seconds() > 0 and not self._inner.done():
+        if timeout is not None and timeout.total_seconds() > 0 and not self._done.done():
             ev = threading.Event()
-            self._inner.add_done_callback(lambda _: ev.set())
+            self._done.then(lambda _: ev.set())
             if not ev.wait(timeout.total_seconds()):
                 # c10d's words; the collective goes on (and fails at the
                 # group's timeout if a peer never comes).
                 raise RuntimeError("Operation timed out!")
+        if self._done is not self._inner:
+            try:
+                self._done.wait()  # the profiler event has ended
+            except Exception:  # noqa: BLE001 - inner raises it as is, below
+                pass
         self._inner.wait()
         return True
 
@@ -379,6 +395,12 @@ class ProcessGroupRingtail(ProcessGroup):
     Go side (see p2p.py). CUDA tensors are staged through pinned host
     memory (see staging.py)."""
 
+    # The prefix of the group's profiler events, "ringtail:" as c10d's
+    # backends name theirs ("gloo:all_reduce"). A test driver that stands
+    # the group in for Gloo (torch's suite checks events named
+    # dist.get_backend() + ":all_reduce") sets it to "gloo:".
+    profiling_prefix = profiling.PREFIX
+
     def __init__(self, comm, rank, size, timeout=timedelta(minutes=30)):
         super().__init__(rank, size)
         self._comm = comm
@@ -418,9 +440,11 @@ class ProcessGroupRingtail(ProcessGroup):
             op = opts
         elif opts is not None:
             op = opts.reduceOp
+        out = [t] if isinstance(tensors, torch.Tensor) else tensors
+        if t.layout == torch.sparse_coo:
+            return self._sparse_allreduce(t, op, out)
         red = _Reduction("allreduce", t.dtype, op)
         weighted = self._weighted and red.name in ("SUM", "AVG") and (t.is_floating_point() or t.is_complex())
-        out = [t] if isinstance(tensors, torch.Tensor) else tensors
         st = Staging()
         h = st.host(t)
 
@@ -428,7 +452,65 @@ class ProcessGroupRingtail(ProcessGroup):
             self._allreduce(h, red, weighted)
             return out
 
-        return self._submit("allreduce." + red.name.lower(), _nbytes(t), job, st)
+        return self._submit("allreduce." + red.name.lower(), _nbytes(t), job, st, ("all_reduce", [t]))
+
+    def _sparse_allreduce(self, t, op, out):
+        """all_reduce of a sparse COO tensor, as Gloo does it: every rank's
+        indices and values are gathered, concatenated and coalesced; the
+        sum replaces t's contents (t.copy_). SUM only, like Gloo."""
+        _, name = _native_op(op)
+        if name != "SUM":
+            raise _unsupported("all_reduce of sparse tensors with op %s (Gloo too reduces them with SUM only)"
+                               % _op_name(op))
+        weighted = self._weighted and (t.is_floating_point() or t.is_complex())
+
+        def job():
+            c = t.detach().coalesce()
+            if c.device.type != "cpu":
+                c = c.cpu()
+            if weighted and self._factor != 1.0:
+                c = c * self._factor  # this rank's Eq. 7 weight, as a dense allreduce applies it
+            t.copy_(self._sparse_sum(c).to(t.device))
+            return out
+
+        return self._submit("allreduce.sum", _nbytes(t._values()) + t._indices().numel() * 8, job,
+                            event=("all_reduce", [t]))
+
+    def _allgather_int64(self, mine):
+        """Every rank's int64 tensor mine (same length on every rank),
+        stacked: [world, len]."""
+        mine = mine.to(torch.int64).contiguous()
+        flat = torch.empty((self.size(),) + tuple(mine.shape), dtype=torch.int64)
+        self._comm.allgather(mine.data_ptr(), flat.data_ptr(), mine.numel(), RT_INT64)
+        return flat
+
+    def _sparse_sum(self, c):
+        """The sum over the group of the coalesced CPU COO tensor c (worker
+        side): the shapes first (they must agree), then every rank's
+        indices and values, padded to the largest count of non-zeros."""
+        sd, dd, nnz = c.sparse_dim(), c.dense_dim(), c._nnz()
+        head = self._allgather_int64(torch.tensor([sd, dd, c.dim(), nnz]))
+        if not bool((head[:, :3] == head[0, :3]).all()):
+            raise ValueError("all_reduce of sparse tensors: ranks' (sparse dims, dense dims, dims) differ: %s"
+                             % head[:, :3].tolist())
+        sizes = self._allgather_int64(torch.tensor(list(c.shape), dtype=torch.int64))
+        if not bool((sizes == sizes[0]).all()):
+            raise ValueError("all_reduce of sparse tensors: ranks' shapes differ: %s" % sizes.tolist())
+        counts = head[:, 3].tolist()
+        most = max(counts)
+        idx = torch.zeros(sd, most, dtype=torch.int64)
+        idx[:, :nnz] = c._indices()
+        vals = c._values()
+        pad = torch.zeros((most,) + tuple(vals.shape[1:]), dtype=vals.dtype)
+        pad[:nnz] = vals
+        idxs = self._allgather_int64(idx)
+        valb = _bytes_of(pad.contiguous())
+        allv = torch.empty(self.size() * valb.numel(), dtype=torch.uint8)
+        self._comm.allgather(valb.data_ptr(), allv.data_ptr(), valb.numel(), RT_UINT8)
+        allv = _from_bytes(allv, torch.empty((self.size(),) + tuple(pad.shape), dtype=pad.dtype))
+        indices = torch.cat([idxs[r, :, :n] for r, n in enumerate(counts)], dim=1)
+        values = torch.cat([allv[r, :n] for r, n in enumerate(counts)])
+        return torch.sparse_coo_tensor(indices, values, c.shape).coalesce()
 
     def allreduce_coalesced(self, tensors, opts=None):
         if not tensors:
@@ -450,7 +532,7 @@ class ProcessGroupRingtail(ProcessGroup):
                 off += h.numel()
             return tensors
 
-        return self._submit("allreduce_coalesced", sum(_nbytes(t) for t in tensors), job, st)
+        return self._submit("allreduce_coalesced", sum(_nbytes(t) for t in tensors), job, st, ("all_reduce", tensors))
 
     def broadcast(self, tensors, opts=None):
         t = _single("broadcast", tensors)
@@ -473,7 +555,7 @@ class ProcessGroupRingtail(ProcessGroup):
                 h.copy_(w)
             return out
 
-        return self._submit("broadcast", _nbytes(t), job, st)
+        return self._submit("broadcast", _nbytes(t), job, st, ("broadcast", [t]))
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         inp = _single("allgather", input_tensors)
@@ -489,7 +571,7 @@ class ProcessGroupRingtail(ProcessGroup):
             self._gather_into(hos, hi)
             return output_tensors
 
-        return self._submit("allgather", _nbytes(inp) * self.size(), job, st)
+        return self._submit("allgather", _nbytes(inp) * self.size(), job, st, ("all_gather", [inp]))
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         """all_gather_coalesced: output_lists[r][j] gets rank r's
@@ -522,7 +604,7 @@ class ProcessGroupRingtail(ProcessGroup):
                     off += n
             return output_lists
 
-        return self._submit(what, total * self.size(), job, st)
+        return self._submit(what, total * self.size(), job, st, ("all_gather", input_list))
 
     def _allgather_base(self, output, input, opts=None):
         if output.dtype != input.dtype or output.numel() != input.numel() * self.size():
@@ -542,7 +624,7 @@ class ProcessGroupRingtail(ProcessGroup):
                 hout.copy_(w)
             return [output]
 
-        return self._submit("allgather", _nbytes(output), job, st)
+        return self._submit("allgather", _nbytes(output), job, st, ("all_gather_into_tensor", [input]))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _single("reduce_scatter", output_tensors)
@@ -565,7 +647,7 @@ class ProcessGroupRingtail(ProcessGroup):
             self._reduce_scatter(send, hout, red)
             return output_tensors
 
-        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(out) * self.size(), job, st)
+        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(out) * self.size(), job, st, ("reduce_scatter", ins))
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if output.dtype != input.dtype or input.numel() != output.numel() * self.size():
@@ -583,7 +665,7 @@ class ProcessGroupRingtail(ProcessGroup):
             self._reduce_scatter(hin.reshape(-1), hout, red)
             return [output]
 
-        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(input), job, st)
+        return self._submit("reduce_scatter." + red.name.lower(), _nbytes(input), job, st, ("reduce_scatter_tensor", [input]))
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         """all_to_all_single: equal splits of dim 0 (empty split lists) or
@@ -610,7 +692,7 @@ class ProcessGroupRingtail(ProcessGroup):
                 hout.copy_(o)
             return [output]
 
-        return self._submit("alltoall", _nbytes(input), job, st)
+        return self._submit("alltoall", _nbytes(input), job, st, ("all_to_all", [input]))
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         """all_to_all: input_tensors[r] goes to rank r, output_tensors[r]
@@ -638,19 +720,25 @@ class ProcessGroupRingtail(ProcessGroup):
                 off += n
             return output_tensors
 
-        return self._submit("alltoall", sum(send), job, st)
+        return self._submit("alltoall", sum(send), job, st, ("all_to_all", input_tensors))
 
     def barrier(self, opts=None):
         def job():
             self._comm.barrier()
             return []
 
-        return self._submit("barrier", 0, job)
+        return self._submit("barrier", 0, job, event=("barrier", []))
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         """A barrier naming the ranks that did not arrive within timeout
-        (default: the group's): see ringtail_torch.monitored_barrier."""
-        self._comm.monitored_barrier(p2p.timeout_ms(timeout, self._timeout), wait_all_ranks)
+        (default: the group's; zero leaves rank 0 no time, as with Gloo):
+        see ringtail_torch.monitored_barrier."""
+        if timeout is None:
+            timeout = self._timeout
+        secs = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        if secs < 0:
+            raise ValueError("monitored_barrier: negative timeout %r" % (timeout,))
+        self._comm.monitored_barrier(int(secs * 1000), wait_all_ranks)
 
     def reduce(self, tensors, opts=None):
         t = _single("reduce", tensors)
@@ -667,7 +755,7 @@ class ProcessGroupRingtail(ProcessGroup):
             self._allreduce(h if mine else h.clone(), red, False)
             return [t]
 
-        return self._submit("reduce." + red.name.lower(), _nbytes(t), job, st)
+        return self._submit("reduce." + red.name.lower(), _nbytes(t), job, st, ("reduce", [t]))
 
     def gather(self, output_tensors, input_tensors, opts=None):
         inp = _single("gather", input_tensors)
@@ -684,7 +772,7 @@ class ProcessGroupRingtail(ProcessGroup):
             self._gather_into(hos, hi)
             return output_tensors
 
-        return self._submit("gather", _nbytes(inp) * self.size(), job, st)
+        return self._submit("gather", _nbytes(inp) * self.size(), job, st, ("gather", [inp]))
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         out = _single("scatter", output_tensors)
@@ -710,7 +798,7 @@ class ProcessGroupRingtail(ProcessGroup):
             hout.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view_as(hout))
             return output_tensors
 
-        return self._submit("scatter", _nbytes(out) * self.size(), job, st)
+        return self._submit("scatter", _nbytes(out) * self.size(), job, st, ("scatter", [out]))
 
     def send(self, tensors, dstRank, tag=0):
         return p2p.send(self, _single("send", tensors), dstRank, tag)
@@ -803,7 +891,12 @@ class ProcessGroupRingtail(ProcessGroup):
 
     # -- issue side -------------------------------------------------------
 
-    def _submit(self, name, nbytes, job, staging=None):
+    def _submit(self, name, nbytes, job, staging=None, event=None):
+        """Queues job, the collective name (for the arrival records) of
+        nbytes; event is the (profiling title, input tensors) of its
+        profiler event, ringtail:<title>, one per call as c10d's backends
+        record them."""
+        handle = profiling.start(event[0], event[1], self.profiling_prefix) if event is not None else None
         if staging is not None and staging.active:
             staging.issued()
             job = staging.wrap(job)
@@ -821,8 +914,8 @@ class ProcessGroupRingtail(ProcessGroup):
                     rec[6] = time.time()
                     self._arrivals.append(Arrival(*rec))
 
-            inner, outer = self._worker.submit(run)
-            work = _Work(inner, outer, self._keep)
+            inner, done, outer = self._worker.submit_with_event(run, handle)
+            work = _Work(inner, done, outer, self._keep)
             self._keep[id(work)] = work
             while len(self._keep) > _KEEP:
                 try:

@@ -92,10 +92,13 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     most `timeout` (a timedelta; default: the group's timeout) and raises
     a RuntimeError (RingtailError, kind "timeout") naming the ranks that
     did not arrive, "Ranks 1, 3 failed to pass monitoredBarrier in 5000
-    ms", as Gloo words it; the ranks that arrived raise the same verdict,
-    relayed by rank 0, instead of timing out. With wait_all_ranks rank 0
-    waits for every rank and names all the missing ones, else only the
-    first. A group of another backend goes to torch's own."""
+    ms", as Gloo words it; the ranks that arrived raise in Gloo's words,
+    "Rank 2 successfully reached monitoredBarrier, but received errors
+    while waiting for send/recv from rank 0", with rank 0's verdict
+    relayed, instead of timing out. With wait_all_ranks rank 0 waits for
+    every rank and names all the missing ones, else only the first; a zero
+    timeout leaves it no time ("Rank 0 timed out in monitoredBarrier after
+    0 ms."). A group of another backend goes to torch's own."""
     pg = group
     if pg is None or pg is dist.GroupMember.WORLD:
         pg = dist.distributed_c10d._get_default_group()

@@ -20,6 +20,7 @@ import threading
 import torch
 from torch._C._distributed_c10d import Work
 
+from . import profiling
 from ._lib import RT_ANY_SOURCE, RT_MAX_TAG, RT_UINT8, RingtailError
 
 
@@ -44,10 +45,14 @@ class P2PWork(Work):
     nothing in that time is withdrawn and raises a timeout naming the rank
     it waited for; a send still in progress raises and goes on (ringtail
     fails it at the operation timeout). The tensors stay referenced by the
-    group until the request has finished, so their memory outlives it."""
+    group until the request has finished, so their memory outlives it.
+    Its profiler event (ringtail:send, ringtail:recv,
+    ringtail:recvAnySource; event, a profiling.Pending or None) ends when
+    wait() sees it finish, as Gloo's ends in its Work's wait()."""
 
-    def __init__(self, pg, req, tensor, keep, finish, what, is_recv):
+    def __init__(self, pg, req, tensor, keep, finish, what, is_recv, event=None):
         super().__init__()
+        self._event = event
         self._pg, self._req, self._tensor, self._keep, self._finish, self._what = pg, req, tensor, keep, finish, what
         self._is_recv = is_recv
         self._lock = threading.Lock()
@@ -77,6 +82,8 @@ class P2PWork(Work):
                     self._error = e
                 self._finished = True
                 self._pg._p2p_done(self)
+                if self._event is not None:
+                    self._event.end()
         if self._error is not None:
             raise self._error
 
@@ -144,18 +151,27 @@ def _host_buffer(t, fill):
     return (t.detach().contiguous() if fill else torch.empty(t.shape, dtype=t.dtype)), None
 
 
+def _event(pg, op, t):
+    """The profiler event of a point-to-point call (Gloo's titles: send,
+    recv, recvAnySource), or None when no profiler is enabled."""
+    h = profiling.start(op, [t], pg.profiling_prefix)
+    return profiling.Pending(h) if h is not None else None
+
+
 def send(pg, t, dst, tag):
     """ProcessGroup.send of one tensor."""
     check_tag(tag)
+    event = _event(pg, "send", t)
     w, _ = _host_buffer(t, True)
     nbytes = w.numel() * w.element_size()
     req = pg._comm.isend(w.data_ptr(), nbytes, RT_UINT8, dst, tag)
-    return pg._p2p_started(P2PWork(pg, req, t, (t, w), None, "send to rank %d (tag %d)" % (dst, tag), False))
+    return pg._p2p_started(P2PWork(pg, req, t, (t, w), None, "send to rank %d (tag %d)" % (dst, tag), False, event))
 
 
 def recv(pg, t, src, tag):
     """ProcessGroup.recv (src a rank) or recv_anysource (src None)."""
     check_tag(tag)
+    event = _event(pg, "recv" if src is not None else "recvAnySource", t)
     w, stream = _host_buffer(t, False)
     finish = None
     if w is not t:
@@ -172,4 +188,4 @@ def recv(pg, t, src, tag):
     source = RT_ANY_SOURCE if src is None else src
     what = "recv from %s (tag %d)" % ("any rank" if src is None else "rank %d" % src, tag)
     req = pg._comm.irecv(w.data_ptr(), nbytes, RT_UINT8, source, tag)
-    return pg._p2p_started(P2PWork(pg, req, t, (t, w), finish, what, True))
+    return pg._p2p_started(P2PWork(pg, req, t, (t, w), finish, what, True, event))
