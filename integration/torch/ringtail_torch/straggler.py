@@ -77,6 +77,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import _lib
 from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
+from _ringtail_torch_autoload import env_bool
+
 from .groups import agree
 from .progress import StepClock
 from .sampler import split_counts
@@ -153,8 +155,7 @@ class StragglerState:
         self.policy = self.requested
         # A policy that evicts watches the first epoch with the exact ring:
         # eviction starts once a whole epoch showed a loop it can serve.
-        self._watching = self.requested in EVICTING and os.environ.get(ENV_WATCH, "1").strip().lower() not in (
-            "0", "off", "false", "no")
+        self._watching = self.requested in EVICTING and env_bool(ENV_WATCH, True)
         self._unfit = []  # why eviction cannot serve this script
         self.note = ""  # the hook's last line about its mode
         self._over = False  # training ended on the members: nothing left to do

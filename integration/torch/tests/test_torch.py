@@ -204,7 +204,7 @@ class TestLaunchers(unittest.TestCase):
 
     def test_torchrun_two_nodes(self):
         port = str(launch.free_port())
-        env = {"RINGTAIL_SECRET": "two-node-test"}
+        env = {"RINGTAIL_SECRET": "two-node-test-secret-0123"}
         common = ["--nnodes", "2", "--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--master_port", port,
                   WORKER, "smoke"]
         procs = [self.torchrun("--node_rank", str(n), *common, env=env) for n in (1, 0)]
@@ -228,7 +228,7 @@ class TestLaunchers(unittest.TestCase):
         port = str(launch.free_port())
         p = self.torchrun("--nnodes", "1:2", "--nproc_per_node", "2", "--master_port", port, "--max_restarts", "1",
                           "--monitor_interval", "1", WORKER, "smoke", "--fail-first-round", "1",
-                          env={"RINGTAIL_SECRET": "elastic-test"})
+                          env={"RINGTAIL_SECRET": "elastic-test-secret-01234"})
         out = launch.wait_all([p], 180)
         self.assertEqual(p.returncode, 0, out)
         lines = self.smoke_lines(out)
