@@ -423,7 +423,12 @@ class StragglerState:
         exit) while its epoch's driver is open: the rank leaves (the other
         ranks end training with it), so every rank ends with the same
         parameters."""
-        if self._over or self._drv is None:
+        if self._drv is None:
+            return
+        if self._over:
+            # An evicted rank that took the final state (training is over)
+            # still owes the epoch's flush.
+            self.flush()
             return
         self.leave(why, over=True)
 
