@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -346,7 +347,15 @@ func (j *job) spec(p placement, je jobEnv, dir string, exits chan<- rankExit, lo
 	s.argv = cfg.Command
 	s.dir = dir
 	s.cpu = j.cpuFor(p)
-	s.env = append(append(append(os.Environ(), cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
+	// A local rank inherits the launcher's environment, less the secret
+	// variables: the launcher hands it the job's secret itself (a
+	// RINGTAIL_SECRET_FILE left in the environment beside it would be two
+	// secret sources, which the runtime refuses).
+	inherited := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return name == EnvSecret || name == EnvSecretFile
+	})
+	s.env = append(append(append(inherited, cfg.Env...), env...), EnvSecret+"="+string(cfg.Secret))
 	if g, ok := j.goMaxProcs(p, s.env); ok {
 		// Oversubscribed: also yield at once in small-message waits, as
 		// MPI does when ranks outnumber cores.
