@@ -58,3 +58,15 @@ func (u *unavailable) Close() error {
 	u.closed = true
 	return nil
 }
+
+// unavailableError is the ErrNoNVML of a build without the binding.
+type unavailableError struct{ why string }
+
+// Error implements error.
+func (e *unavailableError) Error() string { return "nvml: NVML unavailable: " + e.why }
+
+// Unwrap returns ErrNoNVML.
+func (e *unavailableError) Unwrap() error { return ErrNoNVML }
+
+// reason implements reasoned.
+func (e *unavailableError) reason() string { return e.why }

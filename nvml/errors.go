@@ -73,18 +73,6 @@ func (e *OpError) reason() string {
 	return e.Error()
 }
 
-// unavailableError is the ErrNoNVML of a build without the binding.
-type unavailableError struct{ why string }
-
-// Error implements error.
-func (e *unavailableError) Error() string { return "nvml: NVML unavailable: " + e.why }
-
-// Unwrap returns ErrNoNVML.
-func (e *unavailableError) Unwrap() error { return ErrNoNVML }
-
-// reason implements reasoned.
-func (e *unavailableError) reason() string { return e.why }
-
 // reasoned is an error that can say in a few words why NVML is unusable.
 type reasoned interface{ reason() string }
 
