@@ -1,4 +1,4 @@
-//go:build cgo && ringtail_nvml
+//go:build cgo && !ringtail_nonvml
 
 package nvml
 
@@ -10,9 +10,10 @@ import (
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 )
 
-// BuildTag is the build constraint under which the real NVML binding is
-// compiled: go build -tags ringtail_nvml, with cgo enabled.
-const BuildTag = "ringtail_nvml"
+// BuildTag is the build tag that leaves the real NVML binding out: the
+// binding is compiled whenever cgo is on (the default build), unless
+// go build -tags ringtail_nonvml (or CGO_ENABLED=0) selects the stub.
+const BuildTag = "ringtail_nonvml"
 
 // Compiled reports whether this build contains the real NVML binding.
 const Compiled = true
@@ -40,6 +41,9 @@ const (
 // for calls in flight; calls after Close fail with ErrClosed.
 type Binding struct {
 	lib gonvml.Interface
+	// libName is the library Init loads, for the reason a failed Init
+	// gives ("libnvidia-ml.so.1 not found").
+	libName string
 
 	// mu guards state and initErr. NVML calls run under the read lock, so
 	// Close (write lock) cannot shut NVML down beneath them.
@@ -98,8 +102,16 @@ func OpenLibrary(lib gonvml.Interface, cfg Config) (*Binding, error) {
 	if lib == nil {
 		return nil, fmt.Errorf("nvml: open: %w: nil library", ErrInvalidConfig)
 	}
-	return &Binding{lib: lib}, nil
+	name := cfg.LibraryPath
+	if name == "" {
+		name = defaultLibrary
+	}
+	return &Binding{lib: lib, libName: name}, nil
 }
+
+// defaultLibrary is the NVML library go-nvml loads when Config.LibraryPath
+// is empty.
+const defaultLibrary = "libnvidia-ml.so.1"
 
 // acquire returns with b.mu read-locked and NVML initialised, or with an
 // error and no lock held. It initialises NVML on first use.
@@ -123,7 +135,7 @@ func (b *Binding) acquire() error {
 		if b.state == stateFresh {
 			if ret := b.lib.Init(); ret != gonvml.SUCCESS {
 				b.state = stateFailed
-				b.initErr = &OpError{Op: "Init", Device: -1, Code: int(ret), Text: initText(ret), kind: ErrNoNVML}
+				b.initErr = &OpError{Op: "Init", Device: -1, Code: int(ret), Text: initText(ret, b.libName), kind: ErrNoNVML}
 			} else {
 				b.state = stateReady
 				b.syms = probeSymbols(b.lib)
@@ -171,6 +183,20 @@ func (b *Binding) Device(index int) (Device, error) {
 		return nil, err
 	}
 	return &gpu{b: b, index: index, h: h, name: name}, nil
+}
+
+// DriverVersion implements DriverVersioner: the NVIDIA driver's version,
+// e.g. "550.54.15".
+func (b *Binding) DriverVersion() (string, error) {
+	if err := b.acquire(); err != nil {
+		return "", err
+	}
+	defer b.mu.RUnlock()
+	v, ret := b.lib.SystemGetDriverVersion()
+	if err := opErr("SystemGetDriverVersion", -1, ret); err != nil {
+		return "", err
+	}
+	return v, nil
 }
 
 // Close implements Telemetry. It calls NVML's Shutdown if and only if this
@@ -359,12 +385,13 @@ func opErr(op string, device int, ret gonvml.Return) error {
 	return e
 }
 
-// initText describes a failed Init without calling into NVML (after a
-// failed Init nothing in NVML may be called, nvmlErrorString included).
-func initText(ret gonvml.Return) string {
+// initText describes a failed Init of library lib without calling into
+// NVML (after a failed Init nothing in NVML may be called, nvmlErrorString
+// included).
+func initText(ret gonvml.Return, lib string) string {
 	switch ret {
 	case gonvml.ERROR_LIBRARY_NOT_FOUND:
-		return "libnvidia-ml.so not found"
+		return "no NVIDIA driver (" + lib + " not found)"
 	case gonvml.ERROR_DRIVER_NOT_LOADED:
 		return "NVIDIA driver not loaded"
 	case gonvml.ERROR_NO_PERMISSION:

@@ -1,4 +1,4 @@
-//go:build cgo && ringtail_nvml
+//go:build cgo && !ringtail_nonvml
 
 package nvml
 

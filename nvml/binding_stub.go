@@ -1,4 +1,4 @@
-//go:build !(cgo && ringtail_nvml)
+//go:build !cgo || ringtail_nonvml
 
 package nvml
 
@@ -7,17 +7,21 @@ import (
 	"sync"
 )
 
-// BuildTag is the build constraint under which the real NVML binding is
-// compiled: go build -tags ringtail_nvml, with cgo enabled. This build has
-// no binding.
-const BuildTag = "ringtail_nvml"
+// BuildTag is the build tag that leaves the real NVML binding out: the
+// binding is compiled whenever cgo is on (the default build), unless
+// go build -tags ringtail_nonvml (or CGO_ENABLED=0) selects the stub, as
+// this build did.
+const BuildTag = "ringtail_nonvml"
 
 // Compiled reports whether this build contains the real NVML binding.
 const Compiled = false
 
+// notCompiled is why a stub build has no GPU telemetry.
+const notCompiled = "NVML not compiled in (built with CGO_ENABLED=0 or -tags " + BuildTag + ")"
+
 // Open validates cfg and returns a Telemetry whose every call fails with an
-// error wrapping ErrNoNVML: this binary was built without cgo or without
-// the ringtail_nvml tag. The behaviour matches a real build on a machine
+// error wrapping ErrNoNVML: this binary was built without cgo or with the
+// ringtail_nonvml tag. The behaviour matches a real build on a machine
 // without a GPU, so callers have one fallback path.
 func Open(cfg Config) (Telemetry, error) {
 	if err := cfg.Validate(); err != nil {
@@ -38,7 +42,7 @@ func (u *unavailable) err() error {
 	if u.closed {
 		return ErrClosed
 	}
-	return fmt.Errorf("%w: built without cgo && %s", ErrNoNVML, BuildTag)
+	return &unavailableError{why: notCompiled}
 }
 
 // DeviceCount implements Telemetry.
@@ -54,3 +58,15 @@ func (u *unavailable) Close() error {
 	u.closed = true
 	return nil
 }
+
+// unavailableError is the ErrNoNVML of a build without the binding.
+type unavailableError struct{ why string }
+
+// Error implements error.
+func (e *unavailableError) Error() string { return "nvml: NVML unavailable: " + e.why }
+
+// Unwrap returns ErrNoNVML.
+func (e *unavailableError) Unwrap() error { return ErrNoNVML }
+
+// reason implements reasoned.
+func (e *unavailableError) reason() string { return e.why }

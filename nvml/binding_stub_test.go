@@ -1,4 +1,4 @@
-//go:build !(cgo && ringtail_nvml)
+//go:build !cgo || ringtail_nonvml
 
 package nvml
 
@@ -29,5 +29,21 @@ func TestOpen_WithoutBindingEveryCallIsErrNoNVML(t *testing.T) {
 	}
 	if _, err := tel.DeviceCount(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: err = %v, want ErrClosed", err)
+	}
+}
+
+// Inspect in a build without the binding says so.
+func TestInspect_WithoutBinding(t *testing.T) {
+	tel, err := Open(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Close()
+	inv := Inspect(tel)
+	if inv.Compiled || len(inv.Devices) != 0 || inv.Reason != notCompiled {
+		t.Fatalf("inventory %+v", inv)
+	}
+	if want := "NVML not compiled in (built with CGO_ENABLED=0 or -tags ringtail_nonvml)"; inv.Reason != want {
+		t.Fatalf("reason %q, want %q", inv.Reason, want)
 	}
 }

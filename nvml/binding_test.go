@@ -1,4 +1,4 @@
-//go:build cgo && ringtail_nvml
+//go:build cgo && !ringtail_nonvml
 
 package nvml
 
@@ -530,7 +530,7 @@ func TestSampler_OverBindingWithFailedInitNeverCallsNVMLAgain(t *testing.T) {
 	if n := len(lib.InitCalls()); n != 1 {
 		t.Fatalf("Init called %d times, want 1", n)
 	}
-	if n := h.logLines("telemetry from the /proc host fallback"); n != 1 {
+	if n := h.logLines("running without GPU telemetry"); n != 1 {
 		t.Fatalf("fallback announced %d times:\n%s", n, h.log)
 	}
 }
@@ -549,5 +549,44 @@ func TestSampler_OverMockedH100(t *testing.T) {
 	}
 	if first.GPU.NVLinkRxKiB != 5<<20 || r.NVLinkRxBytesPerSec != 0 {
 		t.Fatalf("constant counters: first %+v, rate %v", first.GPU, r.NVLinkRxBytesPerSec)
+	}
+}
+
+// Inspect on a host without a driver: one Init, which fails, and the
+// inventory says why; nothing else of NVML is called (the mock panics on
+// any entry point it was not given), not even by a second Inspect.
+func TestInspect_NoDriverSaysWhyAndCallsNVMLNoMore(t *testing.T) {
+	lib := &mock.Interface{InitFunc: func() gonvml.Return { return gonvml.ERROR_LIBRARY_NOT_FOUND }}
+	b := openMock(t, lib)
+	defer b.Close()
+	for range 2 {
+		inv := Inspect(b)
+		if !inv.Compiled || inv.Driver != "" || len(inv.Devices) != 0 {
+			t.Fatalf("inventory %+v", inv)
+		}
+		if want := "no NVIDIA driver (libnvidia-ml.so.1 not found)"; inv.Reason != want {
+			t.Fatalf("reason %q, want %q", inv.Reason, want)
+		}
+	}
+	if n := len(lib.InitCalls()); n != 1 {
+		t.Fatalf("Init called %d times, want 1", n)
+	}
+}
+
+// Inspect over mocked GPUs lists the driver and every device's model and
+// memory.
+func TestInspect_MockedGPUs(t *testing.T) {
+	f := newFakeNVML(2)
+	f.lib.SystemGetDriverVersionFunc = func() (string, gonvml.Return) { return "550.54.15", gonvml.SUCCESS }
+	b := openMock(t, f.lib)
+	defer b.Close()
+	inv := Inspect(b)
+	if inv.Driver != "550.54.15" || inv.Reason != "" || len(inv.Devices) != 2 {
+		t.Fatalf("inventory %+v", inv)
+	}
+	for i, d := range inv.Devices {
+		if d.Index != i || d.Model != "H100" || d.MemoryTotalBytes != 80<<30 || d.Err != "" {
+			t.Fatalf("device %d: %+v", i, d)
+		}
 	}
 }

@@ -8,10 +8,16 @@
 //     total/used/free, SM clock, GPU and memory utilisation, PCIe rx/tx
 //     throughput, power), plus Fake, an in-memory twin for tests;
 //   - the real binding to NVIDIA's NVML through github.com/NVIDIA/go-nvml,
-//     compiled only with cgo and the build tag ringtail_nvml (see
-//     binding.go). Without the tag, or with CGO_ENABLED=0, Open returns a
-//     Telemetry whose every call fails with ErrNoNVML, so the package and
-//     everything importing it still build as pure Go;
+//     compiled in the default build (cgo on; see binding.go). go-nvml
+//     loads libnvidia-ml.so.1 with dlopen at the first call, so building
+//     needs no NVIDIA library and a host without one runs without GPU
+//     telemetry. The build tag ringtail_nonvml, or CGO_ENABLED=0, selects
+//     the stub instead: Open returns a Telemetry whose every call fails
+//     with ErrNoNVML ("NVML not compiled in"), and the package and
+//     everything importing it build as pure Go;
+//   - Inspect and Reason: what NVML finds (driver, devices) or in a few
+//     words why there is none, for `ringtail info` and the one log line a
+//     host without a GPU gets;
 //   - the no-GPU fallback: HostReader differences /proc/stat and
 //     /proc/net/dev to give host CPU utilisation and network rx/tx rates. The
 //     parsers (ParseProcStat, ParseNetDev) and the differencing (CPUBusy,

@@ -6,8 +6,8 @@ import (
 )
 
 // ErrNoNVML is wrapped by every error that means NVML cannot be used in this
-// process: the binary was built without cgo and the ringtail_nvml tag, the
-// library could not be loaded, or NVML's initialisation failed. Once an
+// process: the binary was built without cgo or with the ringtail_nonvml
+// tag, the library could not be loaded, or NVML's initialisation failed. Once an
 // initialisation has failed, every later call on the same Telemetry returns
 // an error wrapping ErrNoNVML without touching NVML. Callers branch on it
 // with errors.Is and fall back to HostReader.
@@ -63,3 +63,30 @@ func (e *OpError) Error() string {
 // Unwrap returns ErrNoNVML, ErrGPULost or nil, so that errors.Is can
 // classify the failure.
 func (e *OpError) Unwrap() error { return e.kind }
+
+// reason implements reasoned: a failed Init's description ("no NVIDIA
+// driver (libnvidia-ml.so.1 not found)"); other calls give the whole error.
+func (e *OpError) reason() string {
+	if e.Op == "Init" {
+		return e.Text
+	}
+	return e.Error()
+}
+
+// reasoned is an error that can say in a few words why NVML is unusable.
+type reasoned interface{ reason() string }
+
+// Reason says in a few words why err keeps this process from GPU
+// telemetry, for a log line or `ringtail info`: "no NVIDIA driver
+// (libnvidia-ml.so.1 not found)", "NVML not compiled in (...)". Errors of
+// other origins give their whole text; nil gives "".
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var r reasoned
+	if errors.As(err, &r) {
+		return r.reason()
+	}
+	return err.Error()
+}

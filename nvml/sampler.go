@@ -129,6 +129,9 @@ type Sampler struct {
 	announced bool
 	gpuErr    string
 	hostErr   string
+	// noGPU is why device data comes from the host (Reason of the error
+	// that ended GPU sampling; "" while the GPU is sampled).
+	noGPU string
 }
 
 // StartSampler validates cfg, takes a first reading at once and then one
@@ -229,6 +232,7 @@ func (s *Sampler) sampleGPU(now time.Time) {
 	case errors.Is(err, ErrNoNVML) || errors.Is(err, ErrNoDevice):
 		// Never call NVML again: go-nvml can crash after a failed Init.
 		s.cur.Source, s.cur.GPUErr, s.dev = SourceHost, err.Error(), nil
+		s.noGPU = Reason(err)
 		if s.announced {
 			s.cfg.Log.Warn().Err(err).Msg("nvml: GPU telemetry unusable, now on the /proc host fallback")
 		}
@@ -298,9 +302,16 @@ func (s *Sampler) announce() {
 		return
 	}
 	reason := "no GPU telemetry configured"
-	if s.cur.GPUErr != "" {
-		reason = s.cur.GPUErr
+	if s.noGPU != "" {
+		reason = s.noGPU
 	}
-	s.cfg.Log.Info().Str("source", "host").Str("reason", reason).Bool("host_reader", s.cfg.Host != nil).
-		Msg("nvml: telemetry from the /proc host fallback")
+	fallback := "host CPU and network from /proc"
+	if s.cfg.Host == nil {
+		fallback = "no host fallback"
+	}
+	ev := s.cfg.Log.Info().Str("source", "host").Str("reason", reason).Bool("host_reader", s.cfg.Host != nil)
+	if s.cur.GPUErr != "" {
+		ev = ev.Str("error", s.cur.GPUErr)
+	}
+	ev.Msg("nvml: " + reason + ": running without GPU telemetry (" + fallback + ")")
 }

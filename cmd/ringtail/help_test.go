@@ -44,6 +44,7 @@ func TestEveryHelpHasTheSameShape(t *testing.T) {
 		{[]string{"gradcode"}, "ringtail gradcode plan", []string{"-n int", "-s int", "--stragglers ranks"}},
 		{[]string{"gradcode", "plan"}, "ringtail gradcode plan", []string{"-n int", "--throughput throughputs"}},
 		{[]string{"version"}, "ringtail version", nil},
+		{[]string{"info"}, "ringtail info", []string{"--json", "--nvml-library path"}},
 	} {
 		for _, help := range []string{"--help", "-h"} {
 			code, out, errs := ringtailCLI(append(append([]string{}, tc.args...), help)...)

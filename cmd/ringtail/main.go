@@ -36,6 +36,7 @@ Usage:
   ringtail bench gradcode [--json]
   ringtail sim [--ranks 64,1024,4096] [--json]
   ringtail gradcode plan --n N --s S [--throughput c1,c2,...] [--json]
+  ringtail info [--json]
   ringtail version
 
 Run 'ringtail COMMAND --help' for the flags of a command. Flags are spelled
@@ -58,6 +59,7 @@ func commands() map[string]subcommand {
 		"bench-worker": runBenchWorker,
 		"gradcode":     runGradcode,
 		"sim":          runSim,
+		"info":         runInfo,
 		"version":      runVersion,
 	}
 }

@@ -11,6 +11,15 @@
 // ...), for C, C++ and Python (ctypes) callers such as the ringtail_torch
 // PyTorch backend.
 //
+// The library carries the NVML binding of the default build (package
+// nvml, through github.com/NVIDIA/go-nvml): its nvml* symbols stay
+// undefined in libringtail.so and resolve when go-nvml dlopens
+// libnvidia-ml.so.1 with RTLD_GLOBAL at NVML's Init. A caller therefore
+// loads the library with lazy binding (dlopen RTLD_LAZY, as ringtail_torch
+// does; a C program links with -Wl,--allow-shlib-undefined), and on a host
+// without the driver none of them is ever called. -tags ringtail_nonvml
+// builds the library without NVML and without undefined symbols.
+//
 // It owns:
 //   - the translation of C arguments (raw pointers, element counts, dtype
 //     and op codes) into ringtail Buffers, with every argument checked

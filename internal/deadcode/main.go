@@ -71,9 +71,9 @@ var harnesses = map[string]string{
 }
 
 // tags are the build tags the module is loaded with, so that code behind
-// them (and its callees) is seen: the NVML binding (cgo && ringtail_nvml)
-// and the fault harness's tests (faults).
-var tags = []string{"faults", "ringtail_nvml"}
+// them (and its callees) is seen: the fault harness's tests (faults). The
+// NVML binding is in the default build (cgo on, no ringtail_nonvml).
+var tags = []string{"faults"}
 
 func main() {
 	flag.Usage = func() {

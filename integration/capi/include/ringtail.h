@@ -4,7 +4,12 @@
  *
  * Build the library with
  *     go build -buildmode=c-shared -o libringtail.so ./integration/capi
- * and link with -lringtail (or dlopen it). Every function is safe to call
+ * and link with -lringtail -Wl,--allow-shlib-undefined (or dlopen it with
+ * RTLD_LAZY). The library carries the NVML binding, whose nvml* symbols stay
+ * undefined until it loads libnvidia-ml.so.1 itself (dlopen, RTLD_GLOBAL);
+ * they are bound lazily and never called on a host without the driver.
+ * Building with -tags ringtail_nonvml leaves NVML out (no undefined
+ * symbols, no GPU telemetry). Every function is safe to call
  * from any thread. Collectives of one communicator are serialised in the
  * order they are called; every rank must call them in the same order.
  *

@@ -78,7 +78,10 @@ def load():
             return _loaded["lib"]
         path = library_path()
         try:
-            lib = ctypes.CDLL(path)
+            # Lazy binding: the library's NVML symbols (go-nvml) resolve only
+            # when it loads libnvidia-ml.so.1 itself, and are never called on
+            # a host without the NVIDIA driver (integration/capi/doc.go).
+            lib = ctypes.CDLL(path, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
         except OSError as e:
             raise RingtailError(
                 2,
