@@ -18,8 +18,25 @@ a later step, within a staleness bound, and sends it fresh parameters),
 ``exact`` (StragglAR's overlap mode: the late rank joins a reduce-scatter
 the others have begun; every step is the exact sum), ``adaptive`` (the
 policy picks ring, overlap or eviction by predicted time to progress),
-``bsp`` (the plain ring). A DistributedSampler's batches are fixed, so the
-policy takes no shares and no compute budget.
+``shares`` (per-step shares of each global batch, exact), ``bsp`` (the
+plain ring).
+
+With an in-process map-style DataLoader over torch's BatchSampler and a
+DistributedSampler (the common script), ``adaptive`` and ``shares`` split
+each global batch — the union of every rank's sampler batch of the step —
+by the plan's shares (share_of_batch) and weight the average by rows: a
+slower rank computes fewer rows and every step is synchronous SGD's.
+Otherwise a DistributedSampler's batches are fixed, and the policy takes
+no shares and no compute budget.
+
+A policy that evicts first checks the script (the straggler section of
+docs/pytorch.md): at the first step a loop without a DataLoader, several
+batches per optimizer step or two hooked models run the exact ring; the
+first epoch is watched with the exact ring, and a collective of the
+script's own inside it, an early exit from the loop or accumulation turn
+eviction off for the job. Whenever a rank's loop ends while a driver is
+open it leaves with a flag in the reduced payload (leave()), so every rank
+ends the epoch, or training, after the same step with the same state.
 
 What the hook does each iteration (DDP calls it per gradient bucket; the
 last bucket runs the step and completes every bucket's future):
@@ -53,11 +70,9 @@ new driver. No gradient that was computed is dropped.
 Limits (checked where possible): DDP over the default group, float32
 parameters, ``find_unused_parameters=False``, no module buffers broadcast
 (``broadcast_buffers=False`` or a model without buffers), one optimizer
-over the model's parameters whose state is tensors, no ``no_sync``
-gradient accumulation, and no per-step collective of the script's own
-(a child runs fewer iterations than the members). The first iteration of
-the job is a plain average (the optimizer's state does not exist before
-its first step).
+over the model's parameters whose state is tensors. The first iteration
+of the job is a plain average (the optimizer's state does not exist
+before its first step).
 """
 
 import atexit
