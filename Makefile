@@ -12,7 +12,7 @@ WHEELDIR ?= integration/torch/dist
 
 help:
 	@echo "make build   build bin/ringtail and bin/ringtail-train"
-	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders, the PyTorch tests (what CI runs; about 14 min on 2 cores)"
+	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders, the PyTorch tests (what CI runs; about 25 min on 2 cores)"
 	@echo "make quick   gofmt, go vet and go test -short ./... without -race: the inner loop (about 2 min on 2 cores)"
 	@echo "make wheel   build the ringtail-torch wheel offline into integration/torch/dist (WHEELDIR=...)"
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
@@ -47,7 +47,7 @@ test: test-start vet race fuzz torch
 	@echo "make test: passed"
 
 test-start:
-	@echo "make test: go vet, go test -race ./..., fuzz, PyTorch tests: about 14 minutes on 2 cores, 20 under load (make quick: about 2)"
+	@echo "make test: go vet, go test -race ./..., fuzz, PyTorch tests: about 25 minutes on 2 cores, 30 under load (make quick: about 2)"
 
 quick: quick-start vet
 	$(GO) test -short ./...
