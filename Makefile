@@ -7,6 +7,10 @@ BIN     ?= bin
 # go1.27); a count has no deadline to race. 300000 runs take 5-15 s on 2 cores.
 FUZZTIME ?= 300000x
 WHEELDIR ?= integration/torch/dist
+# go-nvml (in the default build, cgo) declares NVIDIA's deprecated calls:
+# without this every fresh build prints a screen of gcc warnings about
+# NVIDIA's header. Go's default CGO_CFLAGS is "-O2 -g".
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 .PHONY: help build test test-start quick quick-start vet race fuzz torch wheel demo bench clean faults
 
