@@ -14,6 +14,7 @@ import collections
 import hashlib
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -78,11 +79,105 @@ completed. finished - started is how long this rank waited for the others
 (plus the transfer): the last rank to arrive waits least."""
 
 
+def _torch_debug():
+    """torch's TORCH_DISTRIBUTED_DEBUG as the group is made: "OFF", "INFO"
+    or "DETAIL"."""
+    return os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").strip().upper() or "OFF"
+
+
 def _detail():
-    """Whether collectives check their call sites: TORCH_DISTRIBUTED_DEBUG=DETAIL
-    (or RINGTAIL_DEBUG=detail) as the group is made."""
-    return (os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"
-            or os.environ.get("RINGTAIL_DEBUG", "").lower() == "detail")
+    """Whether collectives check their call sites: RINGTAIL_DEBUG=detail,
+    else (RINGTAIL_DEBUG unset) TORCH_DISTRIBUTED_DEBUG=DETAIL, as the
+    group is made. A RINGTAIL_DEBUG that is set (not empty) wins."""
+    if os.environ.get("RINGTAIL_DEBUG", "").strip():
+        return os.environ["RINGTAIL_DEBUG"].strip().lower() == "detail"
+    return _torch_debug() == "DETAIL"
+
+
+def _torch_checks():
+    """Whether the call-site check also carries torch's collective
+    fingerprint (op, shapes, dtypes, devices) and a mismatch raises in
+    torch's words: TORCH_DISTRIBUTED_DEBUG=DETAIL with the check on."""
+    return _torch_debug() == "DETAIL" and _detail()
+
+
+def _debug_overrides():
+    """The ringtail settings torch's debug switch implies where the
+    environment sets none: DETAIL turns the call-site check on
+    (RINGTAIL_DEBUG=detail), INFO and DETAIL the info-level log
+    (RINGTAIL_LOG_LEVEL=info). A variable set empty counts as unset."""
+    over = {}
+    level = _torch_debug()
+    if level == "DETAIL" and not os.environ.get("RINGTAIL_DEBUG", "").strip():
+        over["RINGTAIL_DEBUG"] = "detail"
+    if level in ("INFO", "DETAIL") and not os.environ.get("RINGTAIL_LOG_LEVEL", "").strip():
+        over["RINGTAIL_LOG_LEVEL"] = "info"
+    return over
+
+
+# torch's OpType names (c10d Types.hpp) of the profiling titles, for the
+# fingerprint of TORCH_DISTRIBUTED_DEBUG=DETAIL.
+_OP_TYPES = {
+    "all_reduce": "ALLREDUCE",
+    "broadcast": "BROADCAST",
+    "all_gather": "ALLGATHER",
+    "all_gather_into_tensor": "_ALLGATHER_BASE",
+    "reduce_scatter": "REDUCE_SCATTER",
+    "reduce_scatter_tensor": "_REDUCE_SCATTER_BASE",
+    "all_to_all": "ALLTOALL",
+    "barrier": "BARRIER",
+    "reduce": "REDUCE",
+    "gather": "GATHER",
+    "scatter": "SCATTER",
+}
+
+
+def _dtype_name(t):
+    """c10's ScalarType name of t's dtype (Float, Long, BFloat16, ...)."""
+    name = t.type().rsplit(".", 1)[-1]
+    return name[: -len("Tensor")] if name.endswith("Tensor") else str(t.dtype)
+
+
+def _fingerprint(name, event):
+    """torch's CollectiveFingerPrint of a collective (ProcessGroupWrapper's
+    words): the op, every input's shape, dtype and device."""
+    title, tensors = event if event is not None else (name, [])
+    op = _OP_TYPES.get(title, title.upper())
+    if name.endswith("_coalesced"):
+        op += "_COALESCED"
+    elif title == "all_to_all" and len(tensors) == 1:
+        op = "ALLTOALL_BASE"
+    shapes = ", ".join(str(list(t.shape)) for t in tensors)
+    if len(tensors) == 1:
+        shapes = shapes[1:-1]
+    return "CollectiveFingerPrint(OpType=%s, TensorShape=[%s], TensorDtypes=%s, TensorDeviceTypes=%s)" % (
+        op, shapes, ", ".join(_dtype_name(t) for t in tensors), ", ".join(t.device.type for t in tensors))
+
+
+_MISMATCH_PARTS = re.compile(r"(ranks? [\d,]+) from (.*?)(?=; ranks? [\d,]+ from |: a rank skipped or added a call)")
+_SITE_SEP = " at "
+
+
+def _torch_mismatch(err, rank, mine):
+    """err (a call-site mismatch of a collective whose site led with its
+    fingerprint mine) reworded as torch's ProcessGroupWrapper says it:
+    "Detected mismatch between collectives on ranks. Rank 0 is running
+    collective: CollectiveFingerPrint(...), but Rank 1 is running
+    collective: CollectiveFingerPrint(...).", ringtail's own message (every
+    rank's call site) kept after it."""
+    msg = str(err)
+    other = None
+    for ranks, site in _MISMATCH_PARTS.findall(msg):
+        rs = [int(x) for x in ranks.split(" ", 1)[1].split(",")]
+        if rank not in rs:
+            other = (rs[0], site.split(_SITE_SEP, 1)[0])
+            break
+    text = "Detected mismatch between collectives on ranks. Rank %d is running collective: %s" % (rank, mine)
+    if other is not None:
+        text += ", but Rank %d is running collective: %s" % other
+    e = _lib.RingtailError(err.code, msg)
+    e.args = ("%s. (%s)" % (text, msg),)
+    return e
 
 
 # Frames of these packages are not call sites: the caller's frame is the
@@ -420,6 +515,7 @@ class ProcessGroupRingtail(ProcessGroup):
         self._p2p = {}
         self._p2p_lock = threading.Lock()
         self._detail = _detail()  # collectives carry their Python call sites
+        self._torch_checks = _torch_checks()  # ... led by torch's fingerprint
         self._weighted = False  # issue side: Eq. 7 armed for new allreduces
         self._factor = 1.0  # worker side: W*n_i/sum(n), set by the counts job
         self._finalizer = weakref.finalize(self, _close, comm, self._worker)
@@ -901,7 +997,12 @@ class ProcessGroupRingtail(ProcessGroup):
             staging.issued()
             job = staging.wrap(job)
         if self._detail:
-            job = self._with_call_site(job, _call_site())
+            site = _call_site()
+            if self._torch_checks:
+                fp = _fingerprint(name, event)
+                job = self._with_call_site(job, fp + _SITE_SEP + site, fp)
+            else:
+                job = self._with_call_site(job, site)
         with self._issue:
             self._seq += 1
             rec = [self._step, self._seq, name, nbytes, time.time(), 0.0, 0.0]
@@ -924,14 +1025,20 @@ class ProcessGroupRingtail(ProcessGroup):
                     break
         return work
 
-    def _with_call_site(self, job, site):
+    def _with_call_site(self, job, site, fingerprint=None):
         """job, making its collectives under the call site the caller
-        issued it from (the worker runs it later, on its own thread)."""
+        issued it from (the worker runs it later, on its own thread). With
+        torch's fingerprint (TORCH_DISTRIBUTED_DEBUG=DETAIL), a call-site
+        mismatch raises in torch's words."""
 
         def run():
             self._comm.call_site(site)
             try:
                 return job()
+            except _lib.RingtailError as e:
+                if fingerprint is None or e.kind != "mismatch" or "call sites differ" not in str(e):
+                    raise
+                raise _torch_mismatch(e, self.rank(), fingerprint) from None
             finally:
                 self._comm.call_site(None)
 
@@ -986,7 +1093,7 @@ def create_process_group(store, rank, size, timeout):
     """The creator registered with torch.distributed.Backend: joins a new
     ringtail communicator agreed through store."""
     over = agree(store, rank, size, timeout)
-    if _detail() and "RINGTAIL_DEBUG" not in os.environ:
-        over["RINGTAIL_DEBUG"] = "detail"
+    for k, v in _debug_overrides().items():
+        over.setdefault(k, v)
     comm = _lib.Comm(over)
     return ProcessGroupRingtail(comm, rank, size, timeout)

@@ -273,11 +273,63 @@ def monitored_part(rank, world):
         expect_error(lambda: sub.monitored_barrier(0.1), "Rank 1 failed to pass monitoredBarrier", "subgroup")
 
 
+def mismatched_all_reduce(rank):
+    """torch's test_collective_shape_mismatch case on a group of its own
+    (it fails; the default group goes on): rank 0 reduces a [20, 10]
+    tensor, the others [10, 10]. Returns the error's message, or None."""
+    world = dist.get_world_size()
+    g = dist.new_group(list(range(world)))
+    dist.all_reduce(torch.ones(4), group=g)  # a matched call first
+    t = torch.ones(20 if rank == 0 else 10, 10)
+    try:
+        dist.all_reduce(t, group=g)
+    except RuntimeError as e:
+        print("mismatch message:", e, flush=True)
+        return str(e)
+    check(False, "mismatched all_reduce did not raise")
+    return None
+
+
+TORCH_MISMATCH = "Detected mismatch between collectives on ranks"
+
+
+def fingerprint(shape):
+    return "CollectiveFingerPrint(OpType=ALLREDUCE, TensorShape=%s, TensorDtypes=Float, TensorDeviceTypes=cpu)" % shape
+
+
+def debug_detail_part(rank, world):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch's ProcessGroupWrapper words,
+    # this rank's fingerprint and one that differs from it.
+    msg = mismatched_all_reduce(rank) or ""
+    check(TORCH_MISMATCH in msg, "no torch words: %r" % msg)
+    mine, other = ("[20, 10]", "[10, 10]") if rank == 0 else ("[10, 10]", "[20, 10]")
+    want = "Rank %d is running collective: %s, but Rank %d is running collective: %s" % (
+        rank, fingerprint(mine), 1 if rank == 0 else 0, fingerprint(other))
+    check(want in msg, "want %r in %r" % (want, msg))
+    check("call sites differ" in msg, "ringtail's own message dropped: %r" % msg)
+
+
+def debug_own_part(rank, world):
+    # Off, or DETAIL with RINGTAIL_DEBUG=off set explicitly: ringtail's own
+    # mismatch error (the frames' shapes disagree), not torch's words.
+    msg = mismatched_all_reduce(rank) or ""
+    check(TORCH_MISMATCH not in msg, "torch words although off: %r" % msg)
+    check("collective mismatch" in msg and "they disagree on the count" in msg, "not ringtail's mismatch: %r" % msg)
+
+
+def debug_info_part(rank, world):
+    # INFO: ringtail logs at info level (the test reads the output).
+    t = torch.ones(8)
+    dist.all_reduce(t)
+    check(bool((t == world).all()), "all_reduce under INFO")
+
+
 def main():
     part = sys.argv[1]
     dist.init_process_group("ringtail")
     rank, world = dist.get_rank(), dist.get_world_size()
-    {"profiler": profiler_part, "sparse": sparse_part, "timeout": timeout_part, "monitored": monitored_part}[part](rank, world)
+    {"profiler": profiler_part, "sparse": sparse_part, "timeout": timeout_part, "monitored": monitored_part,
+     "debug_detail": debug_detail_part, "debug_own": debug_own_part, "debug_info": debug_info_part}[part](rank, world)
     dist.barrier()
     if FAILS:
         print("FAILED rank %d: %d checks" % (rank, len(FAILS)), flush=True)
