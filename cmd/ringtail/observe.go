@@ -121,7 +121,9 @@ func (o *runObservability) close() {
 }
 
 // mergeTimelines writes the merged trace of files to out (through a
-// temporary file, so a failure leaves no half trace).
+// temporary file, so a failure leaves no half trace). The trace is 0600
+// (os.CreateTemp's mode), as the ranks' own timelines are: it names the
+// hosts and every collective of the job, and its owner can still open it.
 func mergeTimelines(out string, files []string) error {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".timeline-*.json")
 	if err != nil {
@@ -129,10 +131,6 @@ func mergeTimelines(out string, files []string) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := obs.Merge(tmp, files); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -101,7 +101,8 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		discInterval   = fs.Duration("discovery-interval", job.DefaultDiscoveryInterval, "with --elastic: how often the host discovery script runs")
 		elasticTimeout = fs.Duration("elastic-timeout", job.DefaultElasticTimeout, "with --elastic: how long the job waits for --min-np ranks (at start-up and after losing ranks) before it fails")
 		maxRestarts    = fs.Int("max-restarts", 0, "with --elastic: restarts of a crashed rank on its own host before the host is blacklisted (0: blacklisted at once, as horovodrun does)")
-		stateDir       = fs.String("elastic-state-dir", "", "with --elastic: keep the data-shard service's write-ahead log in `DIR` (default: a temporary directory)")
+		stateDir       = fs.String("elastic-state-dir", "", "with --elastic: keep the data-shard service's write-ahead log in `DIR` (default: .ringtail/JOB-ID/shards under the working directory, kept after the job)")
+		elasticJobID   = fs.String("job-id", "", "with --elastic: the job's `ID` (default: a random one, printed at start); a launcher restarted with the same ID resumes the shard state it kept")
 	)
 	fs.StringVar(nics, "nics", "", "the same as --network-interface")
 	fs.Var(&envs, "env", "set `K=V` for every rank (repeatable)")
@@ -122,7 +123,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("-np %d: a job needs at least one rank, e.g. -np 4", *np)
 	}
 	if !*elasticMode {
-		for _, name := range []string{"min-np", "max-np", "host-discovery-script", "slots-per-host", "discovery-interval", "elastic-timeout", "max-restarts", "elastic-state-dir"} {
+		for _, name := range []string{"min-np", "max-np", "host-discovery-script", "slots-per-host", "discovery-interval", "elastic-timeout", "max-restarts", "elastic-state-dir", "job-id"} {
 			if set[name] {
 				return usageErr("--%s needs --elastic", name)
 			}
@@ -168,7 +169,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			NP: *np, MinNP: *minNP, MaxNP: *maxNP, Hosts: hosts, DiscoveryScript: *discovery, DiscoveryInterval: *discInterval,
 			SlotsPerHost: *slotsPerHost, Command: command, Secret: secret, Timeout: *timeout, ElasticTimeout: *elasticTimeout,
 			MaxRestarts: *maxRestarts, Grace: *grace, MasterAddr: *masterAddr, MasterPort: *masterPort, SSH: strings.Fields(*sshCmd),
-			SSHMode: *sshMode, StateDir: *stateDir, Stdout: stdout, PrefixOutput: true, Name: "ringtail run",
+			SSHMode: *sshMode, StateDir: *stateDir, JobID: *elasticJobID, Stdout: stdout, PrefixOutput: true, Name: "ringtail run",
 		}, envs, exports, *verbose, stderr)
 	}
 	if len(strings.Fields(*srunCmd)) == 0 {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,10 @@ import (
 // launchCLI runs `ringtail run args...` until ctx ends.
 func launchCLI(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	if len(args) > 0 && args[0] == "--elastic" && !slices.Contains(args, "--elastic-state-dir") {
+		// Not .ringtail/JOB-ID under the package's directory.
+		args = append([]string{"--elastic", "--elastic-state-dir", t.TempDir()}, args[1:]...)
+	}
 	var out, errb runTestBuffer
 	code = launchMain(ctx, args, &out, &errb)
 	t.Logf("ringtail run %q = %d\nstdout:\n%sstderr:\n%s", args, code, out.String(), errb.String())

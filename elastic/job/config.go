@@ -74,8 +74,11 @@ type Config struct {
 	// SSH and SSHMode start ranks on other hosts (see launch.Config).
 	SSH     []string
 	SSHMode string
-	// StateDir holds the shard service's write-ahead log; empty: a
-	// temporary directory removed at the end.
+	// StateDir holds the shard service's write-ahead log; empty:
+	// DefaultStateDir of the launcher's working directory
+	// (./.ringtail/<job id>/shards). Either is created 0700 if missing
+	// and kept after the job, so a launcher restarted with the same
+	// JobID resumes the shard queue; remove it when the job is done.
 	StateDir string
 	// Stdout and Stderr receive the ranks' lines (nil: discarded);
 	// Stderr also the launcher's notices. PrefixOutput prefixes each
@@ -182,6 +185,9 @@ func (c Config) Validate() error {
 		case isReserved(name):
 			bad("environment entry %q: %s is set by the elastic launcher", kv, name)
 		}
+	}
+	if len(c.JobID) > 128 || strings.ContainsAny(c.JobID, "\x00\r\n/\\") || c.JobID == "." || c.JobID == ".." {
+		bad("job id %q must be at most 128 bytes, not . or .., without '/', '\\' or line breaks (it names the shard state directory)", c.JobID)
 	}
 	if c.Timeout < 0 || c.ElasticTimeout < 0 || c.Grace < 0 || c.Drain < 0 || c.MaxRestarts < 0 {
 		bad("timeouts, grace, drain and --max-restarts must not be negative")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/ringtail-ml/ringtail/elastic/shard"
 	"github.com/ringtail-ml/ringtail/elastic/shard/service"
 	"github.com/ringtail-ml/ringtail/elastic/shard/wal"
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 	"github.com/ringtail-ml/ringtail/internal/launch"
 )
 
@@ -132,13 +134,11 @@ func (r *runner) run(ctx context.Context) (int, error) {
 		return launch.ExitFailure, fmt.Errorf("job: %w", err)
 	}
 	defer obs.Close()
-	stateDir := cfg.StateDir
-	if stateDir == "" {
-		if stateDir, err = os.MkdirTemp("", "ringtail-elastic-"); err != nil {
-			return launch.ExitFailure, fmt.Errorf("job: state directory: %w", err)
-		}
-		defer os.RemoveAll(stateDir)
+	stateDir, err := stateDirFor(cfg, jobID)
+	if err != nil {
+		return launch.ExitFailure, fmt.Errorf("job: state directory: %w", err)
 	}
+	r.notice(fmt.Sprintf("job %s: shard state in %s (kept after the job: a launcher restarted with the same job id resumes from it)", jobID, stateDir))
 	srv, err := service.NewServer(service.ServerConfig{Secret: secret, Logger: r.log, Open: func(c shard.Config) (*wal.Store, error) {
 		return wal.Open(stateDir, c, wal.Options{Logger: r.log})
 	}}, nil)
@@ -422,4 +422,39 @@ func (r *runner) report(srv *service.Server) {
 	}
 	r.notice(fmt.Sprintf("shards: %d of %d DONE (%d per epoch × %d epochs), %s; %d pulls, %d requeued, %d duplicate DONE reports",
 		st.DoneTotal, st.ShardsPerEpoch*int64(st.Epochs), st.ShardsPerEpoch, st.Epochs, state, st.Pulls, st.Requeued, st.Duplicates))
+}
+
+// StateDirName is where, under the job's working directory, the shard
+// service keeps its write-ahead log by default:
+// StateDirName/<job id>/shards.
+const StateDirName = ".ringtail"
+
+// DefaultStateDir is the shard service's state directory for job jobID
+// when Config.StateDir is empty: workDir/.ringtail/<jobID>/shards.
+func DefaultStateDir(workDir, jobID string) string {
+	return filepath.Join(workDir, StateDirName, jobID, "shards")
+}
+
+// stateDirFor returns the shard service's state directory, creating it
+// (and its missing parents) 0700: Config.StateDir, else DefaultStateDir
+// of the launcher's working directory (not Config.Dir, which may exist
+// only on the ranks' hosts). It outlives the launcher, so a launcher
+// restarted with the same job id finds the shards where the last one
+// left them.
+func stateDirFor(cfg Config, jobID string) (string, error) {
+	dir := cfg.StateDir
+	if dir == "" {
+		if jobID == "" || jobID == "." || jobID == ".." || strings.ContainsAny(jobID, `/\`) {
+			return "", fmt.Errorf("job id %q cannot name a directory; give one without '/' (or a state directory)", jobID)
+		}
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		dir = DefaultStateDir(wd, jobID)
+	}
+	if err := fsperm.MkdirAll(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
@@ -202,7 +203,7 @@ func New(cfg Config) (*Recorder, error) {
 		cfg.Size = DefaultSize
 	}
 	if cfg.Dir != "" {
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		if err := fsperm.MkdirAll(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("flight: dump directory: %w", err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 )
 
 // Reader waits: a dump waits this long for a running call that has not
@@ -112,7 +114,7 @@ func (r *Recorder) dumpSignal(f *Failure) {
 	dir := r.cfg.Dir
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "ringtail-flight")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := fsperm.MkdirAll(dir); err != nil {
 			r.cfg.Logger.Error().Err(err).Msg("flight recorder: cannot dump on SIGUSR1")
 			return
 		}

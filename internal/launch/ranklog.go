@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 )
 
 // rankLogs holds the per-rank log files of Config.OutputDir (nil: none).
@@ -25,13 +27,13 @@ func openRankLogs(dir string, n int) (*rankLogs, error) {
 	width := len(strconv.Itoa(max(n-1, 0)))
 	for r := range n {
 		d := filepath.Join(dir, fmt.Sprintf("rank.%0*d", width, r))
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := fsperm.MkdirAll(d); err != nil {
 			l.close()
 			return nil, err
 		}
 		var pair [2]*os.File
 		for i, name := range []string{"stdout", "stderr"} {
-			f, err := os.Create(filepath.Join(d, name))
+			f, err := fsperm.Create(filepath.Join(d, name))
 			if err != nil {
 				if pair[0] != nil {
 					pair[0].Close()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 )
 
 // Trace threads (the "tid" of trace events) of a rank's timeline.
@@ -36,7 +38,7 @@ type timeline struct {
 }
 
 func openTimeline(path string, rank int, host string, base time.Time) (*timeline, error) {
-	f, err := os.Create(path)
+	f, err := fsperm.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("obs: timeline: %w", err)
 	}

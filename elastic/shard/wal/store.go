@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/ringtail-ml/ringtail/elastic/shard"
+	"github.com/ringtail-ml/ringtail/internal/fsperm"
 )
 
 // File names inside a store directory.
@@ -89,7 +90,7 @@ func Open(dir string, cfg shard.Config, opts Options) (*Store, error) {
 	if opts.SnapshotEvery == 0 {
 		opts.SnapshotEvery = 1000
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsperm.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s := &Store{dir: dir, opts: opts, log: opts.Logger.With().Str("component", "shard-wal").Str("dir", dir).Logger()}
@@ -136,7 +137,7 @@ func (s *Store) loadSnapshot(cfg shard.Config) error {
 // A torn tail is cut off after the last complete record.
 func (s *Store) replay() error {
 	path := filepath.Join(s.dir, LogFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fsperm.OpenRW(path)
 	if err != nil {
 		return fmt.Errorf("wal: open log: %w", err)
 	}
@@ -277,7 +278,7 @@ func (s *Store) Checkpoint() error {
 }
 
 func writeSynced(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsperm.Create(path)
 	if err != nil {
 		return err
 	}
