@@ -81,7 +81,11 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("shape", choices=["index", "generator", "iterable", "eval0", "collectives", "nosync", "break", "two",
                                      "crash"])
-    p.add_argument("--backend", default="gloo")
+    # The user's change: the backend's name. (Over Gloo, torch 1.13's DDP
+    # can deadlock at exit: the Reducer's last reference destroys
+    # ProcessGroupGloo, which joins its worker while that worker frees a
+    # tensor and waits for the GIL the destructor holds.)
+    p.add_argument("--backend", default="ringtail")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=0.1)
