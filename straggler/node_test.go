@@ -145,16 +145,8 @@ func TestNodesFedTheSameReportsPlanAlike(t *testing.T) {
 	const n, batch, slow, steps = 4, 64, 1, 12
 	nodes := make([]*Node, n)
 	for r := range nodes {
-		cfg, err := Preset(NameShares, n, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Evict, cfg.Exclude = true, false
-		p, err := NewPolicy(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if nodes[r], err = NewNode(r, p); err != nil {
+		var err error
+		if nodes[r], err = NewNode(r, sharesWithStaleEviction(t, n, batch)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -119,15 +119,7 @@ func TestPolicyLearnsSpeedsAndKeepsTheRingWhenSharesBalance(t *testing.T) {
 // its own pace as a child and its gradients are folded within the
 // staleness bound.
 func TestPolicyEvictsWhatSharesCannotFix(t *testing.T) {
-	cfg, err := Preset(NameShares, 4, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Evict, cfg.Exclude = true, false
-	p, err := NewPolicy(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := sharesWithStaleEviction(t, 4, 64)
 	tau := durations(1, 1, 1, 1)
 	extra := durations(0, 60, 0, 0)
 	for s := 0; s < 3; s++ {
@@ -663,4 +655,20 @@ func TestSharesCanBeatNeverRefusesWhatTheSolveFinds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sharesWithStaleEviction is the shares preset with STAR's eviction (stale
+// children) instead of the exact eviction.
+func sharesWithStaleEviction(t *testing.T, world, batch int) *Policy {
+	t.Helper()
+	cfg, err := Preset(NameShares, world, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Evict, cfg.Exclude = true, false
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
