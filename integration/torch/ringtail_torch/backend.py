@@ -519,9 +519,22 @@ class ProcessGroupRingtail(ProcessGroup):
         self._weighted = False  # issue side: Eq. 7 armed for new allreduces
         self._factor = 1.0  # worker side: W*n_i/sum(n), set by the counts job
         self._finalizer = weakref.finalize(self, _close, comm, self._worker)
+        self._seq = 0  # calls issued on the group (torch's sequence number)
         _LIVE.add(self)
 
     # -- c10d interface ---------------------------------------------------
+
+    def _set_sequence_number_for_group(self):
+        """Starts the group's sequence number at 0 on every rank alike (torch's
+        init_process_group and new_group call it on a group named "gloo" or
+        "nccl": ringtail standing in for Gloo)."""
+        self._seq = 0
+
+    def _get_sequence_number_for_group(self):
+        """The number of jobs this rank has issued on the group since
+        _set_sequence_number_for_group (a torch call issues one or more, the
+        same on every rank for the same calls)."""
+        return self._seq
 
     def getBackendName(self):
         return BACKEND_NAME
@@ -993,6 +1006,7 @@ class ProcessGroupRingtail(ProcessGroup):
         profiler event, ringtail:<title>, one per call as c10d's backends
         record them."""
         handle = profiling.start(event[0], event[1], self.profiling_prefix) if event is not None else None
+        self._seq += 1
         if staging is not None and staging.active:
             staging.issued()
             job = staging.wrap(job)

@@ -75,6 +75,22 @@ def reference(world, dtype, opname):
     return acc.to(dtype)
 
 
+def test_sequence_numbers(rank, world):
+    """torch's sequence numbers (Gloo's; init_process_group sets them on a
+    group named gloo): 0 after _set_sequence_number_for_group on every rank,
+    growing with every call, the same on every rank."""
+    pg = dist.distributed_c10d._get_default_group()
+    pg._set_sequence_number_for_group()
+    check(pg._get_sequence_number_for_group() == 0, "sequence number after set: %r" % pg._get_sequence_number_for_group())
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    dist.broadcast(t, 0)
+    check(pg._get_sequence_number_for_group() >= 2, "sequence number after 2 calls: %r" % pg._get_sequence_number_for_group())
+    seqs = [None] * world
+    dist.all_gather_object(seqs, pg._get_sequence_number_for_group())
+    check(len(set(seqs)) == 1, "ranks disagree on the sequence number: %r" % seqs)
+
+
 def test_allreduce(rank, world):
     ops = {"SUM": dist.ReduceOp.SUM, "PRODUCT": dist.ReduceOp.PRODUCT, "MIN": dist.ReduceOp.MIN,
            "MAX": dist.ReduceOp.MAX, "AVG": dist.ReduceOp.AVG, "BAND": dist.ReduceOp.BAND,
@@ -313,6 +329,7 @@ def main():
     dist.init_process_group("ringtail", timeout=datetime.timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     check(dist.get_backend() == "ringtail", "backend name %s" % dist.get_backend())
+    test_sequence_numbers(rank, world)
     test_allreduce(rank, world)
     test_data_movement(rank, world)
     test_p2p_errors(rank, world)
