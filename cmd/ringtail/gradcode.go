@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -158,8 +157,7 @@ func runGradcodePlan(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if f.json {
-		enc := json.NewEncoder(stdout) // one line: pipe it to jq
-		if err := enc.Encode(out); err != nil {
+		if err := printJSONLine(stdout, out); err != nil { // one line: pipe it to jq
 			fmt.Fprintf(stderr, "ringtail gradcode plan: %v\n", err)
 			return 1
 		}
