@@ -87,6 +87,8 @@ const (
 	streamSplit uint64 = 0x5b1170000 + iota
 	streamInit
 	streamEpoch
+	streamPartition
+	streamPartitionEpoch
 )
 
 // permutation returns a seeded Fisher–Yates permutation of 0..n-1.

@@ -120,6 +120,9 @@ type Config struct {
 	// Sync, when set, replaces the plain gradient AllReduce (see
 	// GradientSync); nil runs plain synchronous SGD.
 	Sync GradientSync
+	// Coded, when set, trains under gradient coding (see Coding) instead
+	// of the plain AllReduce; it excludes Sync.
+	Coded *Coding
 	// EvalEvery, when > 0, makes rank 0 evaluate the held-out set every
 	// EvalEvery steps (while it is a member) into Report.Curve, against
 	// its training time with the evaluations taken out: the measure of
@@ -151,6 +154,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EvalEvery < 0 {
 		bad("evaluation interval %d must not be negative", c.EvalEvery)
+	}
+	if c.Coded != nil {
+		errs = append(errs, codingErrors(c.Coded, c.Sync)...)
 	}
 	errs = append(errs, jobErrors(c.Train, c.Test, c.Hidden, c.Epochs, c.Batch, c.LR, c.Momentum, c.StepCompute)...)
 	if err := errors.Join(errs...); err != nil {
@@ -322,7 +328,12 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 	}
 	t.opt.Reset()
 	t.curve.start = time.Now()
-	if t.cfg.Sync != nil {
+	if t.cfg.Coded != nil {
+		if err := t.runCoded(ctx, &rep); err != nil {
+			rep.finish(time.Since(start))
+			return rep, err
+		}
+	} else if t.cfg.Sync != nil {
 		grad, err := t.cfg.Sync.Open(ctx, t.model.NumParams()+1)
 		if err != nil {
 			return rep, fmt.Errorf("train: rank %d: opening gradient sync: %w", t.rank, err)

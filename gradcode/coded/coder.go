@@ -73,6 +73,11 @@ func New(m Messenger, cfg Config) (*Coder, error) {
 	return c, nil
 }
 
+// Plan returns the plan the next Step runs (the same on every rank): which
+// partitions this rank computes is Plan().Assignment[rank]. The caller must
+// not modify it.
+func (c *Coder) Plan() *gradcode.Plan { return c.plan }
+
 // Close releases contributions held for later steps.
 func (c *Coder) Close() {
 	for _, ct := range c.pending {
