@@ -60,6 +60,14 @@ type Row struct {
 	OverlapSteps   int     `json:"overlap_steps"`
 	Staleness      float64 `json:"staleness"`
 	AppliedPerStep float64 `json:"applied_per_step"`
+	// Coded is gradient coding's priced time per batch (s = 1 or 2, the
+	// cheaper; straggler.ChooseCoded on the measured steps' slowdowns),
+	// CodedS its s, CodedPick what the pricing picks among ring, shares
+	// and coded, CodedDecisionMS the wall time of that decision.
+	Coded           float64 `json:"coded_s"`
+	CodedS          int     `json:"coded_stragglers"`
+	CodedPick       string  `json:"coded_pick"`
+	CodedDecisionMS float64 `json:"coded_decision_ms"`
 }
 
 // Compare simulates BSP and cfg.Policy under each pattern and world size
@@ -117,6 +125,20 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 				EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, Staleness: ad.Staleness,
 				AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps)}
 			row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
+			if n > 1 {
+				cd, took, err := Coded(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, min(2, n-1), cfg.Clock)
+				if err != nil {
+					return fmt.Errorf("sim: pattern %s: pricing coding: %w", pat.Name, err)
+				}
+				best := straggler.CodedCost{Time: straggler.Forever}
+				for _, c := range cd.Costs {
+					if c.Mode == straggler.CodedCoded && c.Time < best.Time {
+						best = c
+					}
+				}
+				row.Coded, row.CodedS, row.CodedPick = best.Time.Seconds(), best.S, cd.Mode
+				row.CodedDecisionMS = float64(took) / 1e6
+			}
 			if err := emit(row); err != nil {
 				return err
 			}

@@ -15,7 +15,11 @@
 // proportional to its measured speed and evicts ranks still late, "star"
 // evicts stragglers into parent trees where they compute at their own
 // pace, "exact" overlaps a late rank's arrival with the others'
-// reduce-scatter (see docs/straggler.md). Rank 0
+// reduce-scatter (see docs/straggler.md). --mode coded trains under
+// gradient coding (gradcode): each rank holds only the data partitions
+// the plan on the ranks' predicted throughputs gives it, every partition
+// on --coded-s + 1 ranks, and each step is decoded from the first n − s
+// ranks' coded payloads (docs/gradcode.md). Rank 0
 // prints one line per epoch and a summary, or the report as JSON with
 // --json. It only wires flags to examples/train; behaviour lives there.
 package main
@@ -36,6 +40,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/elastic"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/gradcode"
 	"github.com/ringtail-ml/ringtail/internal/cli"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/settings"
@@ -75,7 +80,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	dataPath := fs.String("data", "", "digits CSV (gzip or plain); default: the copy embedded from data/digits.csv.gz")
 	asJSON := fs.Bool("json", false, "print rank 0's final report as JSON on stdout (epoch lines go to stderr)")
 	logLevel := fs.String("log-level", "", "log level: trace, debug, info, warn, error (default: $RINGTAIL_LOG_LEVEL, else warn)")
-	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce) or adaptive (the straggler driver)")
+	mode := fs.String("mode", "adaptive", "gradient reduction: bsp (AllReduce), adaptive (the straggler driver) or coded (gradient coding)")
+	codedS := fs.Int("coded-s", 1, "with --mode coded: ranks a step tolerates late or stopped (each partition on s+1 ranks: (s+1)× the compute)")
+	codedScheme := fs.String("coded-scheme", string(gradcode.Hetero), "with --mode coded: the gradcode scheme, hetero, group or cyclic")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
@@ -89,8 +96,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if elasticErr != nil {
 		return cmd.Fail(stderr, "%v", elasticErr)
 	}
-	if *mode != "bsp" && *mode != "adaptive" {
-		return cmd.Fail(stderr, "--mode %q: want bsp or adaptive", *mode)
+	if *mode != "bsp" && *mode != "adaptive" && *mode != "coded" {
+		return cmd.Fail(stderr, "--mode %q: want bsp, adaptive or coded", *mode)
+	}
+	if set := cmd.Given(); *mode != "coded" && (set["coded-s"] || set["coded-scheme"]) {
+		return cmd.Fail(stderr, "--coded-s and --coded-scheme apply to --mode coded")
+	}
+	switch gradcode.Scheme(*codedScheme) {
+	case gradcode.Hetero, gradcode.Group, gradcode.Cyclic:
+	default:
+		return cmd.Fail(stderr, "--coded-scheme %q: want hetero, group or cyclic", *codedScheme)
 	}
 	if *evalEvery < 0 {
 		return cmd.Fail(stderr, "--eval-every %d: want a number of steps ≥ 0", *evalEvery)
@@ -136,6 +151,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	logger = logger.With().Int("rank", rcfg.Rank).Logger()
 	rcfg.Logger = logger
+	// A coded job goes on while up to s ranks are stopped: only calls
+	// that need a dead rank fail.
+	rcfg.TolerateDeaths = rcfg.TolerateDeaths || *mode == "coded"
 	spec, err := inject.Lookup(*injectSpec, os.Getenv)
 	if err != nil {
 		return fail(err)
@@ -207,6 +225,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))
 	}
+	if *mode == "coded" {
+		// The plan allocates partitions by the ranks' predicted
+		// throughputs: their devices' priors where known, else equal.
+		slow, err := devicePriors(ctx, comm, localDeviceName(rcfg.LocalRank))
+		if err != nil {
+			return fail(err)
+		}
+		priors = slow
+		cfg.Coded = &train.Coding{Messenger: comm, Scheme: gradcode.Scheme(*codedScheme), S: *codedS, Throughputs: throughputsOf(slow)}
+	}
 	tr, err := train.New(cfg)
 	if err != nil {
 		return fail(err)
@@ -235,7 +263,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			// DevicePriors are the slowdowns the devices' models implied
 			// at step 0 (absent when no rank's model is known).
 			DevicePriors []float64 `json:"device_priors,omitempty"`
-		}{rep, spec.String(), *mode, map[bool]string{true: *policyName}[*mode == "adaptive"], tel, priors})
+		}{rep, spec.String(), *mode, policyOf(*mode, *policyName, *codedScheme, *codedS), tel, priors})
 		if err != nil {
 			return fail(err)
 		}
@@ -244,6 +272,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return 0
+}
+
+// policyOf names the policy of a mode in --json: the straggler policy of
+// adaptive, the scheme and s of coded, none for bsp.
+func policyOf(mode, policy, scheme string, s int) string {
+	switch mode {
+	case "adaptive":
+		return policy
+	case "coded":
+		return fmt.Sprintf("%s s=%d", scheme, s)
+	}
+	return ""
+}
+
+// throughputsOf turns device slowdowns (1 for the fastest) into the
+// relative throughputs a coding plan allocates by; nil stays nil (equal).
+func throughputsOf(slowdown []float64) []float64 {
+	if slowdown == nil {
+		return nil
+	}
+	thr := make([]float64, len(slowdown))
+	for r, s := range slowdown {
+		thr[r] = 1 / s
+	}
+	return thr
 }
 
 // startTelemetry opens NVML and the host's /proc and starts a rank's
@@ -270,6 +323,22 @@ func startTelemetry(ctx context.Context, localRank int, cfg nvml.SamplerConfig) 
 		return nil, 0, nil, err
 	}
 	return dev, cfg.Device, s, nil
+}
+
+// localDeviceName is the name of the GPU a rank of LOCAL_RANK localRank
+// uses (round-robin over the host's GPUs, as startTelemetry samples), or ""
+// without NVML or a GPU.
+func localDeviceName(localRank int) string {
+	dev, err := nvml.Open(nvml.Config{})
+	if err != nil {
+		return ""
+	}
+	defer dev.Close()
+	n, err := dev.DeviceCount()
+	if err != nil || n == 0 {
+		return ""
+	}
+	return deviceName(dev, localRank%n)
 }
 
 // deviceName returns the name of GPU index of t, or "" without one.

@@ -69,15 +69,17 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# ringtail sim: %d samples/rank/step, %v/sample, gradient %s, α %v, %.3g B/s, %d+%d steps, policy %s, seed %d\n",
 			cfg.BatchPerRank, cfg.PerSample, *grad, *alpha, *bandwidth, cfg.Warmup, cfg.Steps, cfg.Policy, cfg.Seed)
 		fmt.Fprintf(stdout, "# seconds per global batch of applied samples; decision = wall time of one Policy.Observe\n")
-		fmt.Fprintf(stdout, "%-16s %6s %9s %9s %9s %8s %8s %10s %10s %6s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s",
-			"ad/ideal", "bsp/id", "decide_ms", "max_ms", "evict")
+		fmt.Fprintf(stdout, "# coded_s: gradient coding priced (straggler.ChooseCoded) with its s; pick: ring, shares or coded by that price\n")
+		fmt.Fprintf(stdout, "%-16s %6s %9s %9s %9s %8s %8s %10s %10s %6s %9s %2s %7s %9s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s",
+			"ad/ideal", "bsp/id", "decide_ms", "max_ms", "evict", "coded_s", "s", "pick", "price_ms")
 	}
 	err = sim.Compare(cfg, func(r sim.Row) error {
 		if *asJSON {
 			return printJSONLine(stdout, r)
 		}
-		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d\n", r.Pattern, r.Ranks,
-			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps)
+		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d %9.4f %2d %7s %9.3f\n", r.Pattern, r.Ranks,
+			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps,
+			r.Coded, r.CodedS, r.CodedPick, r.CodedDecisionMS)
 		return err
 	})
 	if err != nil {

@@ -209,3 +209,24 @@ func TestChannelsFillALinkOneStreamCannot(t *testing.T) {
 		t.Fatalf("eight streams: %.2f× one's speed, want the link's %.2f×", r, 1e9/3e8)
 	}
 }
+
+// The leader's fold: arrivals payloads in, one at a time at the slowest
+// inbound link's price, then a sum out to every other member in turn.
+func TestLeaderFoldPricesTheLeadersLink(t *testing.T) {
+	ms := time.Millisecond
+	uniform := cost.Net{Alpha: ms, BytesPerSec: 1e6}
+	// 3 payloads of 1000 bytes (2 ms each), 4 sums of 2000 bytes (3 ms each).
+	if got := uniform.LeaderFold(0, ranks(5), 3, 1000, 2000); got != 3*2*ms+4*3*ms {
+		t.Errorf("uniform fold = %v, want 18ms", got)
+	}
+	if got := uniform.LeaderFold(0, ranks(1), 0, 1000, 2000); got != 0 {
+		t.Errorf("one member's fold = %v, want 0", got)
+	}
+	// Rank 2's link to the leader at a tenth of the bandwidth: every
+	// payload is priced at it (which ranks arrive first is not known).
+	bw := [][]float64{{0, 1e6, 1e6}, {1e6, 0, 1e6}, {1e5, 1e6, 0}}
+	measured := cost.Net{Alpha: ms, BytesPerSec: 1e6, Bandwidth: bw}
+	if got, want := measured.LeaderFold(0, ranks(3), 2, 1000, 2000), 2*(ms+10*ms)+2*3*ms; got != want {
+		t.Errorf("measured fold = %v, want %v", got, want)
+	}
+}
