@@ -315,6 +315,46 @@ int rt_abort(rt_comm comm);
  * operation in flight, if any (call rt_abort first not to wait). */
 int rt_finalize(rt_comm comm, char* errbuf, size_t errlen);
 
+/*
+ * Gradient coding (gradcode/coded) on flat float32 buffers: a training
+ * loop whose data cannot move, or whose ranks may stop outright, splits
+ * its data into the plan's k partitions and holds only this rank's
+ * (rt_coded_partitions; every partition on s+1 ranks). Each step it
+ * computes the gradient of each of its partitions and calls rt_coded_step,
+ * which encodes this rank's payload, and returns the gradient sum over
+ * all k partitions, decoded from the first n-s ranks' payloads (or the
+ * first whole group of the plan): up to s ranks late or stopped do not
+ * hold the step up. Every rank gets the same bits. A handle is used by
+ * one thread at a time (calls on it are serialised); the communicator
+ * runs nothing else while a step is in flight.
+ */
+
+/* A coded-allreduce handle; 0 is never valid. */
+typedef uint64_t rt_coded;
+
+/* rt_coded_open plans coding for comm (no communication): gradients of
+ * len float32s, s stragglers tolerated, scheme "hetero" (NULL or ""),
+ * "group" or "cyclic", throughputs the ranks' relative speeds (world-size
+ * doubles, the same on every rank; NULL: equal), seed the plan's
+ * randomness (the same on every rank). timeout_ms bounds one step (0:
+ * 30 s). */
+int rt_coded_open(rt_comm comm, int64_t len, int s, char* scheme, double* throughputs, int64_t seed,
+                  int64_t timeout_ms, rt_coded* out, char* errbuf, size_t errlen);
+
+/* rt_coded_partitions writes the plan's partition count to *k and this
+ * rank's partitions (indices in 0..k-1, in the order rt_coded_step takes
+ * their gradients) to parts, room for cap of them; *nparts is their
+ * number (RT_ERR_INVALID when cap is too small: *nparts says how many). */
+int rt_coded_partitions(rt_coded h, int64_t* k, int64_t* parts, int64_t cap, int64_t* nparts, char* errbuf, size_t errlen);
+
+/* rt_coded_step runs one coded step: grads holds this rank's partition
+ * gradients, nparts times len float32s in rt_coded_partitions' order;
+ * sum (len float32s) receives the gradient sum over all k partitions. */
+int rt_coded_step(rt_coded h, float* grads, float* sum, char* errbuf, size_t errlen);
+
+/* rt_coded_close frees the handle. */
+int rt_coded_close(rt_coded h, char* errbuf, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif
