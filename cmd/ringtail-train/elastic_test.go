@@ -47,7 +47,9 @@ func TestHelpAndUsageErrorsAreOneStyle(t *testing.T) {
 		want string
 	}{
 		{[]string{"--epoch", "3"}, "ringtail-train: unknown flag --epoch; did you mean --epochs?"},
-		{[]string{"--mode", "fast"}, `ringtail-train: --mode "fast": want bsp or adaptive`},
+		{[]string{"--mode", "fast"}, `ringtail-train: --mode "fast": want bsp, adaptive or coded`},
+		{[]string{"--mode", "bsp", "--coded-s", "2"}, "ringtail-train: --coded-s and --coded-scheme apply to --mode coded"},
+		{[]string{"--mode", "coded", "--coded-scheme", "fountain"}, `ringtail-train: --coded-scheme "fountain": want hetero, group or cyclic`},
 		{[]string{"--eval-every", "-1"}, "ringtail-train: --eval-every -1: want a number of steps ≥ 0"},
 	} {
 		out.Reset()
