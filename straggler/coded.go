@@ -3,7 +3,6 @@ package straggler
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/cost"
@@ -145,7 +144,8 @@ func ChooseCoded(in CodedInput) (CodedChoice, error) {
 	}
 	all := allRanks(n)
 	ring := in.Net.Ring(all, in.GradBytes)
-	w := &waits{factors: in.Factors, compute: float64(in.Compute) * float64(n), arrive: make([]float64, n)}
+	w := &waits{factors: in.Factors, compute: float64(in.Compute) * float64(n), arrive: make([]float64, n),
+		top: make([]float64, 0, maxS+1)}
 
 	equal := filled(n, 1/float64(n))
 	costs := []CodedCost{priced(CodedRing, 0, w.mean(equal, 0), ring)}
@@ -186,6 +186,7 @@ type waits struct {
 	factors [][]float64
 	compute float64 // n·Compute, ns: the whole data's unslowed compute
 	arrive  []float64
+	top     []float64 // room for the s+1 latest arrivals
 }
 
 // mean is the mean over the steps of the (n−s)-th earliest arrival when
@@ -206,12 +207,29 @@ func (w *waits) mean(load []float64, s int) float64 {
 				w.arrive[r] = load[r] * w.compute * f
 			}
 		}
-		// Only the s+1 latest matter: select rather than sort the
-		// lot would be faster, but a sort keeps it obviously right.
-		slices.Sort(w.arrive)
-		total += w.arrive[len(w.arrive)-1-s]
+		total += latest(w.arrive, s, w.top[:0])
 	}
 	return total / float64(len(w.factors))
+}
+
+// latest returns the (s+1)-th latest of arrive — the (n−s)-th earliest —
+// keeping the s+1 latest seen in top (descending) in one pass: s is small
+// (1 or 2) where n is large, so this is linear in n where a sort is not.
+func latest(arrive []float64, s int, top []float64) float64 {
+	for _, a := range arrive {
+		if len(top) == s+1 && a <= top[s] {
+			continue
+		}
+		if len(top) < s+1 {
+			top = append(top, a)
+		} else {
+			top[s] = a
+		}
+		for i := len(top) - 1; i > 0 && top[i] > top[i-1]; i-- {
+			top[i], top[i-1] = top[i-1], top[i]
+		}
+	}
+	return top[s]
 }
 
 // waterFill returns loads L_r = min(1, τ·speed_r) summing to copies (each

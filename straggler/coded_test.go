@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -200,5 +201,26 @@ func TestTooManyStoppedRanksPriceEveryModeForever(t *testing.T) {
 	}
 	if c.Mode != CodedRing {
 		t.Errorf("picked %s", c.Mode)
+	}
+}
+
+// latest is the sort's answer, on random arrivals with ties and +Inf.
+func TestLatestIsTheSortedAnswer(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for range 500 {
+		n := 1 + rng.Intn(40)
+		a := make([]float64, n)
+		for i := range a {
+			a[i] = float64(rng.Intn(10))
+			if rng.Intn(15) == 0 {
+				a[i] = math.Inf(1)
+			}
+		}
+		s := rng.Intn(n)
+		sorted := slices.Clone(a)
+		slices.Sort(sorted)
+		if got, want := latest(a, s, nil), sorted[n-1-s]; got != want {
+			t.Fatalf("latest(%v, %d) = %v, want %v", a, s, got, want)
+		}
 	}
 }
