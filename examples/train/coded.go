@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/gradcode"
@@ -14,13 +15,15 @@ import (
 // al.; the heterogeneity-aware scheme of gradcode) on the training path,
 // each step run by gradcode/coded. The training set is cut into the plan's
 // k partitions and each rank holds only the partitions the plan assigns it
-// (every partition on s+1 ranks): a step takes its rows from every
-// partition, each rank computes the gradients of its partitions' rows and
-// sends its coded payload, and the step's gradient sum is decoded from the
-// first n−s payloads (or the first whole group of the plan), so up to s
-// ranks late — or stopped — do not delay it. Every rank applies the same
-// decoded sum: synchronous SGD on a batch stratified over the partitions,
-// at (s+1)× the compute of an equal share.
+// (every partition on s+1 ranks). A step is synchronous SGD's batch — the
+// rows, in the order, a plain allreduce job takes (row indices are not
+// data) — split by partition: each rank computes the gradient of the
+// batch's rows in each of its partitions and sends its coded payload, and
+// the step's gradient sum, the whole batch's, is decoded from the first
+// n−s payloads (or the first whole group of the plan), so up to s ranks
+// late — or stopped — do not delay it. Every rank applies the same decoded
+// sum: synchronous SGD's update, up to the rounding of the sums, at (s+1)×
+// the compute of an equal share.
 type Coding struct {
 	// Messenger carries the payloads and sums; a *ringtail.Comm (usually
 	// the Config's Comm) implements it.
@@ -56,79 +59,61 @@ func codingErrors(c *Coding, sync GradientSync) []error {
 }
 
 // partitions is the training set cut into a plan's k partitions, as one
-// rank holds it: the sizes of every partition (each rank knows them, so
-// each counts a step's rows alike) and the rows of its own partitions only.
+// rank holds it: which partition every row is in (row indices are not
+// data: every rank knows them) and the rows of its own partitions only.
 type partitions struct {
-	k     int
-	sizes []int
-	// data holds this rank's partitions' rows and nothing else; local[p]
-	// are partition p's rows in data (nil where this rank does not hold
-	// p) and order[p] the current epoch's order of them.
+	k    int
+	part []int // partition of each training row
+	// data holds this rank's partitions' rows and nothing else; local[i]
+	// is training row i's index in data, −1 where this rank does not hold
+	// its partition.
 	data  *Dataset
-	local [][]int
-	order [][]int
-	seed  uint64
-	steps int // steps per epoch
+	local []int
+	// byPart[p] collects the current step's rows of partition p (in data).
+	byPart [][]int
 }
 
 // newPartitions cuts train into k partitions — a seeded permutation of its
 // rows in k contiguous near-equal runs (Shard), the same on every rank —
-// and keeps the rows of the partitions held; an epoch has steps steps.
-func newPartitions(train *Dataset, k int, held []int, seed uint64, steps int) *partitions {
+// and keeps the rows of the partitions held.
+func newPartitions(train *Dataset, k int, held []int, seed uint64) *partitions {
 	n := train.Len()
 	perm := permutation(n, seed, streamPartition)
-	ps := &partitions{k: k, sizes: make([]int, k), local: make([][]int, k), order: make([][]int, k), seed: seed, steps: steps}
-	var rows []int
+	ps := &partitions{k: k, part: make([]int, n), local: make([]int, n), byPart: make([][]int, k)}
 	for p := range k {
 		lo, hi := Shard(n, p, k)
-		ps.sizes[p] = hi - lo
+		for _, i := range perm[lo:hi] {
+			ps.part[i] = p
+		}
 	}
-	for _, p := range held {
-		if ps.local[p] != nil || ps.sizes[p] == 0 {
-			continue
+	var rows []int
+	for i := range ps.local {
+		ps.local[i] = -1
+		if slices.Contains(held, ps.part[i]) {
+			ps.local[i] = len(rows)
+			rows = append(rows, i)
 		}
-		lo, hi := Shard(n, p, k)
-		ps.local[p] = make([]int, hi-lo)
-		for i := range ps.local[p] {
-			ps.local[p][i] = len(rows) + i
-		}
-		rows = append(rows, perm[lo:hi]...)
 	}
 	ps.data = train.Subset(rows)
 	return ps
 }
 
-// shuffle draws epoch's order of every held partition's rows.
-func (ps *partitions) shuffle(epoch int) {
-	for p, loc := range ps.local {
-		if loc == nil {
-			continue
-		}
-		perm := permutation(len(loc), ps.seed, streamPartitionEpoch+uint64(epoch)<<8+uint64(p)<<32)
-		ps.order[p] = ps.order[p][:0]
-		for _, i := range perm {
-			ps.order[p] = append(ps.order[p], loc[i])
+// split sorts a step's batch (training rows) by partition: batch(p) then
+// holds the rows of partition p this rank holds, as indices into data.
+func (ps *partitions) split(batch []int) {
+	for p := range ps.byPart {
+		ps.byPart[p] = ps.byPart[p][:0]
+	}
+	for _, i := range batch {
+		if l := ps.local[i]; l >= 0 {
+			ps.byPart[ps.part[i]] = append(ps.byPart[ps.part[i]], l)
 		}
 	}
 }
 
-// batch returns partition p's rows (in data) of step j of the epoch: the
-// j-th of steps near-equal runs of its order.
-func (ps *partitions) batch(p, j int) []int {
-	lo, hi := Shard(len(ps.order[p]), j, ps.steps)
-	return ps.order[p][lo:hi]
-}
-
-// rows returns the number of rows step j of an epoch takes over all k
-// partitions (held or not).
-func (ps *partitions) rows(j int) int {
-	total := 0
-	for _, size := range ps.sizes {
-		lo, hi := Shard(size, j, ps.steps)
-		total += hi - lo
-	}
-	return total
-}
+// batch returns the current step's rows of partition p (in data): empty
+// when this rank does not hold p.
+func (ps *partitions) batch(p int) []int { return ps.byPart[p] }
 
 // runCoded trains every epoch under gradient coding (Config.Coded).
 func (t *Trainer) runCoded(ctx context.Context, rep *Report) error {
@@ -150,22 +135,25 @@ func (t *Trainer) runCoded(ctx context.Context, rep *Report) error {
 	defer cd.Close()
 	plan := cd.Plan()
 	n := t.cfg.Train.Len()
-	perEpoch := (n + t.cfg.Batch - 1) / t.cfg.Batch
-	ps := newPartitions(t.cfg.Train, plan.K, plan.Assignment[t.rank], t.cfg.Seed, perEpoch)
+	ps := newPartitions(t.cfg.Train, plan.K, plan.Assignment[t.rank], t.cfg.Seed)
 	t.log.Debug().Int("k", plan.K).Ints("partitions", plan.Assignment[t.rank]).Str("payload", string(plan.PayloadDType)).
 		Msg("coded plan")
 	sum := make([]float64, np+1)
 	step := 0
 	for epoch := 1; epoch <= t.cfg.Epochs; epoch++ {
 		es := EpochStats{Epoch: epoch}
-		ps.shuffle(epoch)
-		for j := range perEpoch {
-			st, err := t.codedStep(ctx, cd, ps, step, j, sum)
+		// Synchronous SGD's batches, in its order: a step's gradient sum
+		// is the one a plain allreduce would have summed.
+		order := permutation(n, t.cfg.Seed, streamEpoch+uint64(epoch)<<8)
+		for b := 0; b < n; b += t.cfg.Batch {
+			batch := order[b:min(b+t.cfg.Batch, n)]
+			ps.split(batch)
+			st, err := t.codedStep(ctx, cd, ps, step, len(batch), sum)
 			if err != nil {
 				return err
 			}
 			step++
-			es.add(st, st.applied)
+			es.add(st, len(batch))
 			t.curve.after(step, epoch, true)
 		}
 		if err := t.endEpoch(rep, es); err != nil {
@@ -175,10 +163,11 @@ func (t *Trainer) runCoded(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// codedStep runs step (the j-th of its epoch): this rank computes its
-// partitions' gradients and payload while the coder gathers the payloads,
-// and every rank applies the decoded sum's mean over the step's rows.
-func (t *Trainer) codedStep(ctx context.Context, cd *coded.Coder, ps *partitions, step, j int, sum []float64) (stepStats, error) {
+// codedStep runs step, a batch of rows rows already split by partition:
+// this rank computes its partitions' gradients and payload while the coder
+// gathers the payloads, and every rank applies the decoded sum's mean over
+// the step's rows.
+func (t *Trainer) codedStep(ctx context.Context, cd *coded.Coder, ps *partitions, step, rows int, sum []float64) (stepStats, error) {
 	st := stepStats{outcome: SyncOutcome{Mode: "coded"}}
 	begin := time.Now()
 	np := t.model.NumParams()
@@ -191,7 +180,7 @@ func (t *Trainer) codedStep(ctx context.Context, cd *coded.Coder, ps *partitions
 				return err
 			}
 			clear(t.grad)
-			loss := t.model.AccumulateGradient(ps.data, ps.batch(p, j), t.grad[:np])
+			loss := t.model.AccumulateGradient(ps.data, ps.batch(p), t.grad[:np])
 			for e, x := range t.grad[:np] {
 				grads[i][e] = float64(x)
 			}
@@ -210,7 +199,7 @@ func (t *Trainer) codedStep(ctx context.Context, cd *coded.Coder, ps *partitions
 		return st, fmt.Errorf("train: rank %d step %d: coded step: %w", t.rank, step, err)
 	}
 	st.comm = max(time.Since(begin)-st.compute-st.pad, 0)
-	st.applied = ps.rows(j)
+	st.applied = rows
 	st.loss = sum[np]
 	if st.applied > 0 {
 		inv := 1 / float32(st.applied)

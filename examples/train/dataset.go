@@ -88,7 +88,6 @@ const (
 	streamInit
 	streamEpoch
 	streamPartition
-	streamPartitionEpoch
 )
 
 // permutation returns a seeded Fisher–Yates permutation of 0..n-1.
