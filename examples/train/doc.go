@@ -20,6 +20,10 @@
 //     last batch splits unequally. After each epoch every rank evaluates
 //     the held-out set; at the end the ranks check with one AllReduce that
 //     their parameters are bit-identical;
+//   - the coded job (coded.go, Config.Coded): gradient coding through
+//     gradcode/coded — the training set cut into the plan's partitions,
+//     each rank holding its own (every partition on s+1 ranks), each step
+//     synchronous SGD's batch decoded from the first n−s ranks' payloads;
 //   - the per-epoch Report (report.go).
 //
 // cmd/ringtail-train wires flags and the environment to this package.
