@@ -165,13 +165,22 @@ func (r *Recorder) wall(ns int64) time.Time { return r.base.Add(time.Duration(ns
 // Snapshot reads the recorder into a dump (its last last calls when last
 // is positive), waiting at most wait for a call that runs without having
 // published itself (see the package comment); failure is the
-// communicator's failure, if any. The slots are copied under the lock and
-// rendered after it.
+// communicator's failure, if any. It never waits on a lock a call holds:
+// it takes the engine's call lock only with TryLock (when no call runs),
+// or the recorder's own mutex, which a call that waited long holds only
+// for a few stores. Under either it only copies the slots into a buffer
+// allocated before (a call that starts meanwhile waits for that copy, not
+// for the allocation or the rendering, which come after).
 func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration, last int) *Dump {
 	deadline := time.Now().Add(wait)
+	n := len(r.ring)
+	if last > 0 {
+		n = min(n, last)
+	}
+	buf := make([]copied, n)
 	for {
 		if r.lock == nil || r.lock.TryLock() {
-			c, names, seq := r.copySlots(last)
+			c, names, seq := r.copySlots(buf)
 			if r.lock != nil {
 				r.lock.Unlock()
 			}
@@ -179,7 +188,7 @@ func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration,
 		}
 		r.pub.Lock()
 		if r.live {
-			c, names, seq := r.copySlots(last)
+			c, names, seq := r.copySlots(buf)
 			r.pub.Unlock()
 			return r.render(reason, failure, c, names, seq)
 		}
@@ -196,20 +205,18 @@ func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration,
 // SnapshotLocked is Snapshot for a caller that holds the call lock (a
 // failed call dumping before it returns).
 func (r *Recorder) SnapshotLocked(reason string, failure *Failure) *Dump {
-	c, names, seq := r.copySlots(0)
+	c, names, seq := r.copySlots(make([]copied, len(r.ring)))
 	return r.render(reason, failure, c, names, seq)
 }
 
-// copySlots copies the last last slots (all when last is not positive),
-// oldest first, with the names they index and the count of calls; the
-// caller holds the call lock or pub (with live set).
-func (r *Recorder) copySlots(last int) ([]copied, []string, uint64) {
+// copySlots copies the last len(buf) slots (fewer when fewer calls were
+// recorded) into buf, oldest first, and returns them with the names they
+// index and the count of calls; the caller holds the call lock or pub
+// (with live set).
+func (r *Recorder) copySlots(buf []copied) ([]copied, []string, uint64) {
 	n := len(r.ring)
-	kept := int(min(r.seq, uint64(n)))
-	if last > 0 {
-		kept = min(kept, last)
-	}
-	out := make([]copied, kept)
+	kept := min(int(min(r.seq, uint64(n))), len(buf))
+	out := buf[:kept]
 	for i := range out {
 		pos := (r.pos - (kept - 1) + i + n) % n
 		c := &out[i]
