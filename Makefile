@@ -82,7 +82,7 @@ faults:
 
 # make test's (and so CI's) fault campaign: the CI size above, strict
 # everywhere, so that a missed expectation fails make test. About 2 min on
-# 2 cores (112 s measured under a load average of 12-25, docs/reliability.md).
+# 2 cores (106-112 s measured under a load average of 12-30, docs/reliability.md).
 faults-ci:
 	$(MAKE) faults FAULTS_STRICT=true
 
