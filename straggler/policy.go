@@ -104,7 +104,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	if cfg.Shares && cfg.Prior != nil {
 		// Device priors seed step 0's shares (AntDT-DD starts
 		// throughput-proportional); measured times replace them.
-		shares, err := ProportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare)
+		shares, err := cfg.proportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare, nil)
 		if err != nil {
 			return nil, fmt.Errorf("straggler: shares from priors: %w", err)
 		}
@@ -505,9 +505,12 @@ func (p *Policy) decide(step int) (Plan, error) {
 		// ranks it is most of a decision).
 		cur := p.next.Shares
 		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
+		if !cfg.withinLimits(cur) {
+			keep = math.Inf(1) // an exclusion's shares, beyond MaxAccum passes
+		}
 		shares := cur
 		if float64(balanced) < keep && sharesCanBeat(cfg.GlobalBatch, cfg.MinShare, p.tau, keep) {
-			better, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
+			better, err := cfg.proportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare, nil)
 			if err != nil {
 				return plan, err
 			}
@@ -726,7 +729,7 @@ func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 	var split []int
 	if cfg.Shares {
 		var err error
-		if split, err = ProportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members))); err != nil {
+		if split, err = cfg.proportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members)), members); err != nil {
 			split = EqualShares(cfg.GlobalBatch, len(members))
 		}
 	} else {
