@@ -83,22 +83,42 @@ func (c Config) shareLimits(members []int) []int {
 	return out
 }
 
-// proportionalShares is ProportionalShares under the memory plan's
-// per-rank limits for members (nil: every rank). The members of an exact
-// exclusion (members non-nil) must take every row between them: when
-// they cannot within MaxAccum passes, they get the uncapped shares and
-// run more passes — MaxAccum bounds the plan, the cap bounds memory, and
-// Micro never exceeds the cap.
+// proportionalShares is ProportionalShares under the memory plan
+// (balance.PlanMicro: each of members' shares, every rank's when members
+// is nil, within MaxAccum passes of its micro-batch cap). The members of
+// an exact exclusion must take every row between them: when they cannot
+// within MaxAccum passes, they get the uncapped shares and run more
+// passes — MaxAccum bounds the plan, the cap bounds memory, and Micro
+// never exceeds the cap.
 func (c Config) proportionalShares(m int, perSample []float64, minShare int, members []int) ([]int, error) {
+	if c.Memory == nil {
+		return ProportionalShares(m, perSample, minShare)
+	}
 	limits := c.shareLimits(members)
-	if limits == nil {
-		return ProportionalShares(m, perSample, minShare)
+	ranks := make([]balance.MemoryRank, len(perSample))
+	for i, t := range perSample {
+		r := i
+		if members != nil {
+			r = members[i]
+		}
+		lo := minShare
+		if limits[i] > 0 {
+			lo = min(lo, limits[i])
+		}
+		ranks[i] = balance.MemoryRank{Speed: 1e9 / math.Max(t, 1), MicroCap: c.Memory.MicroCap[r], MinBatch: lo}
 	}
-	shares, err := CappedShares(m, perSample, minShare, limits)
-	if err != nil && members != nil {
-		return ProportionalShares(m, perSample, minShare)
+	plan, err := balance.PlanMicro(m, c.Memory.maxAccum(), ranks)
+	if err != nil {
+		if members != nil {
+			return ProportionalShares(m, perSample, minShare)
+		}
+		return nil, fmt.Errorf("straggler: shares of %d samples under memory caps: %w", m, err)
 	}
-	return shares, err
+	shares := make([]int, len(plan.Ranks))
+	for i, r := range plan.Ranks {
+		shares[i] = r.Share
+	}
+	return shares, nil
 }
 
 // withinLimits reports whether shares fit every rank's memory plan
@@ -110,28 +130,6 @@ func (c Config) withinLimits(shares []int) bool {
 		}
 	}
 	return true
-}
-
-// CappedShares is ProportionalShares with rank r's share at most
-// maxShare[r] (0: unbounded): AntDT's Eq. 3 with B̂max = Ĉmax × the
-// micro-batch cap, the bound Eq. 4's accumulation allows.
-func CappedShares(m int, perSample []float64, minShare int, maxShare []int) ([]int, error) {
-	if len(maxShare) != len(perSample) {
-		return nil, fmt.Errorf("straggler: %d share limits for %d ranks: %w", len(maxShare), len(perSample), ErrInvalidConfig)
-	}
-	speeds := make([]balance.RankSpeed, len(perSample))
-	for r, t := range perSample {
-		lo := minShare
-		if maxShare[r] > 0 {
-			lo = min(lo, maxShare[r])
-		}
-		speeds[r] = balance.RankSpeed{Speed: 1e9 / math.Max(t, 1), MinBatch: lo, MaxBatch: maxShare[r]}
-	}
-	shares, err := balance.AdjustBS(m, speeds)
-	if err != nil {
-		return nil, fmt.Errorf("straggler: shares of %d samples under memory caps: %w", m, err)
-	}
-	return shares, nil
 }
 
 // Micro returns each rank's micro-batch and accumulation count for a
