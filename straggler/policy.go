@@ -65,6 +65,9 @@ type Policy struct {
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
+	// clocks scale the EWMA's forecasts by each rank's GPU clock
+	// (clockscale.go).
+	clocks []clockScale
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -299,10 +302,10 @@ func (p *Policy) countLateArrival(r int, rr *RankReport, first time.Duration) {
 // its predictor.
 func (p *Policy) observeSpeed(r int, tau float64, rr *RankReport) {
 	if p.ewmas != nil {
-		e := &p.ewmas[r]
-		e.update(float64(time.Duration(tau)))
+		e, c := &p.ewmas[r], p.clockOf(r)
+		e.update(float64(time.Duration(c.normalise(tau, rr))))
 		f, _ := e.Predict()
-		p.tau[r] = float64(f)
+		p.tau[r] = c.forecast(float64(f))
 	} else {
 		o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
 		if rr.SMClockMHz > 0 {
