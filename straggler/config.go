@@ -150,6 +150,9 @@ type Config struct {
 	Lambda                  float64   `json:"lambda,omitempty"`
 	ShortWindow, LongWindow int       `json:",omitempty"`
 	Prior                   []float64 `json:"prior,omitempty"`
+	// Memory bounds each rank's micro-batch by its device's memory
+	// (AntDT-DD, accumulation.go); nil: no bound, one pass per share.
+	Memory *Memory `json:"memory,omitempty"`
 }
 
 // Preset returns the named policy for a world and global batch.
@@ -241,6 +244,9 @@ func (c Config) Validate() error {
 		return bad("unknown predictor %v", c.Predictor)
 	case c.Bandwidth != nil && len(c.Bandwidth) != c.World:
 		return bad("bandwidth matrix of %d rows for %d ranks", len(c.Bandwidth), c.World)
+	}
+	if err := c.Memory.validate(c.World, c.GlobalBatch, c.MinShare); err != nil {
+		return err
 	}
 	if _, err := NewEWMA(c.EWMAAlpha); err != nil {
 		return fmt.Errorf("straggler: %w", err)

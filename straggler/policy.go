@@ -65,6 +65,9 @@ type Policy struct {
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
+	// clocks scale the EWMA's forecasts by each rank's GPU clock
+	// (clockscale.go).
+	clocks []clockScale
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -104,7 +107,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	if cfg.Shares && cfg.Prior != nil {
 		// Device priors seed step 0's shares (AntDT-DD starts
 		// throughput-proportional); measured times replace them.
-		shares, err := ProportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare)
+		shares, err := cfg.proportionalShares(cfg.GlobalBatch, cfg.Prior, cfg.MinShare, nil)
 		if err != nil {
 			return nil, fmt.Errorf("straggler: shares from priors: %w", err)
 		}
@@ -299,10 +302,10 @@ func (p *Policy) countLateArrival(r int, rr *RankReport, first time.Duration) {
 // its predictor.
 func (p *Policy) observeSpeed(r int, tau float64, rr *RankReport) {
 	if p.ewmas != nil {
-		e := &p.ewmas[r]
-		e.update(float64(time.Duration(tau)))
+		e, c := &p.ewmas[r], p.clockOf(r)
+		e.update(float64(time.Duration(c.normalise(tau, rr))))
 		f, _ := e.Predict()
-		p.tau[r] = float64(f)
+		p.tau[r] = c.forecast(float64(f))
 	} else {
 		o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
 		if rr.SMClockMHz > 0 {
@@ -505,9 +508,12 @@ func (p *Policy) decide(step int) (Plan, error) {
 		// ranks it is most of a decision).
 		cur := p.next.Shares
 		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
+		if !cfg.withinLimits(cur) {
+			keep = math.Inf(1) // an exclusion's shares, beyond MaxAccum passes
+		}
 		shares := cur
 		if float64(balanced) < keep && sharesCanBeat(cfg.GlobalBatch, cfg.MinShare, p.tau, keep) {
-			better, err := ProportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare)
+			better, err := cfg.proportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare, nil)
 			if err != nil {
 				return plan, err
 			}
@@ -726,7 +732,7 @@ func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 	var split []int
 	if cfg.Shares {
 		var err error
-		if split, err = ProportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members))); err != nil {
+		if split, err = cfg.proportionalShares(cfg.GlobalBatch, tau, min(cfg.MinShare, cfg.GlobalBatch/len(members)), members); err != nil {
 			split = EqualShares(cfg.GlobalBatch, len(members))
 		}
 	} else {

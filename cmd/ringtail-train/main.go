@@ -1,27 +1,3 @@
-// Command ringtail-train is ringtail's main job: synchronous data-parallel
-// SGD of a small MLP on the UCI optical digits (shipped in data/ and
-// embedded in the binary), gradients averaged with AllReduce. It reads its
-// rank and rendezvous from the environment that `ringtail run` or torchrun
-// sets, and runs as a single rank with no environment at all:
-//
-//	ringtail run -np 4 -- ringtail-train --inject slow=2:3x
-//
-// Each step's compute is padded to --step-compute (default 100ms) with a
-// timer sleep, standing for GPU work; --inject (default $RINGTAIL_INJECT)
-// scales it per rank and step and performs kill/freeze faults.
-// --mode adaptive (the default; --mode bsp is plain synchronous SGD)
-// reduces gradients through the straggler driver (straggler/driver) under
-// --policy: "shares" (the default) gives each rank a batch share
-// proportional to its measured speed and evicts ranks still late, "star"
-// evicts stragglers into parent trees where they compute at their own
-// pace, "exact" overlaps a late rank's arrival with the others'
-// reduce-scatter (see docs/straggler.md). --mode coded trains under
-// gradient coding (gradcode): each rank holds only the data partitions
-// the plan on the ranks' predicted throughputs gives it, every partition
-// on --coded-s + 1 ranks, and each step is decoded from the first n − s
-// ranks' coded payloads (docs/gradcode.md). Rank 0
-// prints one line per epoch and a summary, or the report as JSON with
-// --json. It only wires flags to examples/train; behaviour lives there.
 package main
 
 import (
@@ -90,6 +66,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	elasticMode := fs.Bool("elastic", elasticDefault, "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
 	perShard := fs.Int("batches-per-shard", 10, "with --elastic: batches in each data shard")
 	evalEvery := fs.Int("eval-every", 0, "rank 0 evaluates the held-out set every N steps, into --json's curve (time to accuracy); 0: after each epoch only")
+	memCapSpec := fs.String("mem-cap", os.Getenv(envMemCap), "this rank's device memory for activations (e.g. 16GiB), or one size per rank comma-separated; default: the GPU's free memory from NVML ($"+envMemCap+")")
+	sampleBytesSpec := fs.String("sample-bytes", os.Getenv(envSampleBytes), "activation memory of one sample (e.g. 2GiB): bounds each rank's micro-batch by its memory, a larger share computed as accumulation × micro-batch (AntDT-DD); empty: no bound ($"+envSampleBytes+")")
+	maxAccum := fs.Int("max-accum", straggler.DefaultMaxAccum, "with --sample-bytes and --mode adaptive: the most micro-batches the shares policy plans a rank's share in")
+	fakeGPU := fs.String("fake-gpu", os.Getenv(envFakeGPU), "emulate each rank's GPU with NVML's mock: one model per rank, comma-separated (e.g. P100,P100,V100,V100), or one for all; its memory bounds the micro-batch and its prior speed slows the rank's compute ($"+envFakeGPU+")")
 	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -139,6 +119,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmd.Fail(stderr, "--elastic averages gradients with a plain all-reduce (BSP); the straggler driver (--mode adaptive) is not elastic")
 		case set["inject"] || set["policy"] || set["probe"] || set["eval-every"]:
 			return cmd.Fail(stderr, "--inject, --policy, --probe and --eval-every do not apply to --elastic")
+		case set["mem-cap"] || set["sample-bytes"] || set["max-accum"] || set["fake-gpu"]:
+			return cmd.Fail(stderr, "--mem-cap, --sample-bytes, --max-accum and --fake-gpu do not apply to --elastic")
 		}
 		opts := elasticOptions{epochs: *epochs, batch: *batch, perShard: *perShard, lr: *lr, momentum: *momentum, hidden: *hidden,
 			seed: *seed, testFrac: *testFrac, stepCompute: *stepCompute, data: *dataPath, json: *asJSON}
@@ -154,9 +136,57 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// A coded job goes on while up to s ranks are stopped: only calls
 	// that need a dead rank fail.
 	rcfg.TolerateDeaths = rcfg.TolerateDeaths || *mode == "coded"
-	spec, err := inject.Lookup(*injectSpec, os.Getenv)
+	models, err := fakeGPUs(*fakeGPU, rcfg.WorldSize)
 	if err != nil {
 		return fail(err)
+	}
+	injectText := *injectSpec
+	if injectText == "" {
+		injectText = os.Getenv(inject.EnvVar)
+	}
+	var fake nvml.Telemetry
+	if models != nil {
+		// The mock's slower devices compute slower: their prior speed.
+		clause, err := fakeSlowdown(models)
+		if err != nil {
+			return fail(err)
+		}
+		injectText = strings.Trim(injectText+";"+clause, ";")
+		fake = fakeDevice(models[rcfg.Rank])
+	}
+	spec, err := inject.Lookup(injectText, os.Getenv)
+	if err != nil {
+		return fail(err)
+	}
+	capBytes, err := memCapOf(*memCapSpec, rcfg.Rank, rcfg.WorldSize)
+	if err != nil {
+		return fail(err)
+	}
+	var sampleBytes int64
+	if *sampleBytesSpec != "" {
+		if sampleBytes, err = parseBytes(*sampleBytesSpec); err != nil {
+			return fail(fmt.Errorf("--sample-bytes: %w", err))
+		}
+	}
+	if *maxAccum < 1 {
+		return cmd.Fail(stderr, "--max-accum %d: want ≥ 1", *maxAccum)
+	}
+	mcap, capSource, err := microCap(capBytes, sampleBytes, func() (int64, error) {
+		if fake != nil {
+			return deviceFree(fake, 0)
+		}
+		dev, err := nvml.Open(nvml.Config{})
+		if err != nil {
+			return 0, err
+		}
+		defer dev.Close()
+		return deviceFree(dev, rcfg.LocalRank)
+	})
+	if err != nil {
+		return fail(err)
+	}
+	if mcap > 0 {
+		logger.Info().Int("micro_cap", mcap).Str("from", capSource).Msg("micro-batch bounded by device memory")
 	}
 	injector, err := inject.New(spec, rcfg.WorldSize)
 	if err != nil {
@@ -189,12 +219,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Comm: comm, Train: trainSet, Test: testSet, Hidden: layers,
 		Epochs: *epochs, Batch: *batch, LR: *lr, Momentum: *momentum, Seed: *seed,
 		StepCompute: *stepCompute, Runner: runner, Out: stdout, Logger: logger, EvalEvery: *evalEvery,
+		MicroCap: mcap,
 	}
 	if *asJSON {
 		cfg.Out = stderr
 	}
 	var telemetry *nvml.Sampler
 	var priors []float64
+	var memory *straggler.Memory
 	if *mode == "adaptive" {
 		pol, err := straggler.Preset(*policyName, comm.Size(), *batch)
 		if err != nil {
@@ -209,7 +241,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer stopSampling()
 		var dev nvml.Telemetry
 		var gpu int
-		dev, gpu, telemetry, err = startTelemetry(sampling, rcfg.LocalRank, nvml.SamplerConfig{Interval: time.Second, Log: logger})
+		dev, gpu, telemetry, err = startTelemetry(sampling, rcfg.LocalRank, fake, nvml.SamplerConfig{Interval: time.Second, Log: logger})
 		if err != nil {
 			return fail(err)
 		}
@@ -222,13 +254,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return fail(err)
 		}
 		priors = pol.Prior
+		if sampleBytes > 0 {
+			// Every rank plans with every rank's cap (AntDT-DD).
+			caps, err := gatherCaps(ctx, comm, mcap)
+			if err != nil {
+				return fail(err)
+			}
+			pol.Memory = &straggler.Memory{MicroCap: caps, MaxAccum: *maxAccum}
+			memory = pol.Memory
+		}
 		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))
 	}
 	if *mode == "coded" {
 		// The plan allocates partitions by the ranks' predicted
-		// throughputs: their devices' priors where known, else equal.
-		slow, err := devicePriors(ctx, comm, localDeviceName(rcfg.LocalRank))
+		// throughputs: their devices' priors where known (--fake-gpu's
+		// models included), else equal.
+		name := localDeviceName(rcfg.LocalRank)
+		if fake != nil {
+			name = deviceName(fake, 0)
+		}
+		slow, err := devicePriors(ctx, comm, name)
 		if err != nil {
 			return fail(err)
 		}
@@ -263,7 +309,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			// DevicePriors are the slowdowns the devices' models implied
 			// at step 0 (absent when no rank's model is known).
 			DevicePriors []float64 `json:"device_priors,omitempty"`
-		}{rep, spec.String(), *mode, policyOf(*mode, *policyName, *codedScheme, *codedS), tel, priors})
+			// FakeGPU are the models the NVML mock emulated, Memory the
+			// policy's micro-batch caps (absent without --sample-bytes).
+			FakeGPU []string          `json:"fake_gpu,omitempty"`
+			Memory  *straggler.Memory `json:"memory,omitempty"`
+			// BusySpread is the slowest rank's time to the reduction over
+			// the fastest's, minus one (Report.Ranks).
+			BusySpread float64 `json:"busy_spread"`
+		}{rep, spec.String(), *mode, policyOf(*mode, *policyName, *codedScheme, *codedS), tel, priors,
+			models, memory, train.BusySpread(rep.Ranks)})
 		if err != nil {
 			return fail(err)
 		}
@@ -271,6 +325,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	fmt.Fprintln(stdout, rep.Summary())
+	if sampleBytes > 0 || models != nil {
+		fmt.Fprintln(stdout, rankLine(rep.Ranks))
+	}
 	return 0
 }
 
@@ -300,15 +357,18 @@ func throughputsOf(slowdown []float64) []float64 {
 }
 
 // startTelemetry opens NVML and the host's /proc and starts a rank's
-// sampler on them (cfg gives the interval or ticks, the logger and
+// sampler on them (dev, when not nil, stands for NVML: --fake-gpu's mock;
+// cfg gives the interval or ticks, the logger and
 // OnReading). The ranks of a host share its GPUs round-robin, LOCAL_RANK
 // modulo the device count as torchrun jobs do: two ranks on a one-GPU
 // machine both read GPU 0 rather than one of them finding none. It
 // returns the device source, the GPU index sampled and the sampler.
-func startTelemetry(ctx context.Context, localRank int, cfg nvml.SamplerConfig) (nvml.Telemetry, int, *nvml.Sampler, error) {
-	dev, err := nvml.Open(nvml.Config{})
-	if err != nil {
-		return nil, 0, nil, err
+func startTelemetry(ctx context.Context, localRank int, dev nvml.Telemetry, cfg nvml.SamplerConfig) (nvml.Telemetry, int, *nvml.Sampler, error) {
+	if dev == nil {
+		var err error
+		if dev, err = nvml.Open(nvml.Config{}); err != nil {
+			return nil, 0, nil, err
+		}
 	}
 	host, err := nvml.NewHostReader(nvml.DefaultHostConfig())
 	if err != nil {

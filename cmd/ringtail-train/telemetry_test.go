@@ -18,7 +18,7 @@ func startTestTelemetry(t *testing.T, localRank int) (chan<- time.Time, <-chan n
 	ctx, cancel := context.WithCancel(context.Background())
 	ticks := make(chan time.Time)
 	readings := make(chan nvml.Reading, 16)
-	dev, gpu, s, err := startTelemetry(ctx, localRank, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
+	dev, gpu, s, err := startTelemetry(ctx, localRank, nil, nvml.SamplerConfig{Ticks: ticks, Log: zerolog.Nop(),
 		OnReading: func(r nvml.Reading) { readings <- r }})
 	if err != nil {
 		cancel()

@@ -70,6 +70,14 @@ func runBenchBalance(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ringtail bench balance: %v\n", err)
 		return 1
 	}
+	// The live driver's plan on the same cluster (straggler.Policy with
+	// the memory plan, as ringtail-train --sample-bytes runs it).
+	live, err := emulate.AntDTDriver(emulate.V100P100Case(*samples))
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail bench balance: %v\n", err)
+		return 1
+	}
+	plans = append(plans, live)
 	for _, hetero := range []bool{true, false} {
 		c := emulate.ChronicaDIF64Case(hetero, *seed)
 		c.Samples, c.Dist = *chronicaSamples, sizeDist

@@ -37,11 +37,15 @@ func runBalanceJSON(t *testing.T, args ...string) map[string]benchBalanceRow {
 // split, CHRONICA ≥ 2× over random batching.
 func TestBenchBalance_VirtualMeetsTargets(t *testing.T) {
 	rows := runBalanceJSON(t, "--exec=virtual")
-	if len(rows) != 11 {
-		t.Fatalf("%d rows, want 11: %v", len(rows), rows)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows, want 12: %v", len(rows), rows)
 	}
 	if sp := rows["antdt-v100-p100/adjust-bs+accum"].Speedup; sp < 1.8 {
 		t.Errorf("AntDT accumulation speed-up %v < 1.8", sp)
+	}
+	// The live driver's plan (issue 38) reaches the emulation's Eq. 4.
+	if live, eq4 := rows["antdt-v100-p100/driver(shares+memory)"], rows["antdt-v100-p100/adjust-bs+accum"]; live.EpochS > eq4.EpochS*1.01 {
+		t.Errorf("the driver's plan takes %v s an epoch, Eq. 4's %v", live.EpochS, eq4.EpochS)
 	}
 	if sp := rows["chronica-dif64-hetero/chronica"].Speedup; sp < 2 {
 		t.Errorf("CHRONICA speed-up %v < 2", sp)

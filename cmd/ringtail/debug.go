@@ -12,14 +12,20 @@ import (
 )
 
 const debugUsage = `Usage: ringtail debug analyze DIR [--json]
-       ringtail debug analyze --ranks HOST:P1-P2 [--last N] [--json]
+       ringtail debug analyze --ranks HOST:P1-P2 [--last N] [--json] [--secret-file F]
+       ringtail debug token [--secret-file F]
 
 Reads the flight recorder's dumps (one per rank, written into
 RINGTAIL_FLIGHT_DIR when a job fails or on SIGUSR1) and tells the story in
 a few lines: the rank that stopped calling and the call it never made, or
 the first call where ranks disagree, and the failure every rank reported.
 With --ranks it reads a live job's ranks instead (their /debug/flight on
-the metrics ports, RINGTAIL_METRICS_ADDR). See docs/debugging.md.
+the metrics ports, RINGTAIL_METRICS_ADDR), sending the job's endpoint
+token (derived from RINGTAIL_SECRET, RINGTAIL_SECRET_FILE or --secret-file),
+which ranks serving beyond loopback require.
+"token" prints that token, for a scraper's "Authorization: Bearer TOKEN"
+or a browser's /?token=TOKEN. See docs/debugging.md and
+docs/observability.md.
 `
 
 // runDebug dispatches `ringtail debug SUBCOMMAND`.
@@ -31,11 +37,32 @@ func runDebug(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if args[0] != "analyze" {
-		fmt.Fprintf(stderr, "ringtail debug: unknown subcommand %q (want analyze)\n", args[0])
-		return 2
+	switch args[0] {
+	case "analyze":
+		return runDebugAnalyze(args[1:], stdout, stderr)
+	case "token":
+		return runDebugToken(args[1:], stdout, stderr)
 	}
-	return runDebugAnalyze(args[1:], stdout, stderr)
+	fmt.Fprintf(stderr, "ringtail debug: unknown subcommand %q (want analyze or token)\n", args[0])
+	return 2
+}
+
+// runDebugToken is `ringtail debug token`: the job's endpoint token.
+func runDebugToken(args []string, stdout, stderr io.Writer) int {
+	cmd := cli.New("ringtail debug token", debugUsage)
+	secretFile := cmd.Flags.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE)")
+	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
+		return code
+	}
+	secret, err := jobSecret(*secretFile)
+	if err != nil {
+		return cmd.Fail(stderr, "%v", err)
+	}
+	if len(secret) == 0 {
+		return cmd.Fail(stderr, "no job secret: set RINGTAIL_SECRET or RINGTAIL_SECRET_FILE, or give --secret-file")
+	}
+	fmt.Fprintln(stdout, obs.Token(secret))
+	return 0
 }
 
 func runDebugAnalyze(args []string, stdout, stderr io.Writer) int {
@@ -45,6 +72,7 @@ func runDebugAnalyze(args []string, stdout, stderr io.Writer) int {
 	last := fs.Int("last", 200, "with --ranks: the calls to read of each rank")
 	asJSON := fs.Bool("json", false, "print the reports as JSON")
 	timeout := fs.Duration("timeout", 10*time.Second, "with --ranks: how long to wait for each rank")
+	secretFile := fs.String("secret-file", "", "with --ranks: read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE); its token opens ranks bound beyond loopback")
 	// The directory may come before the flags.
 	var dir string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -75,7 +103,11 @@ func runDebugAnalyze(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return cmd.Fail(stderr, "--ranks: %v", err)
 		}
-		d, errs := obs.FetchFlight(targets, *last, *timeout)
+		secret, err := jobSecret(*secretFile)
+		if err != nil {
+			return cmd.Fail(stderr, "%v", err)
+		}
+		d, errs := obs.FetchFlight(targets, obs.Token(secret), *last, *timeout)
 		for _, err := range errs {
 			fmt.Fprintf(stderr, "ringtail debug analyze: %v\n", err)
 		}

@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/flight"
+	"github.com/ringtail-ml/ringtail/internal/obs"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
@@ -50,5 +53,47 @@ func TestDebugAnalyzeTellsTheStoryOfADumpDirectory(t *testing.T) {
 	}
 	if code := run([]string{"debug", "analyze"}, &out, &errb); code != 2 {
 		t.Errorf("no directory: exit %d", code)
+	}
+}
+
+// `ringtail debug analyze --ranks` reads a live rank bound beyond
+// loopback with the token it derives from RINGTAIL_SECRET; without the
+// secret the rank refuses it and the line says what to set.
+// `ringtail debug token` prints the token a scraper sends.
+func TestDebugAnalyzeSendsTheEndpointToken(t *testing.T) {
+	secret := "debug-token-test-secret-0123456"
+	fl, err := flight.New(flight.Config{Rank: 0, World: 1, JobID: "job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Begin(&wire.Desc{Collective: wire.AllReduce, Group: wire.World, Call: 1, Count: 8, DType: 1}, "ring", "")
+	fl.End(nil)
+	rec, err := obs.New(obs.Config{Rank: 0, World: 1, MetricsAddr: "0.0.0.0:0", Secret: []byte(secret),
+		Flight: func(w io.Writer, last int) error { return fl.WriteLive(w, last) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	_, port, _ := net.SplitHostPort(rec.Addr())
+	target := net.JoinHostPort("127.0.0.1", port)
+
+	t.Setenv("RINGTAIL_SECRET", "")
+	t.Setenv("RINGTAIL_SECRET_FILE", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"debug", "analyze", "--ranks", target}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "401") || !strings.Contains(errb.String(), "RINGTAIL_SECRET") {
+		t.Fatalf("without the secret: exit %d: %s", code, errb.String())
+	}
+	if code := run([]string{"debug", "token"}, &out, &errb); code != 2 {
+		t.Fatalf("debug token without a secret: exit %d", code)
+	}
+	t.Setenv("RINGTAIL_SECRET", secret)
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"debug", "analyze", "--ranks", target}, &out, &errb); code != 0 || !strings.Contains(out.String(), "job job generation 0, 1 ranks") || errb.Len() != 0 {
+		t.Fatalf("with the secret: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"debug", "token"}, &out, &errb); code != 0 || strings.TrimSpace(out.String()) != obs.Token([]byte(secret)) {
+		t.Fatalf("debug token: exit %d: %q", code, out.String())
 	}
 }

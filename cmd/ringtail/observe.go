@@ -25,7 +25,9 @@ type runObservability struct {
 
 // startObservability validates the flags, picks the metrics ports and
 // starts the dashboard; it prints where to look.
-func startObservability(dashboard string, metricsPort int, timeline string, np int, hosts []launch.HostSlots, stderr io.Writer) (*runObservability, error) {
+// secret is the job's: the dashboard sends its endpoint token to the
+// ranks (remote ones serve beyond loopback and require it).
+func startObservability(dashboard string, metricsPort int, timeline string, np int, hosts []launch.HostSlots, secret []byte, stderr io.Writer) (*runObservability, error) {
 	o := &runObservability{metricsPort: metricsPort, stderr: stderr}
 	if metricsPort < 0 || metricsPort > 65535 {
 		return nil, fmt.Errorf("--metrics-port %d must be in 1..65535", metricsPort)
@@ -67,7 +69,7 @@ func startObservability(dashboard string, metricsPort int, timeline string, np i
 	// The dashboard logs lost rank streams at debug level to the logger
 	// it is given: none yet. The job-wide logger (RINGTAIL_LOG_LEVEL,
 	// issue 14 item 4) plugs in here, as DashboardConfig.Logger.
-	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
+	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: dashboard, Secret: secret, Targets: launch.MetricsAddrs(np, hosts, o.metricsPort),
 		Title: fmt.Sprintf("ringtail run -np %d", np),
 		// One line when the straggler set changes: the terminal says who
 		// straggles and what share it gets, not only the page.
@@ -150,6 +152,10 @@ ADDRS lists the ranks' metrics addresses: host:port entries separated by
 commas, host:first-last for a range (e.g. 127.0.0.1:9400-9403).
 --timeline FILE also serves a trace file's view at /timeline.html (ranks
 are then optional).
+The job secret (RINGTAIL_SECRET, RINGTAIL_SECRET_FILE or --secret-file)
+gives the endpoint token that ranks serving beyond loopback require; a
+--listen address beyond loopback needs it too, and the page then asks
+browsers for the token (the printed URL carries it).
 `
 
 // runDashboard is `ringtail dashboard`.
@@ -160,6 +166,7 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	ranks := fs.String("ranks", "", "the ranks' metrics `addresses` (host:port,... or host:first-last)")
 	timeline := fs.String("timeline", "", "also show this trace `file` (ringtail run --timeline's, or timeline merge's) at /timeline.html")
 	title := fs.String("title", "ringtail", "the page's title")
+	secretFile := fs.String("secret-file", "", "read the job secret from `file` (default: $RINGTAIL_SECRET, $RINGTAIL_SECRET_FILE)")
 	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -178,7 +185,12 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: *listen, Targets: targets, Title: *title, Timeline: *timeline})
+	secret, err := jobSecret(*secretFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "ringtail dashboard: %v\n", err)
+		return 2
+	}
+	d, err := obs.NewDashboard(obs.DashboardConfig{Listen: *listen, Secret: secret, Targets: targets, Title: *title, Timeline: *timeline})
 	if err != nil {
 		fmt.Fprintf(stderr, "ringtail dashboard: %v\n", err)
 		return 2

@@ -231,6 +231,13 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	if len(secret) == 0 {
+		// The random secret launch.Run would make, made here: the
+		// dashboard derives the ranks' endpoint token from it.
+		if secret, err = launch.NewSecret(); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	var sharedSecretFile string
 	if *launcher == launch.LauncherSrun {
 		sharedSecretFile = secretFilePath(*secretFile)
@@ -259,7 +266,7 @@ func launchMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageErr("%v", err)
 	}
 	env = append([]string{logFormat}, env...) // --env and -x may override it
-	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, errw)
+	obsv, err := startObservability(*dashboard, *metricsPort, *timeline, *np, hosts, secret, errw)
 	if err != nil {
 		return usageErr("%v", err)
 	}

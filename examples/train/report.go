@@ -156,6 +156,8 @@ type Report struct {
 	// as a member), against the training time: what time to accuracy is
 	// read from.
 	Curve []EvalPoint `json:"curve,omitempty"`
+	// Ranks are every rank's step times and micro-batches (accumulation.go).
+	Ranks []RankStats `json:"ranks,omitempty"`
 }
 
 // EvalPoint is one evaluation of the held-out set during training.

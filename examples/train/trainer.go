@@ -129,6 +129,11 @@ type Config struct {
 	// time to accuracy. The other ranks do not wait for it any longer
 	// than the next step's reduction makes them.
 	EvalEvery int
+	// MicroCap is the largest micro-batch this rank computes at once (its
+	// device's memory, AntDT-DD): a larger share is computed in
+	// micro-batches whose gradients are summed before the reduction. Zero
+	// computes the share in one pass. Ranks may differ.
+	MicroCap int
 	// Out receives rank 0's per-epoch lines; nil discards them.
 	Out io.Writer
 	// Logger receives structured logs; the zero value discards them.
@@ -157,6 +162,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Coded != nil {
 		errs = append(errs, codingErrors(c.Coded, c.Sync)...)
+	}
+	if c.MicroCap < 0 {
+		bad("micro-batch cap %d must not be negative", c.MicroCap)
 	}
 	errs = append(errs, jobErrors(c.Train, c.Test, c.Hidden, c.Epochs, c.Batch, c.LR, c.Momentum, c.StepCompute)...)
 	if err := errors.Join(errs...); err != nil {
@@ -265,6 +273,8 @@ type Trainer struct {
 	// steps counts the steps of the epochs ended, for the progress
 	// reports.
 	steps int
+	// mem accumulates the per-rank statistics (accumulation.go).
+	mem memoryStats
 }
 
 // progressOf is the recorder of rank 0's progress reports: comm, when it
@@ -362,6 +372,12 @@ func (t *Trainer) Run(ctx context.Context) (Report, error) {
 		}
 	}
 	rep.Curve = t.curve.points
+	ranks, err := t.gatherRanks(ctx)
+	if err != nil {
+		rep.finish(time.Since(start))
+		return rep, err
+	}
+	rep.Ranks = ranks
 	hash := paramsHash(t.model.Params)
 	rep.ParamsHash = fmt.Sprintf("%016x", hash)
 	identical, err := t.identical(ctx, hash)
@@ -500,7 +516,7 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	}
 	np := t.model.NumParams()
 	clear(t.grad)
-	t.grad[np] = float32(t.model.AccumulateGradient(t.cfg.Train, batch[lo:hi], t.grad[:np]))
+	t.grad[np] = float32(t.computeShare(batch[lo:hi], t.grad[:np]))
 	st.compute = time.Since(begin)
 	if _, err := t.runner.Pad(ctx, step, base, st.compute); err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
@@ -517,6 +533,7 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	} else if err := t.cfg.Comm.AllReduce(ctx, ringtail.Float32s(t.grad), ringtail.Sum); err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: gradient allreduce: %w", t.rank, step, err)
 	}
+	t.arrived(padded, hi-lo, st.outcome.Child)
 	st.comm = time.Since(begin) - padded
 	st.loss = float64(t.grad[np])
 	if st.applied == 0 {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 // The rules on a small module: what the command, the root package's API,
@@ -45,7 +47,7 @@ func TestNoCodeWithoutACaller(t *testing.T) {
 	}
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if out, err := exec.Command(goTool, "env", "CGO_ENABLED").Output(); err != nil || strings.TrimSpace(string(out)) != "1" {
-		t.Skip("needs cgo: the NVML binding (and its callers' view of it) is compiled with cgo only")
+		citest.Missing(t, "needs cgo (gcc): the NVML binding (and its callers' view of it) is compiled with cgo only")
 	}
 	cmd := exec.Command(goTool, "run", "./internal/deadcode")
 	cmd.Dir = filepath.Join("..", "..")

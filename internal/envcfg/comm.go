@@ -423,6 +423,8 @@ func (c *Comm) Validate() error {
 			bad("metrics address (%s): %v", VarMetricsAddr, err)
 		} else if err := obs.CheckAddr(addr); err != nil {
 			bad("metrics address (%s): %v", VarMetricsAddr, err)
+		} else if err := obs.CheckExposure(addr, "metrics address ("+VarMetricsAddr+")", c.Secret); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.Timeline != "" {
@@ -542,7 +544,7 @@ func (c *Comm) Recorder(fl *flight.Recorder) (*obs.Recorder, error) {
 	}
 	// The recorder logs through the communicator's logger: the job-wide
 	// logger honouring RINGTAIL_LOG_LEVEL arrives as Config.Logger.
-	ocfg := obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Timeline: timeline, GPU: gpu, Logger: c.Logger}
+	ocfg := obs.Config{Rank: c.Rank, World: c.WorldSize, MetricsAddr: addr, Secret: c.Secret, Timeline: timeline, GPU: gpu, Logger: c.Logger}
 	if fl != nil {
 		ocfg.Flight = fl.WriteLive
 	}

@@ -165,23 +165,33 @@ func (r *Recorder) wall(ns int64) time.Time { return r.base.Add(time.Duration(ns
 // Snapshot reads the recorder into a dump (its last last calls when last
 // is positive), waiting at most wait for a call that runs without having
 // published itself (see the package comment); failure is the
-// communicator's failure, if any. The slots are copied under the lock and
-// rendered after it.
+// communicator's failure, if any. It never waits on a lock a call holds:
+// it takes the engine's call lock only with TryLock (when no call runs),
+// or the recorder's own mutex, which a call that waited long holds only
+// for a few stores. Under either it only copies the slots, with two
+// block copies, into a buffer allocated before (a call that starts
+// meanwhile waits for that copy, not for an allocation or the rendering,
+// which come after; BenchmarkLockedCopy).
 func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration, last int) *Dump {
 	deadline := time.Now().Add(wait)
+	n := len(r.ring)
+	if last > 0 {
+		n = min(n, last)
+	}
+	buf := newSnapBuf(n)
 	for {
 		if r.lock == nil || r.lock.TryLock() {
-			c, names, seq := r.copySlots(last)
+			r.copySlots(&buf)
 			if r.lock != nil {
 				r.lock.Unlock()
 			}
-			return r.render(reason, failure, c, names, seq)
+			return r.render(reason, failure, buf.copies(), buf.names, buf.seq)
 		}
 		r.pub.Lock()
 		if r.live {
-			c, names, seq := r.copySlots(last)
+			r.copySlots(&buf)
 			r.pub.Unlock()
-			return r.render(reason, failure, c, names, seq)
+			return r.render(reason, failure, buf.copies(), buf.names, buf.seq)
 		}
 		r.pub.Unlock()
 		if time.Now().After(deadline) {
@@ -196,29 +206,53 @@ func (r *Recorder) Snapshot(reason string, failure *Failure, wait time.Duration,
 // SnapshotLocked is Snapshot for a caller that holds the call lock (a
 // failed call dumping before it returns).
 func (r *Recorder) SnapshotLocked(reason string, failure *Failure) *Dump {
-	c, names, seq := r.copySlots(0)
-	return r.render(reason, failure, c, names, seq)
+	buf := newSnapBuf(len(r.ring))
+	r.copySlots(&buf)
+	return r.render(reason, failure, buf.copies(), buf.names, buf.seq)
 }
 
-// copySlots copies the last last slots (all when last is not positive),
-// oldest first, with the names they index and the count of calls; the
-// caller holds the call lock or pub (with live set).
-func (r *Recorder) copySlots(last int) ([]copied, []string, uint64) {
+// snapBuf is what a reader copies under a lock: the last slots in ring
+// order, the extras of those that have one (same index), the names they
+// index and the count of calls.
+type snapBuf struct {
+	slots  []slot
+	extras []extra
+	kept   int // slots[:kept] were copied, oldest first
+	names  []string
+	seq    uint64
+}
+
+func newSnapBuf(n int) snapBuf {
+	return snapBuf{slots: make([]slot, n), extras: make([]extra, n)}
+}
+
+// copySlots copies the last len(b.slots) slots (fewer when fewer calls
+// were recorded) into b; the caller holds the call lock or pub (with live
+// set).
+func (r *Recorder) copySlots(b *snapBuf) {
 	n := len(r.ring)
-	kept := int(min(r.seq, uint64(n)))
-	if last > 0 {
-		kept = min(kept, last)
-	}
-	out := make([]copied, kept)
-	for i := range out {
-		pos := (r.pos - (kept - 1) + i + n) % n
-		c := &out[i]
-		c.s, c.seq = r.ring[pos], r.seq-uint64(kept-1-i)
-		if c.s.extra {
-			c.x = r.extras[pos]
+	kept := min(int(min(r.seq, uint64(n))), len(b.slots))
+	start := (r.pos - (kept - 1) + n) % n
+	m := copy(b.slots[:kept], r.ring[start:])
+	copy(b.slots[m:kept], r.ring)
+	for i := range b.slots[:kept] {
+		if b.slots[i].extra {
+			b.extras[i] = r.extras[(start+i)%n]
 		}
 	}
-	return out, r.names, r.seq
+	b.kept, b.names, b.seq = kept, r.names, r.seq
+}
+
+// copies pairs the copied slots with their extras and call numbers.
+func (b *snapBuf) copies() []copied {
+	out := make([]copied, b.kept)
+	for i := range out {
+		out[i] = copied{s: b.slots[i], seq: b.seq - uint64(b.kept-1-i)}
+		if b.slots[i].extra {
+			out[i].x = b.extras[i]
+		}
+	}
+	return out
 }
 
 // render makes the dump of copied slots.

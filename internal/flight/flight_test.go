@@ -276,3 +276,24 @@ func BenchmarkBeginEnd(b *testing.B) {
 		r.End(nil)
 	}
 }
+
+// BenchmarkLockedCopy is how long a /debug/flight read holds the engine's
+// call lock (when it got it with TryLock): the copy of a full default-size
+// ring into a buffer allocated before. A call that starts meanwhile waits
+// at most this long (docs/observability.md).
+func BenchmarkLockedCopy(b *testing.B) {
+	r := newRec(b, 0, 2, 0)
+	d := allreduce(1, 2)
+	for range DefaultSize {
+		d.Call++
+		r.Begin(d, "recursive-doubling", "")
+		r.End(nil)
+	}
+	buf := newSnapBuf(DefaultSize)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r.copySlots(&buf); buf.kept != DefaultSize {
+			b.Fatal(buf.kept)
+		}
+	}
+}

@@ -19,7 +19,10 @@ const (
 // observeEnv returns a rank's observability variables: its metrics
 // address (port MetricsPort + its local rank; loopback for a local rank,
 // every interface for a remote one, so the launcher's dashboard reaches
-// it) and the job's timeline path.
+// it) and the job's timeline path. A remote rank's endpoints then answer
+// only requests carrying the job's endpoint token (obs.Token of the job
+// secret, which Run always gives the ranks: a random one when none was
+// given), as the launcher's dashboard sends it.
 func observeEnv(j jobEnv, p placement) []string {
 	var env []string
 	if j.MetricsPort > 0 {

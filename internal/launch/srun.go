@@ -36,7 +36,8 @@ type SrunStep struct {
 	// MetricsPort, when positive, has each rank serve its metrics on
 	// every interface at MetricsPort + its local rank
 	// (RINGTAIL_METRICS_ADDR), as Config.MetricsPort does for remote
-	// ranks.
+	// ranks: behind the job's endpoint token (obs.Token of the job
+	// secret the ranks get).
 	MetricsPort int
 	// ExitMarker starts the line a rank's wrapper writes to standard
 	// error when the rank exits non-zero on its own (not stopped by a

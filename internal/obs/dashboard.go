@@ -24,7 +24,13 @@ var webFS embed.FS
 // DashboardConfig configures a Dashboard.
 type DashboardConfig struct {
 	// Listen is the host:port the page is served on (port 0: a free one).
+	// Beyond loopback it needs Secret, and the page then asks for the
+	// endpoint token (URL carries it).
 	Listen string
+	// Secret is the job secret: the dashboard sends its endpoint token
+	// (Token) to the ranks, whose endpoints beyond loopback require it,
+	// and requires it of browsers when Listen is beyond loopback.
+	Secret []byte
 	// Targets are the ranks' metrics addresses (host:port), whose /events
 	// streams the dashboard follows.
 	Targets []string
@@ -51,6 +57,8 @@ func (c *DashboardConfig) Validate() error {
 	var errs []error
 	if err := CheckAddr(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen address: %w", err))
+	} else if err := CheckExposure(c.Listen, "dashboard address", c.Secret); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Targets) == 0 && c.Timeline == "" {
 		errs = append(errs, errors.New("no rank addresses to follow and no timeline to show"))
@@ -74,6 +82,8 @@ func (c *DashboardConfig) Validate() error {
 // it (web/app.js). It keeps serving what it has after the ranks are gone.
 type Dashboard struct {
 	cfg    DashboardConfig
+	token  string // the endpoint token ("" without a secret)
+	gated  bool   // the page needs the token (Listen beyond loopback)
 	hub    *hub
 	ln     net.Listener
 	srv    *http.Server
@@ -101,14 +111,18 @@ func NewDashboard(cfg DashboardConfig) (*Dashboard, error) {
 		return nil, fmt.Errorf("obs: dashboard: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d := &Dashboard{cfg: cfg, hub: newHub(cfg.History), ln: ln, cancel: cancel}
+	d := &Dashboard{cfg: cfg, token: Token(cfg.Secret), gated: !IsLoopback(cfg.Listen), hub: newHub(cfg.History), ln: ln, cancel: cancel}
 	b, _ := json.Marshal(struct {
 		Kind    string   `json:"kind"`
 		Title   string   `json:"title"`
 		Targets []string `json:"targets"`
 	}{"job", cfg.Title, cfg.Targets})
 	d.hub.publish(b, "job")
-	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	h := d.Handler()
+	if d.gated {
+		h = requireToken(d.token, true, h)
+	}
+	d.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go d.srv.Serve(ln)
 	for i, t := range cfg.Targets {
 		d.wg.Add(1)
@@ -130,10 +144,19 @@ func NewDashboard(cfg DashboardConfig) (*Dashboard, error) {
 // Addr returns the address the page is served on.
 func (d *Dashboard) Addr() string { return d.ln.Addr().String() }
 
-// URL returns the page's URL.
-func (d *Dashboard) URL() string { return "http://" + d.Addr() + "/" }
+// URL returns the page's URL; when the page needs the endpoint token
+// (Listen beyond loopback) the URL carries it, and opening it once sets a
+// cookie that holds it.
+func (d *Dashboard) URL() string {
+	if d.gated {
+		return "http://" + d.Addr() + "/?token=" + d.token
+	}
+	return "http://" + d.Addr() + "/"
+}
 
-// Handler serves the page, its assets and /api/events.
+// Handler serves the page, its assets and /api/events, to anyone:
+// NewDashboard puts it behind the endpoint token when it listens beyond
+// loopback.
 func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	sub, _ := fs.Sub(webFS, "web")
@@ -236,11 +259,15 @@ func (d *Dashboard) stream(ctx context.Context, target string, onMsg func([]byte
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	authorize(req, d.token)
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("%s: %s: the rank wants the job's endpoint token (give the dashboard the job secret: RINGTAIL_SECRET or RINGTAIL_SECRET_FILE)", target, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", target, resp.Status)
 	}

@@ -20,6 +20,10 @@
 //     straggler set (stragglers.go) for the launcher's terminal line.
 //   - Merge (merge.go) joins the ranks' timeline files into one trace on
 //     one clock.
+//   - Who may read (auth.go): a server bound to loopback answers its host;
+//     one bound beyond it needs the job secret and answers only requests
+//     carrying the endpoint token (Token: HMAC-SHA256 of a fixed label
+//     under the secret), refusing the rest with 401 and the fix.
 //
 // Cost: with no Recorder the engine and executor make one nil check per
 // call and per step; with one, a call reads the clock twice and updates

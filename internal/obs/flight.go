@@ -15,12 +15,13 @@ import (
 // FetchFlight reads the live flight recorders of the ranks at targets
 // (their /debug/flight, the last calls of each), at most timeout each, in
 // parallel; it returns the dumps it got and an error for each rank it
-// could not read.
-func FetchFlight(targets []string, last int, timeout time.Duration) ([]*flight.Dump, []error) {
-	return fetchFlight(context.Background(), &http.Client{Timeout: timeout}, targets, last)
+// could not read. token is the job's endpoint token (Token of the job
+// secret; "" to send none), which ranks bound beyond loopback require.
+func FetchFlight(targets []string, token string, last int, timeout time.Duration) ([]*flight.Dump, []error) {
+	return fetchFlight(context.Background(), &http.Client{Timeout: timeout}, targets, token, last)
 }
 
-func fetchFlight(ctx context.Context, client *http.Client, targets []string, last int) ([]*flight.Dump, []error) {
+func fetchFlight(ctx context.Context, client *http.Client, targets []string, token string, last int) ([]*flight.Dump, []error) {
 	dumps := make([]*flight.Dump, len(targets))
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
@@ -28,7 +29,7 @@ func fetchFlight(ctx context.Context, client *http.Client, targets []string, las
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dumps[i], errs[i] = fetchOne(ctx, client, t, last)
+			dumps[i], errs[i] = fetchOne(ctx, client, t, token, last)
 		}()
 	}
 	wg.Wait()
@@ -44,17 +45,21 @@ func fetchFlight(ctx context.Context, client *http.Client, targets []string, las
 	return out, bad
 }
 
-func fetchOne(ctx context.Context, client *http.Client, target string, last int) (*flight.Dump, error) {
+func fetchOne(ctx context.Context, client *http.Client, target, token string, last int) (*flight.Dump, error) {
 	url := fmt.Sprintf("http://%s/debug/flight?last=%d", target, last)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
+	authorize(req, token)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return nil, fmt.Errorf("%s: %s: the rank wants the job's endpoint token: set RINGTAIL_SECRET or RINGTAIL_SECRET_FILE to the job secret", url, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", url, resp.Status)
 	}
@@ -91,7 +96,7 @@ func (d *Dashboard) followFlight(ctx context.Context) {
 	t := time.NewTicker(flightPeriod)
 	defer t.Stop()
 	for {
-		dumps, errs := fetchFlight(ctx, client, d.cfg.Targets, flightLast)
+		dumps, errs := fetchFlight(ctx, client, d.cfg.Targets, d.token, flightLast)
 		if ctx.Err() != nil {
 			return
 		}

@@ -38,7 +38,7 @@ func flightRecorderOf(t *testing.T, rank, world, calls int) *Recorder {
 func TestTheDashboardTellsTheFlightRecordersStory(t *testing.T) {
 	r0, r1 := flightRecorderOf(t, 0, 2, 5), flightRecorderOf(t, 1, 2, 4)
 	r1.SetLinks([]LinkInfo{{Peer: 0, Transport: "unix", Fallback: "shared memory unavailable (mmap: no memory)"}})
-	dumps, errs := FetchFlight([]string{r0.Addr(), r1.Addr()}, 3, 10*time.Second)
+	dumps, errs := FetchFlight([]string{r0.Addr(), r1.Addr()}, "", 3, 10*time.Second)
 	if len(errs) > 0 || len(dumps) != 2 || len(dumps[0].Entries) != 3 {
 		t.Fatalf("FetchFlight: %d dumps, errors %v", len(dumps), errs)
 	}

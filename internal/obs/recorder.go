@@ -32,8 +32,14 @@ type Config struct {
 	Host string
 	// MetricsAddr is the host:port this rank serves /metrics (Prometheus),
 	// /events (the dashboard's stream) and /info on; port 0 picks a free
-	// one (Addr tells which). Empty: no server.
+	// one (Addr tells which). Empty: no server. Beyond loopback (another
+	// interface, or every one) it needs Secret.
 	MetricsAddr string
+	// Secret is the job secret. When MetricsAddr is beyond loopback,
+	// every request must carry its endpoint token (Token; see auth.go) and
+	// is refused with 401 without it; without a secret such an address is
+	// a configuration error (ErrOpenEndpoint).
+	Secret []byte
 	// Timeline is the path of this rank's Chrome-trace file; empty: none.
 	Timeline string
 	// Period is how often busbw, host and GPU telemetry are sampled and
@@ -65,6 +71,8 @@ func (c *Config) Validate() error {
 	if c.MetricsAddr != "" {
 		if err := CheckAddr(c.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("metrics address: %w", err))
+		} else if err := CheckExposure(c.MetricsAddr, "metrics address (RINGTAIL_METRICS_ADDR, Config.MetricsAddr)", c.Secret); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if c.Period < 0 || c.History < 0 {
@@ -190,7 +198,11 @@ func New(cfg Config) (*Recorder, error) {
 			return nil, fmt.Errorf("obs: rank %d: serving metrics on %s: %w", cfg.Rank, cfg.MetricsAddr, err)
 		}
 		r.ln = ln
-		r.srv = &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		h := r.Handler()
+		if !IsLoopback(cfg.MetricsAddr) {
+			h = requireToken(Token(cfg.Secret), false, h)
+		}
+		r.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 		go r.srv.Serve(ln)
 	}
 	r.publishInfo()
@@ -390,7 +402,8 @@ func (r *Recorder) publishInfo() {
 	}
 }
 
-// Handler serves /metrics, /events and /info.
+// Handler serves /metrics, /events, /info and /debug/flight, to anyone:
+// New puts it behind the endpoint token when it binds beyond loopback.
 func (r *Recorder) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promHandler(r.m))

@@ -1,12 +1,3 @@
-// Package settings is the one table of the RINGTAIL_* environment
-// variables the project reads or sets (Known), and the rules every
-// reader of them shares: booleans parse one way (ParseBool), a job
-// secret has at least MinSecretLen bytes (CheckSecret), and a RINGTAIL_*
-// name the table does not hold is a misspelling to warn about, naming
-// the nearest known name (Unknown).
-//
-// It imports nothing of ringtail's, so every package (nvml's tests
-// included) can use it; it holds no package-level mutable state.
 package settings
 
 import (
@@ -86,6 +77,9 @@ func Known() []Setting {
 		{"RINGTAIL_ELASTIC_MIN_WAIT", elastic},
 		{"RINGTAIL_SHARD_SERVICE", elastic},
 		{"RINGTAIL_INJECT", "the straggler injector (straggler/inject)"},
+		{"RINGTAIL_MEM_CAP", "ringtail-train's device memory cap (cmd/ringtail-train --mem-cap)"},
+		{"RINGTAIL_SAMPLE_BYTES", "ringtail-train's activation bytes per sample (cmd/ringtail-train --sample-bytes)"},
+		{"RINGTAIL_FAKE_GPU", "ringtail-train's NVML mock devices (cmd/ringtail-train --fake-gpu)"},
 		{"RINGTAIL_DDP_STRAGGLER", torch},
 		{"RINGTAIL_DDP_STRAGGLER_TIMEOUT", torch},
 		{"RINGTAIL_DDP_STRAGGLER_WATCH", torch},

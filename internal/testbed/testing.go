@@ -41,19 +41,15 @@ func Missing(nft bool) string {
 
 // Require skips t when a bed cannot be built here (see Missing; nft: the
 // test needs loss or the proxy). Under CI (CI=true, which .ci/run sets),
-// where .ci/run installs the tools and runs as root, a missing tool fails
-// the test instead of skipping it, so a broken install step cannot pass
-// unseen.
+// where .ci/run installs the tools and runs as root, anything missing —
+// root included — fails the test instead of skipping it
+// (citest.Missing), so neither a broken install step nor a CI that lost
+// root passes unseen.
 func Require(t testing.TB, nft bool) {
 	t.Helper()
-	why := Missing(nft)
-	if why == "" {
-		return
+	if why := Missing(nft); why != "" {
+		citest.Missing(t, "testbed: "+why)
 	}
-	if citest.InCI() && os.Geteuid() == 0 {
-		t.Fatalf("testbed: %s (CI runs as root and .ci/run installs the tools)", why)
-	}
-	t.Skipf("testbed: %s", why)
 }
 
 // ForTest builds a bed for t (Require(t, nft) first) and removes it when

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/citest"
 )
 
 // fakeProcess records what a Runner asks of the process.
@@ -195,7 +197,7 @@ func TestKilledRankExitsWith137AtItsStep(t *testing.T) {
 
 func TestFrozenRankStopsAndWakesItselfAfterTheDuration(t *testing.T) {
 	if _, err := os.Stat("/bin/sh"); err != nil {
-		t.Skip("no /bin/sh to wake the process")
+		citest.Missing(t, "no /bin/sh to wake the process")
 	}
 	cmd, out := startHelper(t, "freeze=0@1:300ms")
 	waitStopped(t, cmd.Process.Pid)

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 import unittest
 
+import citest
 import launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +42,7 @@ def clean_env(**extra):
 
 
 class TestInstallAndRun(unittest.TestCase):
-    @unittest.skipIf(shutil.which("go") is None or shutil.which("make") is None, "needs go and make to build the wheel")
+    @citest.needs(shutil.which("go") and shutil.which("make"), "needs go and make to build the wheel")
     def test_the_docs_commands_as_written(self):
         block = install_and_run_block()
         example = os.path.join(ROOT, "integration", "torch", "examples", "train_ddp.py")
@@ -72,7 +73,7 @@ class TestInstallAndRun(unittest.TestCase):
 
 
 class TestProgress(unittest.TestCase):
-    @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
+    @citest.needs(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
     def test_report_progress_and_the_hook_reach_the_metrics(self):
         base = launch.free_port()
         p = subprocess.run([os.environ["RINGTAIL_BIN"], "run", "-np", "2", "--metrics-port", str(base), "--",
@@ -90,7 +91,7 @@ class TestProgress(unittest.TestCase):
 
 
 class TestHints(unittest.TestCase):
-    @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
+    @citest.needs(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
     def test_ringtail_run_says_what_to_do(self):
         for raised, hint in (
             ("ModuleNotFoundError(\"No module named 'ringtail_torch'\")", "has no ringtail_torch: install the ringtail-torch wheel into it"),

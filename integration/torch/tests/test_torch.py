@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import citest  # noqa: E402
 import launch  # noqa: E402
 from ringtail_torch import sampler  # noqa: E402
 
@@ -245,7 +246,7 @@ class TestLaunchers(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("RINGTAIL_SECRET", p.stderr + p.stdout)
 
-    @unittest.skipUnless(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
+    @citest.needs(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
     def test_ringtail_run(self):
         for backend, init, np in (("ringtail", "env://", 3), ("gloo", "env://", 3), ("gloo", "tcp-master", 2)):
             p = subprocess.Popen([os.environ["RINGTAIL_BIN"], "run", "-np", str(np), "--", launch.PYTHON, WORKER, "smoke",
@@ -301,7 +302,7 @@ class TestWheel(unittest.TestCase):
         self.assertEqual(p.returncode, 0, "%s failed:\n%s\n%s" % (cmd, p.stdout, p.stderr))
         return p.stdout + p.stderr
 
-    @unittest.skipIf(shutil.which("go") is None, "no Go toolchain here to build the wheel's libringtail.so")
+    @citest.needs(shutil.which("go"), "no Go toolchain here to build the wheel's libringtail.so")
     def test_wheel_in_venv_and_user_site(self):
         tmp = tempfile.mkdtemp(prefix="ringtail-wheel-")
         self.addCleanup(shutil.rmtree, tmp, True)

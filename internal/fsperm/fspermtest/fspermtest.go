@@ -1,4 +1,3 @@
-// Package fspermtest checks, in tests, the modes fsperm gives.
 package fspermtest
 
 import (

@@ -78,11 +78,12 @@ func inNetns(netns string, argv []string) []string {
 }
 
 // requireSlurm skips t unless it runs as root with Slurm installed, and
-// returns the paths of slurmPrograms.
+// returns the paths of slurmPrograms; under CI (CI=true) it fails instead
+// (citest.Missing: .ci/run runs as root and installs Slurm).
 func requireSlurm(t *testing.T) map[string]string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("the Slurm test needs root: slurmd and slurmctld run as root with SlurmUser=root")
+		citest.Missing(t, "the Slurm test needs root: slurmd and slurmctld run as root with SlurmUser=root")
 	}
 	bin := map[string]string{}
 	for _, p := range slurmPrograms {

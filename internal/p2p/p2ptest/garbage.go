@@ -1,4 +1,3 @@
-// Package p2ptest helps the tests of libp2p listeners.
 package p2ptest
 
 import (

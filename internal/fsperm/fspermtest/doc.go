@@ -1,0 +1,2 @@
+// Package fspermtest checks, in tests, the modes fsperm gives.
+package fspermtest

@@ -1,0 +1,2 @@
+// Package p2ptest helps the tests of libp2p listeners.
+package p2ptest
