@@ -19,8 +19,9 @@ import (
 // for exclusion (their rows go to the members; the update stays exact).
 
 // affineForgetting is the forgetting factor of a rank's affine fit: a
-// memory of about ten reports, so that a delay that comes and goes
-// (AntDT's transient pattern) is followed within a few steps.
+// memory of about ten reports, so that a delay that comes and goes (a
+// periodic pause, a loader that catches up) is followed within a few
+// steps.
 const affineForgetting = 0.9
 
 // affineMinSpread is the least weighted standard deviation of a rank's
