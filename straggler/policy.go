@@ -31,6 +31,12 @@ import (
 // measured from its gradients; its edge becomes Must when Staleness steps
 // have passed since its last gradient was folded. Ranks are classified
 // (Monitor) on their equal-share arrival τ_r·M/N + o_r.
+//
+// A rank whose compute has a material intercept (a fixed delay per step,
+// late whatever its share) is modelled as a_r + b_r·B_r instead, fitted
+// from its reports (intercept.go): shares and the budget are then
+// water-filled over the intercepts, and a rank whose intercept alone
+// exceeds the balanced time is offered to the mode choice for exclusion.
 type Policy struct {
 	cfg   Config
 	preds []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
