@@ -204,24 +204,33 @@ type affineModel struct {
 	out  []bool    // ranks whose intercept alone is at least t: late whatever their share
 }
 
-// affineModel builds the decision's affine model from the ranks' fits.
+// affineModel builds the decision's affine model from the ranks' fits, in
+// buffers the policy keeps (a decision at 16,384 ranks must not fault in
+// fresh pages for them every step).
 func (p *Policy) affineModel() *affineModel {
-	var m *affineModel
+	found := false
+	for r := range p.fits {
+		if _, _, ok := p.fits[r].model(); ok {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
+	m := &p.modelBuf
+	if m.a == nil {
+		n := len(p.fits)
+		m.a, m.b, m.out = make([]float64, n), make([]float64, n), make([]bool, n)
+	}
 	for r := range p.fits {
 		a, b, ok := p.fits[r].model()
 		if !ok {
-			continue
-		}
-		if m == nil {
-			m = &affineModel{a: make([]float64, len(p.fits)), b: slices.Clone(p.tau)}
+			a, b = 0, p.tau[r]
 		}
 		m.a[r], m.b[r] = a, b
 	}
-	if m == nil {
-		return nil
-	}
 	m.t = AffineTime(p.cfg.GlobalBatch, m.a, m.b)
-	m.out = make([]bool, len(m.a))
 	for r, a := range m.a {
 		m.out[r] = a >= m.t
 	}

@@ -80,6 +80,7 @@ type Policy struct {
 	// exceeded the balanced time (intercept.go).
 	fits      []affineFit
 	model     *affineModel
+	modelBuf  affineModel
 	fixedLate []int
 }
 
