@@ -522,7 +522,9 @@ func (p *Policy) decide(step int) (Plan, error) {
 	if am != nil {
 		balanced = time.Duration(math.Round(am.t))
 	}
-	if cfg.Shares && am != nil {
+	if cfg.Shares && am != nil && cfg.Memory == nil {
+		// (Under a memory plan the capped solve below decides the shares;
+		// the intercepts still predict the arrivals and the exclusions.)
 		plan.Shares = am.shares(p.next.Shares, cfg.GlobalBatch, cfg.MinShare, cfg.Exclude, cfg.Hysteresis)
 	} else if cfg.Shares {
 		// New shares replace the current ones only when they shorten the
@@ -753,7 +755,7 @@ func (p *Policy) exclude(plan *Plan, pick ModeCost, members []int, step int) err
 // (with Budget).
 func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 	cfg := p.cfg
-	if p.model != nil && cfg.Shares {
+	if p.model != nil && cfg.Shares && cfg.Memory == nil {
 		shares, budget := p.model.membersShares(members, cfg.GlobalBatch, min(cfg.MinShare, cfg.GlobalBatch/len(members)), cfg.Slack)
 		if !cfg.Budget {
 			budget = 0
