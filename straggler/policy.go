@@ -31,6 +31,12 @@ import (
 // measured from its gradients; its edge becomes Must when Staleness steps
 // have passed since its last gradient was folded. Ranks are classified
 // (Monitor) on their equal-share arrival τ_r·M/N + o_r.
+//
+// A rank whose compute has a material intercept (a fixed delay per step,
+// late whatever its share) is modelled as a_r + b_r·B_r instead, fitted
+// from its reports (intercept.go): shares and the budget are then
+// water-filled over the intercepts, and a rank whose intercept alone
+// exceeds the balanced time is offered to the mode choice for exclusion.
 type Policy struct {
 	cfg   Config
 	preds []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
@@ -68,6 +74,14 @@ type Policy struct {
 	// clocks scale the EWMA's forecasts by each rank's GPU clock
 	// (clockscale.go).
 	clocks []clockScale
+	// fits are the ranks' affine fits, compute = a + b·samples; model is
+	// the decision's view of them (nil: no material intercept); fixedLate
+	// counts the consecutive decisions in which a rank's intercept alone
+	// exceeded the balanced time (intercept.go).
+	fits      []affineFit
+	model     *affineModel
+	modelBuf  affineModel
+	fixedLate []int
 }
 
 // NewPolicy fills cfg's defaults, validates it and returns a Policy whose
@@ -84,7 +98,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	n := cfg.World
 	p := &Policy{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
 		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), evictedAt: filled(n, -1), lateRun: filled(n, 0),
-		excludedAt: filled(n, -1), trial: filled(n, minTrial)}
+		excludedAt: filled(n, -1), trial: filled(n, minTrial), fits: make([]affineFit, n), fixedLate: filled(n, 0)}
 	if cfg.Predictor == PredictEWMA {
 		e, err := NewEWMA(cfg.EWMAAlpha)
 		if err != nil {
@@ -355,6 +369,9 @@ func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
 	if tau > 0 {
 		p.observeSpeed(r, tau, rr)
 	}
+	if rr.Compute > 0 {
+		p.fits[r].observe(rr.Samples, float64(rr.Compute))
+	}
 	if p.seen[r] {
 		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
 		eq := p.tau[r]*float64(p.cfg.GlobalBatch)/float64(p.cfg.World) + p.over[r]
@@ -500,7 +517,16 @@ func (p *Policy) decide(step int) (Plan, error) {
 		return plan, nil
 	}
 	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
-	if cfg.Shares {
+	am := p.affineModel()
+	p.model = am
+	if am != nil {
+		balanced = time.Duration(math.Round(am.t))
+	}
+	if cfg.Shares && am != nil && cfg.Memory == nil {
+		// (Under a memory plan the capped solve below decides the shares;
+		// the intercepts still predict the arrivals and the exclusions.)
+		plan.Shares = am.shares(p.next.Shares, cfg.GlobalBatch, cfg.MinShare, cfg.Exclude, cfg.Hysteresis)
+	} else if cfg.Shares {
 		// New shares replace the current ones only when they shorten the
 		// slowest rank's compute by Hysteresis; no shares can beat the
 		// balanced time (every rank busy all the time, BalancedTime), so
@@ -531,6 +557,9 @@ func (p *Policy) decide(step int) (Plan, error) {
 		if plan.Budget > 0 {
 			c = plan.Budget
 		}
+		if am != nil {
+			c = am.compute(r, plan.Shares[r], plan.Budget)
+		}
 		predicted.set(r, c+time.Duration(math.Round(p.over[r])))
 	}
 	plan.Predicted = predicted.out
@@ -552,7 +581,8 @@ func (p *Policy) decide(step int) (Plan, error) {
 	for _, c := range p.next.Evicted {
 		if p.next.Mode == ModeExclude && !slices.Contains(slow, c) && step-p.excludedAt[c] >= p.trial[c] {
 			p.trial[c] = min(2*p.trial[c], maxTrial)
-			p.lateRun[c] = 0 // only new reports may confirm it again
+			p.lateRun[c] = 0   // only new reports may confirm it again
+			p.fixedLate[c] = 0 // nor may an intercept fitted before it left
 			continue
 		}
 		confirmed = append(confirmed, c)
@@ -563,6 +593,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 			confirmed = append(confirmed, r)
 		}
 	}
+	confirmed = p.confirmFixedLate(confirmed, am)
 	confirmed = append(confirmed, slow...)
 	in := ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
@@ -724,6 +755,13 @@ func (p *Policy) exclude(plan *Plan, pick ModeCost, members []int, step int) err
 // (with Budget).
 func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 	cfg := p.cfg
+	if p.model != nil && cfg.Shares && cfg.Memory == nil {
+		shares, budget := p.model.membersShares(members, cfg.GlobalBatch, min(cfg.MinShare, cfg.GlobalBatch/len(members)), cfg.Slack)
+		if !cfg.Budget {
+			budget = 0
+		}
+		return shares, budget
+	}
 	shares := make([]int, cfg.World)
 	tau := make([]float64, len(members))
 	for i, m := range members {
@@ -756,6 +794,9 @@ func (p *Policy) arrivals(members []int, shares []int, budget time.Duration) []t
 		c := time.Duration(math.Round(float64(shares[m]) * p.tau[m]))
 		if budget > 0 {
 			c = budget
+		}
+		if p.model != nil {
+			c = p.model.compute(m, shares[m], budget)
 		}
 		out[m] = c + time.Duration(math.Round(p.over[m]))
 	}

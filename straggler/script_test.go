@@ -38,10 +38,11 @@ import (
 //	observe [costs]
 //	    feeds the report and prints the plan of the next step.
 //	run steps=N per-sample-ms=t0,t1,... [late-ms=l0,l1,...] [wait-ms=W]
-//	    [noise=F seed=S]
+//	    [noise=F seed=S] [delay-ms=d0,d1,...]
 //	    N steps simulated (sim.Run, continuing the policy: every rank steps
 //	    its straggler.Node) of ranks that compute their share at their
-//	    per-sample time (× 1±F noise), arrive late-ms after their compute,
+//	    per-sample time (× 1±F noise) after a fixed delay-ms of compute per
+//	    step (a slow loader), arrive late-ms after their compute,
 //	    and reduce in W; evicted ranks post gradients at their own pace.
 //	    One line per plan.
 //	plan [costs]
@@ -264,6 +265,12 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "wait-ms", &ms)
 		wait = time.Duration(ms * float64(time.Millisecond))
 	}
+	if d.HasArg("delay-ms") {
+		d.ScanArgs(t, "delay-ms", &arg)
+		if w.delay, err = msArgs(arg); err != nil || len(w.delay) != n {
+			d.Fatalf(t, "delay-ms: want %d times (%v)", n, err)
+		}
+	}
 	if d.HasArg("noise") {
 		d.ScanArgs(t, "noise", &w.noise)
 		d.ScanArgs(t, "seed", &w.seed)
@@ -284,12 +291,19 @@ func (s *script) run(t *testing.T, d *datadriven.TestData) string {
 }
 
 // scriptWork is run's compute model: rank r computes a sample in tau[r]
-// (× 1±noise, drawn per rank and step from seed) and reaches the
-// reduction late[r] after its compute.
+// (× 1±noise, drawn per rank and step from seed) after a fixed delay[r]
+// (nil: none) and reaches the reduction late[r] after its compute.
 type scriptWork struct {
-	tau, late []time.Duration
-	noise     float64
-	seed      uint64
+	tau, late, delay []time.Duration
+	noise            float64
+	seed             uint64
+}
+
+func (w scriptWork) delayOf(rank int) time.Duration {
+	if w.delay == nil {
+		return 0
+	}
+	return w.delay[rank]
 }
 
 func (w scriptWork) perSample(rank, step int) time.Duration {
@@ -301,11 +315,11 @@ func (w scriptWork) perSample(rank, step int) time.Duration {
 }
 
 func (w scriptWork) Compute(rank, step, samples int) time.Duration {
-	return time.Duration(samples) * w.perSample(rank, step)
+	return w.delayOf(rank) + time.Duration(samples)*w.perSample(rank, step)
 }
 
 func (w scriptWork) Within(rank, step int, budget time.Duration) int {
-	return int(budget / max(1, w.perSample(rank, step)))
+	return max(0, int((budget-w.delayOf(rank))/max(1, w.perSample(rank, step))))
 }
 
 func (w scriptWork) Late(rank, _ int) time.Duration { return w.late[rank] }

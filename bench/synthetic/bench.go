@@ -90,6 +90,12 @@ type BenchRow struct {
 	// Ratio is Adaptive / Ideal; BSPRatio is BSP / Ideal.
 	Ratio    float64 `json:"ratio"`
 	BSPRatio float64 `json:"bsp_ratio"`
+	// Exact is the floor of schedules that apply the whole batch fresh
+	// every step (workload.ExactCompute plus the same reduction time as
+	// Ideal): Ideal where no rank has a per-step intercept, above it where
+	// one does (persistent). ExactRatio is Adaptive / Exact.
+	Exact      float64 `json:"exact_s"`
+	ExactRatio float64 `json:"exact_ratio"`
 	// VsNone is Adaptive over the same policy's run of the pattern "none"
 	// in this bench (0 when it did not run before this row), BSPVsNone BSP
 	// over the no-straggler BSP run: the slowdown the pattern causes.
@@ -203,11 +209,13 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 					return fmt.Errorf("driver: %d ranks, %s, bsp: %w", n, pat.Name, err)
 				}
 			}
-			var ideal time.Duration
+			var ideal, exact time.Duration
 			for s := cfg.Warmup; s < cfg.Warmup+cfg.Steps; s++ {
 				ideal += workload.IdealCompute(in, n, s, cfg.GlobalBatch, cfg.PerSample)
+				exact += workload.ExactCompute(in, n, s, cfg.GlobalBatch, cfg.PerSample)
 			}
 			ideal /= time.Duration(cfg.Steps)
+			exact /= time.Duration(cfg.Steps)
 			for _, policy := range cfg.Policies {
 				ad, err := run(policy, in, links[i])
 				if err != nil {
@@ -223,6 +231,8 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 					EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, Folded: ad.Folded, Staleness: ad.Staleness, Cut: ad.Cut,
 					Computed: ad.Total, Applied: ad.TotalApplied}
 				row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
+				row.Exact = (exact + ad.Reduction).Seconds()
+				row.ExactRatio = row.Adaptive / row.Exact
 				if clean.PerBatch > 0 {
 					row.BSPVsNone = row.BSP / clean.PerBatch.Seconds()
 				}

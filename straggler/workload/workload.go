@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -107,6 +108,31 @@ func IdealCompute(in *inject.Injector, ranks, step, globalBatch int, perSample t
 		rate += share / max(c-c0, 1)
 	}
 	return time.Duration(float64(globalBatch) / rate)
+}
+
+// ExactCompute is the least compute time of step for a schedule that
+// applies the whole global batch fresh every step (synchronous SGD's
+// update): each rank that takes samples pays its per-step intercept a_r
+// (a persistent extra delay) before them, so the step's work is
+// water-filled over the ranks' intercepts and speeds — the T with
+// Σ_r max(0, (T − a_r)/b_r) = M, ranks whose delay alone exceeds T taking
+// no samples (straggler.AffineTime). It equals IdealCompute where no rank
+// has an intercept; with one, it is the floor of exact schedules, above
+// IdealCompute, which only a schedule whose ranks run fewer, longer
+// iterations than the step (stale gradients) could go below.
+func ExactCompute(in *inject.Injector, ranks, step, globalBatch int, perSample time.Duration) time.Duration {
+	share := float64(globalBatch) / float64(ranks)
+	base := time.Duration(share * float64(perSample))
+	a, b := make([]float64, ranks), make([]float64, ranks)
+	for r := range ranks {
+		c0, c := 0.0, float64(base)
+		if in != nil {
+			c0 = float64(in.At(r, step, 0).Compute)
+			c = float64(in.At(r, step, base).Compute)
+		}
+		a[r], b[r] = c0, max(c-c0, 1)/share
+	}
+	return time.Duration(math.Round(straggler.AffineTime(globalBatch, a, b)))
 }
 
 // NetworkStraggler is the rank whose link the network patterns shape: rank

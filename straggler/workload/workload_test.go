@@ -47,6 +47,17 @@ func TestSamplesWithinIsTheLargestCountThatFits(t *testing.T) {
 			t.Errorf("Ideal compute with %s: %v, want 16ms", spec, got)
 		}
 	}
+	// The exact floor charges the delay every step: +16ms on rank 1 of 4
+	// (64 samples at 1ms) water-fills to (64 + 16)/4 = 20ms; +100ms exceeds
+	// what the other three need (64/3 ms), so rank 1 takes no samples.
+	for _, c := range []struct {
+		spec string
+		want time.Duration
+	}{{"persistent=1:+16ms", 20 * time.Millisecond}, {"persistent=1:+100ms", 21333333}, {"slow=2:3x", 19200 * time.Microsecond}} {
+		if got := ExactCompute(mustInjector(t, c.spec, 4), 4, 0, 64, time.Millisecond); got != c.want {
+			t.Errorf("exact compute with %s: %v, want %v", c.spec, got, c.want)
+		}
+	}
 }
 
 // The network patterns are whole-bed link settings: every rank's link is
