@@ -29,8 +29,21 @@ slower rank computes fewer rows and every step is synchronous SGD's.
 Otherwise a DistributedSampler's batches are fixed, and the policy takes
 no shares and no compute budget.
 
+In a loop without a DataLoader (it indexes its own tensors or draws from a
+generator), ``adaptive`` trims rows inside DDP's forward instead
+(rows.RowTrim): while the plan's shares predict a persistent straggler,
+that rank runs the model on a random subset of its batch, its share, and
+the step's average is weighted by the rows computed on every rank. Every
+rank applies the same update, but it is not synchronous SGD's (the rows a
+slow rank skips are not trained on that step); eval-mode and no_grad
+forwards are never trimmed. Where a forward cannot be cut (the output not
+a tensor or tuple of tensors with the batch's rows, the batch not the
+first positional tensor, no_sync, several forwards or models per step)
+the job runs the exact ring and says why.
+
 A policy that evicts first checks the script (the straggler section of
-docs/pytorch.md): at the first step a loop without a DataLoader, several
+docs/pytorch.md): at the first step a loop without a DataLoader (unless
+adaptive trims its rows), several
 batches per optimizer step or two hooked models run the exact ring; the
 first epoch is watched with the exact ring, and a collective of the
 script's own inside it, an early exit from the loop or accumulation turn
