@@ -548,8 +548,10 @@ class TestScriptShapes(unittest.TestCase):
     (launch.run_world fails the test naming a rank that failed or outlived
     its timeout, and kills every process it started), print its DONE line,
     and end with the same parameters as every other rank. Where eviction
-    cannot serve the shape the hook runs the exact ring: that choice follows
-    from the shape alone, never from timing, so it is asserted too."""
+    cannot serve the shape the hook runs the exact ring (adaptive gives a
+    loop without a DataLoader row shares inside DDP's forward instead): that
+    choice follows from the shape alone, never from timing, so it is
+    asserted too."""
 
     WORKER = os.path.join(HERE, "shapes_worker.py")
     POLICIES = ("bsp", "exact", "shares", "star", "adaptive")
