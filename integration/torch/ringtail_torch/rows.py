@@ -90,8 +90,6 @@ class RowTrim:
     def __init__(self, ddp, rank, seed=0):
         self._ddp = weakref.ref(ddp)  # the model holds this wrapper: no cycle through it
         module = ddp.module
-        self._module = weakref.ref(module)
-        self._own = "forward" in module.__dict__  # an instance attribute already
         self._orig = module.forward
         self._gen = torch.Generator()
         self._gen.manual_seed(0x5EED + 7919 * int(seed) + int(rank))
@@ -172,13 +170,3 @@ class RowTrim:
     def reset(self):
         """A new driver starts from equal shares: whole batches."""
         self._slow, self.fraction = 0, 1.0
-
-    def remove(self):
-        """Puts the module's own forward back."""
-        module = self._module()
-        if module is None:
-            return
-        if self._own:
-            module.forward = self._orig
-        else:
-            del module.forward
