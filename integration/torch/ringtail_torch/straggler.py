@@ -29,8 +29,21 @@ slower rank computes fewer rows and every step is synchronous SGD's.
 Otherwise a DistributedSampler's batches are fixed, and the policy takes
 no shares and no compute budget.
 
+In a loop without a DataLoader (it indexes its own tensors or draws from a
+generator), ``adaptive`` trims rows inside DDP's forward instead
+(rows.RowTrim): while the plan's shares predict a persistent straggler,
+that rank runs the model on a random subset of its batch, its share, and
+the step's average is weighted by the rows computed on every rank. Every
+rank applies the same update, but it is not synchronous SGD's (the rows a
+slow rank skips are not trained on that step); eval-mode and no_grad
+forwards are never trimmed. Where a forward cannot be cut (the output not
+a tensor or tuple of tensors with the batch's rows, the batch not the
+first positional tensor, no_sync, several forwards or models per step)
+the job runs the exact ring and says why.
+
 A policy that evicts first checks the script (the straggler section of
-docs/pytorch.md): at the first step a loop without a DataLoader, several
+docs/pytorch.md): at the first step a loop without a DataLoader (unless
+adaptive trims its rows), several
 batches per optimizer step or two hooked models run the exact ring; the
 first epoch is watched with the exact ring, and a collective of the
 script's own inside it, an early exit from the loop or accumulation turn
@@ -96,6 +109,7 @@ from _ringtail_torch_autoload import env_bool
 
 from .groups import agree
 from .progress import StepClock
+from .rows import RowTrim
 from .sampler import split_counts
 
 ENV = "RINGTAIL_DDP_STRAGGLER"
@@ -191,6 +205,13 @@ class StragglerState:
         self._shares = None
         self._lists = None  # every rank's indices this epoch (the sampler's own)
         self._batch_len = None
+        # A loop without a DataLoader under adaptive: the trim of rows in
+        # DDP's forward (rows.RowTrim), and whether the job uses it.
+        self._trim = RowTrim(model, self.rank) if self.requested == "adaptive" else None
+        self._rows = False
+        self._rows_off = False  # this rank stopped trimming (said once)
+        self._rows_batch = None  # the batch rows the driver's global batch counts per rank
+        self._last_batch = None
         self._params = [p for p in model.module.parameters() if p.requires_grad]
         for p in self._params:
             if p.dtype != torch.float32:
@@ -241,6 +262,8 @@ class StragglerState:
             "computed": 0, "applied": {}, "flushed": [], "roles": collections.Counter(), "modes": collections.Counter(),
             "folded": 0, "max_staleness": 0.0, "replaced": 0, "skipped": 0, "repeated": 0, "waits": 0, "epochs": 0, "rejoined": 0,
         }
+        if self._trim is not None:
+            self.stats["rows"] = self._trim.stats
         # Rank 0 reports step time and throughput to the dashboard.
         self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
@@ -257,6 +280,8 @@ class StragglerState:
             # Training (or the epoch) ended with the others: nothing reduces
             # this gradient and no update follows. A flush still due runs
             # once the backward pass is over (it may apply an update).
+            if self._trim is not None:
+                self._trim.take()
             for bucket, fut in pending:
                 fut.set_result(bucket.buffer())
             self._after_backward(True, False, False)
@@ -299,12 +324,20 @@ class StragglerState:
                 off, n = self._offsets[id(p)]
                 g[off:off + n].copy_(grad.reshape(-1))
         self.stats["computed"] += 1
+        rows, batch = self._take_rows()
         samples = 1  # the unit is one rank's (mean) gradient, as in DDP
         if (self._sampler is not None or self._split) and self._warm:
             # A share of the global batch: the gradient summed over its
             # rows, and the step divides by the rows applied.
             samples = self._batch_len or 1
             g.mul_(samples)
+        elif self._rows and self._warm:
+            # rows of its batch of batch rows computed (the others' outputs
+            # were constants): the mean loss's gradient times batch is the
+            # sum over the rows computed, and the step divides by the rows
+            # computed on every rank.
+            samples = rows
+            g.mul_(batch)
         g[-1] = 0.0
         if not self._warm:
             # The optimizer has no state before its first step: the job's
@@ -327,10 +360,12 @@ class StragglerState:
             if member and g[-1].item() > 0:
                 # A rank left its loop: every member ends with this step.
                 self._ending = True
-            if self._sampler is not None or self._split:
+            if self._sampler is not None or self._split or self._rows:
                 shares = self._drv.shares(self.size)
                 if self._sampler is not None:
                     self._sampler.set_weights(shares)
+                if self._rows:
+                    self._trim.plan(shares, self.rank)
                 self._shares = shares
                 self.stats["shares"] = shares
         if applied > 0:
@@ -346,15 +381,44 @@ class StragglerState:
         self._tick()
         self._last_return = time.perf_counter()
 
+    def _take_rows(self):
+        """The rows the step's forward computed and its batch's rows (the
+        trim's count; (1, 1) without a trim). A step that did not run one
+        training forward through DDP cannot be cut: the trim says why, and
+        the step counts as a whole batch."""
+        if self._trim is None:
+            return 1, 1
+        rows, batch, forwards = self._trim.take()
+        if forwards != 1:
+            self._trim.note_unfit("%d forwards through DDP went into one optimizer step" % forwards)
+        if self._rows and self._trim.unfit and not self._rows_off:
+            # (Each rank on its own: a rank that computes whole batches
+            # reports them, and every rank's update stays the same.)
+            self._rows_off = True
+            note("rank %d cannot trim rows any more (%s): it computes whole batches from here on"
+                 % (self.rank, "; ".join(self._trim.unfit)))
+        if rows is None:
+            rows = batch = self._rows_batch or 1
+        elif forwards != 1:
+            rows = batch
+        self._last_batch = batch
+        return rows, batch
+
     # --- the script's shape -----------------------------------------------
+
+    def _agree_flags(self, flags):
+        """Collective over the hook's communicator: the largest of each
+        value over the ranks (every rank decides the same)."""
+        flag = torch.tensor([float(f) for f in flags], dtype=torch.float32)
+        self._comm.allreduce(flag.data_ptr(), len(flags), RT_FLOAT32, _lib.RT_MAX)
+        return flag.tolist()
 
     def _agree_unfit(self, undrivable=False):
         """Collective over the hook's communicator: whether any rank found
         a reason eviction cannot serve the script, and whether any rank's
         loader cannot be split by shares (every rank decides the same)."""
-        flag = torch.tensor([1.0 if self._unfit else 0.0, 1.0 if undrivable else 0.0], dtype=torch.float32)
-        self._comm.allreduce(flag.data_ptr(), 2, RT_FLOAT32, _lib.RT_MAX)
-        return flag[0].item() > 0, flag[1].item() > 0
+        a, b = self._agree_flags([1 if self._unfit else 0, 1 if undrivable else 0])
+        return a > 0, b > 0
 
     def _say(self, line):
         self.note = line
@@ -381,13 +445,35 @@ class StragglerState:
                                "accumulation)" % self._yielded)
         if len(_ACTIVE) > 1:
             self._unfit.append("%d DDP models have the hook: each would evict on its own" % len(_ACTIVE))
-        unfit, undrivable = self._agree_unfit(batch is None)
+        # A loop without a DataLoader under adaptive: rows trimmed inside
+        # DDP's forward (rows.RowTrim), where every rank's forwards can be.
+        trying = self._trim is not None and self._loader_key is _no_loader
+        rows_why = list(self._trim.unfit) if trying else []
+        if trying and len(_ACTIVE) > 1:
+            rows_why.append("%d DDP models have the hook" % len(_ACTIVE))
+        rows = self._last_batch if trying and not rows_why and self._last_batch else 0
+        unfit, undrivable, no_rows, rows = self._agree_flags(
+            [1 if self._unfit else 0, 1 if batch is None else 0, 0 if rows else 1, rows])
+        unfit, undrivable = unfit > 0, undrivable > 0
         if not undrivable and self.requested in ("adaptive", "shares"):
             self._split, self.policy, self._watching = batch, "shares", False
             self._say("policy %s splits each global batch of the script's DistributedSampler (%d x %d rows) by the "
                       "policy's shares: a slower rank computes fewer rows, and every step applies the whole batch's "
                       "mean gradient (synchronous SGD's update)" % (self.requested, self.size, batch))
             return
+        if trying and not no_rows:
+            self._rows, self._rows_batch, self.policy, self._watching = True, int(rows), "shares", False
+            self._trim.on = True
+            self._say("policy %s: no DataLoader feeds the loop, so it trims rows inside DDP's forward instead: while "
+                      "the policy's shares predict a persistent straggler, that rank runs the model on a random subset "
+                      "of its batch (its share; the other rows' outputs are zeros without gradient) and every step "
+                      "applies the mean gradient over the rows computed on every rank (the same update everywhere; "
+                      "not synchronous SGD: the rows skipped are not trained on that step). Forwards in eval mode "
+                      "or under no_grad are never trimmed" % self.requested)
+            return
+        if trying:
+            self._unfit.append("rows cannot be trimmed inside DDP's forward (%s)"
+                               % ("; ".join(rows_why) or "another rank's forward cannot be cut"))
         if self.requested not in EVICTING:
             return
         if unfit:
@@ -588,8 +674,11 @@ class StragglerState:
         if self._state is None or self._state.numel() != total:
             self._state = torch.zeros(total, dtype=torch.float32)
         policy = "exact" if self._watching else self.policy
-        if self._sampler is not None or self._split:
-            batch = self._sampler.global_batch if self._sampler is not None else self._split * self.size
+        if self._sampler is not None or self._split or self._rows:
+            if self._sampler is not None:
+                batch = self._sampler.global_batch
+            else:
+                batch = (self._split or self._rows_batch) * self.size
             self._drv = _lib.Straggler(self._comm, self.payload + 1, policy, batch, RT_STRAGGLER_SAMPLED,
                                        self._timeout_ms)
         else:
@@ -719,6 +808,8 @@ class StragglerState:
         self._drv.close()
         self._drv = None
         self._shares = None  # the next epoch's driver starts from equal shares
+        if self._trim is not None:
+            self._trim.reset()
         self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
         self._epoch += 1
         self._last_return = None

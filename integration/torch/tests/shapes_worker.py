@@ -23,9 +23,17 @@ found in tutorials and user code:
   crash        eval0's loop, whose rank 0 raises an exception at step
                --max-steps: the other ranks must fail too (naming it),
                never wait for it
+  dictout      index's loop over a model whose output is a dict
+               ({"logits": ...}; the loss reads its logits)
 
-Each step's compute is padded to --pad-ms, times --slow on --slow-rank (a
-rank whose device is slower). Every rank prints "DONE {json}" (its final
+A simulated device: each training forward (grad enabled) sleeps --pad-ms
+per --batch rows the model computes (in its first layer, before the
+backward pass and its collectives, where a device's compute is; a
+straggler hook that trims rows in DDP's forward gives the rank less of
+it), times --slow on --slow-rank (a rank whose device is slower). With --check-eval
+every rank also runs the DDP model on each step's batch in eval mode and
+under no_grad and counts the outputs that differ from the module's own
+(a trimmed evaluation would). Every rank prints "DONE {json}" (its final
 parameters' checksum, steps, held-out accuracy) as its last line; the
 test compares them.
 """
@@ -41,6 +49,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
 
@@ -72,6 +81,21 @@ class Rows(IterableDataset):
             yield self.x[i], self.y[i]
 
 
+class DictOut(nn.Module):
+    """A model whose output is a dict, as Hugging Face's models return."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return {"logits": self.net(x)}
+
+
+def logits(out):
+    return out["logits"] if isinstance(out, dict) else out
+
+
 def checksum(models):
     return float(sum(float(p.detach().double().sum()) + float(p.detach().double().abs().sum())
                      for m in models for p in m.parameters()))
@@ -80,7 +104,7 @@ def checksum(models):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("shape", choices=["index", "generator", "iterable", "eval0", "collectives", "nosync", "break", "two",
-                                     "crash"])
+                                     "crash", "dictout"])
     # The user's change: the backend's name. (Over Gloo, torch 1.13's DDP
     # can deadlock at exit: the Reducer's last reference destroys
     # ProcessGroupGloo, which joins its worker while that worker frees a
@@ -97,6 +121,8 @@ def main():
     p.add_argument("--max-steps", type=int, default=30)
     p.add_argument("--rows", type=int, default=0, help="train on the first N rows (0: all)")
     p.add_argument("--seed", type=int, default=0, help="the model's and the data order's seed")
+    p.add_argument("--check-eval", action="store_true",
+                   help="compare the DDP model's eval-mode and no_grad outputs with the module's every step")
     p.add_argument("--curve", type=int, default=0,
                    help="rank 0 records held-out accuracy every N steps and prints RESULT {json} (the bench's time "
                         "to accuracy; evaluation time taken out)")
@@ -110,34 +136,40 @@ def main():
     if args.rows > 0:
         xtr, ytr = xtr[:args.rows], ytr[:args.rows]
     torch.manual_seed(args.seed)
-    model = DDP(digits.mlp(seed=1 + args.seed))
+    net = digits.mlp(seed=1 + args.seed)
+
+    def compute(module, inp):
+        # The padded compute of the rows this forward computes.
+        if torch.is_grad_enabled() and args.pad_ms > 0:
+            time.sleep(args.pad_ms / 1000.0 * slow * int(inp[0].shape[0]) / args.batch)
+
+    net[0].register_forward_pre_hook(compute)
+    model = DDP(DictOut(net) if args.shape == "dictout" else net)
     models = [model]
     if args.shape == "two":
         models.append(DDP(digits.mlp(hidden=(16,), seed=2 + args.seed)))
+
+    def accuracy():
+        return digits.accuracy(lambda x: logits(model.module(x)), xte, yte)
+
     opts = [torch.optim.SGD(m.parameters(), lr=args.lr, momentum=0.9) for m in models]
 
-    def pad(start, rows):
-        left = args.pad_ms / 1000.0 * slow * rows / args.batch - (time.perf_counter() - start)
-        if left > 0:
-            time.sleep(left)
-
-    def step(x, y, start):
+    def step(x, y):
         for o in opts:
             o.zero_grad(set_to_none=True)
         for m in models:
-            F.cross_entropy(m(x), y).backward()
-        pad(start, len(y))
+            F.cross_entropy(logits(m(x)), y).backward()
         for o in opts:
             o.step()
 
-    steps, stop, epoch_seed = 0, False, [0]
+    steps, stop, epoch_seed, evals_differ = 0, False, [0], 0
     curve, accs, evals, steps_per_epoch = [], [], 0.0, 0
     begin = time.perf_counter()
     for epoch in range(args.epochs):
         epoch_seed[0] = epoch + 1000 * args.seed
         first = steps
         loss_sum = torch.zeros(1)
-        if args.shape == "index":
+        if args.shape in ("index", "dictout"):
             g = torch.Generator()
             g.manual_seed(epoch + 1000 * args.seed)
             perm = torch.randperm(len(xtr), generator=g)[:len(xtr) // world * world][rank::world]
@@ -158,32 +190,36 @@ def main():
             sampler.set_epoch(epoch)
             batches = DataLoader(TensorDataset(xtr, ytr), batch_size=args.batch, sampler=sampler)
         for i, (x, y) in enumerate(batches):
-            start = time.perf_counter()
             if args.shape == "nosync":
                 if (i + 1) % args.accum:
                     with model.no_sync():
                         (F.cross_entropy(model(x), y) / args.accum).backward()
-                    pad(start, len(y))
                     continue
                 (F.cross_entropy(model(x), y) / args.accum).backward()
-                pad(start, len(y))
                 for o in opts:
                     o.step()
                     o.zero_grad(set_to_none=True)
             else:
-                step(x, y, start)
+                step(x, y)
             steps += 1
             with torch.no_grad():
-                loss_sum += F.cross_entropy(model.module(x), y)
+                loss_sum += F.cross_entropy(logits(model.module(x)), y)
+            if args.check_eval:
+                with torch.no_grad():
+                    want = logits(model.module(x))
+                    evals_differ += int(not torch.equal(logits(model(x)), want))
+                    model.eval()
+                    evals_differ += int(not torch.equal(logits(model(x)), want))
+                    model.train()
             if args.shape == "eval0" and rank == 0 and steps % args.eval_every == 0:
-                digits.accuracy(model.module, xte, yte)
+                accuracy()
                 time.sleep(0.02)
             if args.shape == "collectives" and steps % args.eval_every == 0:
                 t = loss_sum.clone()
                 dist.all_reduce(t)
             if args.curve > 0 and rank == 0 and steps % args.curve == 0:
                 e0 = time.perf_counter()
-                curve.append([round(e0 - begin - evals, 3), steps, round(digits.accuracy(model.module, xte, yte), 2)])
+                curve.append([round(e0 - begin - evals, 3), steps, round(accuracy(), 2)])
                 evals += time.perf_counter() - e0
             if args.shape == "crash" and rank == 0 and steps == args.max_steps:
                 raise RuntimeError("injected failure at step %d" % steps)
@@ -193,7 +229,7 @@ def main():
         steps_per_epoch = max(steps_per_epoch, steps - first)
         if args.curve > 0 and rank == 0:
             e0 = time.perf_counter()
-            accs.append(round(digits.accuracy(model.module, xte, yte), 2))
+            accs.append(round(accuracy(), 2))
             curve.append([round(e0 - begin - evals, 3), steps, accs[-1]])
             evals += time.perf_counter() - e0
         if args.shape == "collectives":
@@ -219,12 +255,12 @@ def main():
     st = rt.straggler_state(model) if rt is not None else None
     if st is not None:
         hook = {"roles": dict(st.stats["roles"]), "modes": dict(st.stats["modes"]), "skipped": st.stats["skipped"],
-                "flushed": st.stats["flushed"], "policy": st.policy, "note": st.note}
-    out("DONE " + json.dumps({"rank": rank, "steps": steps, "checksum": checksum(models),
-                              "acc": digits.accuracy(model.module, xte, yte), "hook": hook}))
+                "flushed": st.stats["flushed"], "policy": st.policy, "note": st.note, "rows": st.stats.get("rows")}
+    out("DONE " + json.dumps({"rank": rank, "steps": steps, "checksum": checksum(models), "evals_differ": evals_differ,
+                              "acc": accuracy(), "hook": hook}))
     if args.curve > 0 and rank == 0:
         out("RESULT " + json.dumps({"shape": args.shape, "world": world, "seed": args.seed, "steps": steps,
-                                    "steps_per_epoch": steps_per_epoch, "acc": digits.accuracy(model.module, xte, yte),
+                                    "steps_per_epoch": steps_per_epoch, "acc": accuracy(),
                                     "acc_by_epoch": accs, "curve": curve, "hook": hook,
                                     "seconds": round(time.perf_counter() - begin, 3)}))
 

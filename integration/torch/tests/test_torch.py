@@ -549,8 +549,10 @@ class TestScriptShapes(unittest.TestCase):
     (launch.run_world fails the test naming a rank that failed or outlived
     its timeout, and kills every process it started), print its DONE line,
     and end with the same parameters as every other rank. Where eviction
-    cannot serve the shape the hook runs the exact ring: that choice follows
-    from the shape alone, never from timing, so it is asserted too."""
+    cannot serve the shape the hook runs the exact ring (adaptive gives a
+    loop without a DataLoader row shares inside DDP's forward instead): that
+    choice follows from the shape alone, never from timing, so it is
+    asserted too."""
 
     WORKER = os.path.join(HERE, "shapes_worker.py")
     POLICIES = ("bsp", "exact", "shares", "star", "adaptive")
@@ -562,9 +564,12 @@ class TestScriptShapes(unittest.TestCase):
     # shares under adaptive (item 1): one in-process map-style loader, one
     # batch per step, one hooked model.
     SPLIT = {"eval0", "collectives", "break"}
+    # The loops without a DataLoader whose rows adaptive trims inside DDP's
+    # forward (the shares preset, weighted by the rows computed).
+    ROWS = {"index", "generator"}
 
     def expected(self, policy, shape):
-        if policy == "adaptive" and shape in self.SPLIT:
+        if policy == "adaptive" and (shape in self.SPLIT or shape in self.ROWS):
             return "shares"
         if policy in ("star", "adaptive") and shape in self.EXACT:
             return "exact"
@@ -595,6 +600,8 @@ class TestScriptShapes(unittest.TestCase):
                         self.assertIn("cannot serve this script", done[0]["hook"]["note"])
                     if want == "shares" and shape in self.SPLIT:
                         self.assertIn("splits each global batch", done[0]["hook"]["note"])
+                    if policy == "adaptive" and shape in self.ROWS:
+                        self.assertIn("trims rows inside DDP's forward", done[0]["hook"]["note"])
 
     def test_loop_without_a_dataloader(self):
         self.run_shape("index")
@@ -643,3 +650,126 @@ class TestScriptShapes(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def done_lines(outs):
+    """Every rank's DONE {json} line (shapes_worker.py), by rank."""
+    done = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith("DONE "):
+                d = json.loads(line[5:])
+                done[d["rank"]] = d
+    return done
+
+
+class TestRowTrim(unittest.TestCase):
+    """Issue 36: a loop without a DataLoader under adaptive, one rank 3x
+    slower. The hook trims rows inside DDP's forward (rows.RowTrim): the
+    slow rank computes fewer rows than its batch, every rank applies the
+    same update (the same parameters at the end), every rank exits 0, eval
+    and no_grad forwards through DDP see the whole batch, and a model whose
+    output cannot be cut falls back to the exact ring with its line."""
+
+    WORKER = os.path.join(HERE, "shapes_worker.py")
+
+    def run_world(self, shape, policy="adaptive", slow="3"):
+        # 20 ms per 8 rows: rank 3's 60 ms stays a persistent straggler on
+        # a loaded machine, so its shares are cut (what is asserted is the
+        # rows counted, never a time).
+        outs = launch.run_world(4, [self.WORKER, shape, "--epochs", "2", "--pad-ms", "20", "--slow", slow,
+                                    "--check-eval"], timeout=240,
+                                extra_env={"RINGTAIL_DDP_STRAGGLER": policy, "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60",
+                                           "SHAPES_IMPORT_RINGTAIL": "1"})
+        done = done_lines(outs)
+        self.assertEqual(sorted(done), [0, 1, 2, 3], "a rank did not reach the script's end")
+        sums = {d["checksum"] for d in done.values()}
+        self.assertEqual(len(sums), 1, "the ranks end with different parameters: %s" % done)
+        for r, d in done.items():
+            # Each step compares the DDP model's eval-mode and no_grad
+            # outputs with the module's own: a trimmed evaluation differs.
+            self.assertEqual(d["evals_differ"], 0, "rank %d: an evaluation through DDP was trimmed" % r)
+        return done
+
+    def check_trimmed(self, done):
+        for d in done.values():
+            self.assertEqual(d["hook"]["policy"], "shares")
+            rows = d["hook"]["rows"]
+            self.assertGreater(rows["untouched"], 0, "no evaluation went through DDP's forward")
+        self.assertIn("trims rows inside DDP's forward", done[0]["hook"]["note"])
+        slow = done[3]["hook"]["rows"]
+        self.assertGreater(slow["trimmed"], 0, slow)
+        self.assertLess(slow["computed"], slow["batch"], "the slow rank computed all its rows: %s" % slow)
+        for r in (0, 1, 2):
+            rows = done[r]["hook"]["rows"]
+            self.assertLess(slow["computed"], rows["computed"], "rank 3 computed no fewer rows than rank %d" % r)
+
+    def test_index_loop_trims_the_slow_ranks_rows(self):
+        self.check_trimmed(self.run_world("index"))
+
+    def test_generator_loop_trims_the_slow_ranks_rows(self):
+        self.check_trimmed(self.run_world("generator"))
+
+    def test_a_dict_output_falls_back_to_the_exact_ring(self):
+        done = self.run_world("dictout")
+        for d in done.values():
+            self.assertEqual(d["hook"]["policy"], "exact")
+            self.assertEqual(d["hook"]["rows"]["trimmed"], 0)
+        note = done[0]["hook"]["note"]
+        self.assertIn("cannot serve this script", note)
+        self.assertIn("the model's output is a dict", note)
+
+    def test_exact_never_trims(self):
+        done = self.run_world("index", policy="exact")
+        for d in done.values():
+            self.assertEqual(d["hook"]["policy"], "exact")
+            self.assertIsNone(d["hook"]["rows"])
+
+
+class TestRowTrimHelpers(unittest.TestCase):
+    """rows.py's pure parts: which outputs can be cut, the full-shape
+    output (gradient only through the rows computed), and the fraction a
+    plan gives a rank (a persistent straggler only)."""
+
+    def test_output_fit(self):
+        import torch
+        from ringtail_torch import rows
+        self.assertIsNone(rows.output_unfit(torch.zeros(4, 3), 4))
+        self.assertIsNone(rows.output_unfit((torch.zeros(4, 3), torch.zeros(4)), 4))
+        self.assertIn("dict", rows.output_unfit({"logits": torch.zeros(4, 3)}, 4))
+        self.assertIn("shape", rows.output_unfit(torch.zeros(3, 4), 4))
+        self.assertIn("shape", rows.output_unfit(torch.zeros(()), 4))
+        self.assertIn("shape", rows.output_unfit((torch.zeros(4, 3), torch.zeros(2)), 4))
+
+    def test_expand_carries_gradient_only_through_the_rows_computed(self):
+        import torch
+        from ringtail_torch import rows
+        w = torch.ones(3, requires_grad=True)
+        idx = torch.tensor([0, 2])
+        cut = torch.tensor([[1.0, 2, 3], [4, 5, 6]]) * w
+        full = rows.expand(cut, idx, 4)
+        self.assertEqual(tuple(full.shape), (4, 3))
+        self.assertTrue(torch.equal(full[1], torch.zeros(3)))
+        self.assertTrue(torch.equal(full[3], torch.zeros(3)))
+        self.assertTrue(torch.equal(full[2], torch.tensor([4.0, 5, 6])))
+        full.sum().backward()
+        self.assertTrue(torch.equal(w.grad, torch.tensor([5.0, 7, 9])))
+        pair = rows.expand((cut.detach(), cut.detach()[:, 0]), idx, 4)
+        self.assertIsInstance(pair, tuple)
+        self.assertEqual([tuple(t.shape) for t in pair], [(4, 3), (4,)])
+
+    def test_fraction_needs_a_persistent_straggler(self):
+        from ringtail_torch.rows import PERSIST, RowTrim
+        trim = RowTrim.__new__(RowTrim)  # the plan's arithmetic alone, no model
+        trim.reset()
+        for _ in range(PERSIST - 1):
+            trim.plan([20, 20, 20, 4], 3)
+            self.assertEqual(trim.fraction, 1.0)
+        trim.plan([20, 20, 20, 4], 3)
+        self.assertAlmostEqual(trim.fraction, 0.2)
+        trim.plan([20, 20, 19, 5], 0)  # the fastest rank keeps its whole batch
+        self.assertEqual(trim.fraction, 1.0)
+        trim.plan([17, 16, 16, 15], 3)  # within the threshold: whole
+        self.assertEqual(trim.fraction, 1.0)
+        trim.plan([20, 20, 20, 4], 3)
+        self.assertEqual(trim.fraction, 1.0, "one slow plan after a fast one is not persistent")
