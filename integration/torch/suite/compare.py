@@ -25,14 +25,15 @@ def read_names(path):
 
 
 def read_artefacts(path):
-    """{test: (modes, reason)} from artefacts.txt."""
+    """{(test, mode): reason} from artefacts.txt."""
     out = {}
     with open(path) as f:
         for line in f:
             if not line.strip() or line.startswith("#"):
                 continue
             test, modes, reason = line.rstrip("\n").split("\t", 2)
-            out[test] = (set(modes.split(",")), reason)
+            for mode in modes.split(","):
+                out[(test, mode)] = reason
     return out
 
 
@@ -42,6 +43,7 @@ def compare(run, baseline, artefacts):
     mode, results = run["mode"], run["results"]
     selected = set(run["selected"])
     name_skips = run.get("name_check_skips", {})
+    claimed = set(run.get("claimed", []))
     v = {"passed": [], "failed": [], "skipped": [], "by_name": [], "artefacts": [], "problems": [], "stale_artefacts": []}
     for test in sorted(selected):
         r = results.get(test)
@@ -52,16 +54,16 @@ def compare(run, baseline, artefacts):
             v["skipped"].append(test)
         elif status in ("fail", "error"):
             v["failed"].append(test)
-        art = artefacts.get(test)
-        is_art = art is not None and mode in art[0]
+        art = artefacts.get((test, mode))
+        is_art = art is not None
         if is_art and status in ("fail", "error"):
-            v["artefacts"].append("%s (%s): %s" % (test, status, art[1]))
+            v["artefacts"].append("%s (%s): %s" % (test, status, art))
             continue
         if is_art and status == "pass":
             v["stale_artefacts"].append(test)
         if test not in baseline or status == "pass":
             continue
-        if status == "skip" and mode == "plugin" and test in name_skips:
+        if status == "skip" and mode == "plugin" and test in name_skips and test not in claimed:
             v["by_name"].append("%s: %s" % (test, name_skips[test]))
             continue
         reason = (r or {}).get("reason", "").strip().splitlines()

@@ -13,7 +13,7 @@ import compare  # noqa: E402
 import run  # noqa: E402
 
 BASELINE = {"test_a", "test_b", "test_art", "test_named"}
-ARTEFACTS = {"test_art": ({"standin"}, "checks the backend's name")}
+ARTEFACTS = {("test_art", "standin"): "checks the backend's name"}
 
 
 def a_run(mode, statuses, name_skips=None, finished=True):
@@ -103,8 +103,16 @@ class TestBaselines(unittest.TestCase):
         for world in (3, 4):
             base = compare.read_names(run.baseline_path(world))
             self.assertGreater(len(base), 50)
-            for test in arts:
+            for test, _ in arts:
                 self.assertIn(test, base)
+        with open(os.path.join(run.HERE, "driver.py")) as f:
+            self.assertIn("CLAIMS", f.read())
+        self.assertTrue(run._read_claims(os.path.join(run.HERE, "driver.py")))
+
+    def test_normal_reason(self):
+        a = run.normal_reason("Test requires backend to be one of {'nccl', 'gloo'}")
+        b = run.normal_reason("Test requires backend to be one of {'gloo', 'nccl'}")
+        self.assertEqual(a, b)
 
 
 if __name__ == "__main__":
