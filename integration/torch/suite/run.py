@@ -202,7 +202,7 @@ def write_baseline(report, world):
 
     with open(baseline_path(world), "w") as f:
         f.write("# The tests of torch's distributed suite that Gloo passes at world size %d\n" % world)
-        f.write("# (torch %s, Python %s): written by\n" % (torch.__version__, platform.python_version()))
+        f.write("# (torch %s, Python %s). Regenerate with\n" % (torch.__version__, platform.python_version()))
         f.write("#   integration/torch/suite/run.py --mode gloo --world %d --refresh-baseline\n" % world)
         for t in passed:
             f.write(t + "\n")
