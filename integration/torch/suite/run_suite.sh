@@ -6,7 +6,8 @@
 # any test Gloo passes that ringtail fails, except the listed artefacts.
 # Skips cleanly when no Python has torch, except under CI=true (.ci/run
 # installs python3-torch), where that fails. Logs and results go to
-# $TORCH_SUITE_OUT (default: a temporary directory, kept when a run fails).
+# $TORCH_SUITE_OUT (default: a temporary directory, kept when a run fails);
+# $TORCH_SUITE_ARGS are more run.py arguments (e.g. -k test_get_backend).
 # The default, standin:4 plugin:3, is what fits CI's budget after make test:
 # world 4 as Gloo, world 3 as a plugin (docs/pytorch.md has both ways at
 # both world sizes as last run by hand).
@@ -16,7 +17,7 @@ torch_dir=$(cd "$here/.." && pwd)
 runs=${TORCH_SUITE:-standin:4 plugin:3}
 if ! PY=$("$torch_dir/find_python.sh" 2>&1) || ! "$PY" -c "import torch, torch.distributed" >/dev/null 2>&1; then
 	if [ "${CI:-}" = true ]; then
-		echo "FAIL torch-suite: ${PY:-no python} cannot import torch (CI=true: .ci/run installs python3-torch)" >&2
+		echo "FAIL torch-suite: ${PY:-no python with torch} (CI=true: .ci/run installs python3-torch)" >&2
 		exit 1
 	fi
 	echo "SKIP torch-suite: ${PY:-no python} (install torch: apt-get install python3-torch)"
@@ -45,7 +46,8 @@ for r in $runs; do
 	# docs/pytorch.md has each run's duration; CI's default two take about
 	# 35 minutes on 2 idle cores (estimated, see there).
 	rc=0
-	timeout "${TORCH_SUITE_TIMEOUT:-2400}" "$PY" "$here/run.py" --mode "$mode" --world "$world" --only-baseline \
+	# shellcheck disable=SC2086 # TORCH_SUITE_ARGS: more run.py arguments (-k NAME)
+	timeout "${TORCH_SUITE_TIMEOUT:-2400}" "$PY" "$here/run.py" --mode "$mode" --world "$world" --only-baseline ${TORCH_SUITE_ARGS:-} \
 		--out "$out/$mode-w$world.json" >"$out/$mode-w$world.log" 2>&1 || rc=$?
 	echo "torch-suite: $mode w$world: run.py exit $rc after $(($(date +%s) - start)) s"
 	results="$results $out/$mode-w$world.json"
