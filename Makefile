@@ -12,17 +12,17 @@ WHEELDIR ?= integration/torch/dist
 # NVIDIA's header. Go's default CGO_CFLAGS is "-O2 -g".
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
-.PHONY: help build test test-start quick quick-start vet race fuzz torch torch-suite wheel demo bench clean faults
+.PHONY: help build test test-start quick quick-start vet race fuzz torch wheel demo bench clean faults
 
 help:
 	@echo "make build   build bin/ringtail and bin/ringtail-train"
 	@echo "make test    go vet, go test -race ./..., a short fuzz of the wire decoders, the PyTorch tests (what CI runs; about 25 min on 2 cores)"
 	@echo "make quick   gofmt, go vet and go test -short ./... without -race: the inner loop (about 2 min on 2 cores)"
-	@echo "make torch-suite  torch's own distributed suite against ringtail, as Gloo and as a plugin (CI runs it after make test; TORCH_SUITE=\"standin:3 ...\", docs/pytorch.md)"
 	@echo "make wheel   build the ringtail-torch wheel offline into integration/torch/dist (WHEELDIR=...)"
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
 	@echo "make faults  fault harness: FAULT_RUNS kill/freeze/skip/mismatch runs and FLOOD_CONNS-connection floods (docs/reliability.md)"
+	@echo "make torch-suite  torch's own distributed suite against ringtail, as Gloo and as a plugin (CI runs it after make test; TORCH_SUITE=\"standin:3 ...\", docs/pytorch.md)"
 
 build:
 	$(GO) build -o $(BIN)/ringtail ./cmd/ringtail
@@ -45,6 +45,7 @@ torch:
 # torch's own distributed suite (issue 39): the runs in TORCH_SUITE, each
 # MODE:WORLD (standin: ringtail's process group in place of Gloo's; plugin:
 # backend "ringtail"), compared with the tests Gloo passes.
+.PHONY: torch-suite
 torch-suite:
 	integration/torch/suite/run_suite.sh
 
