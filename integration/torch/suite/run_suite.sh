@@ -35,7 +35,7 @@ fi
 out=${TORCH_SUITE_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 "$torch_dir/build_lib.sh"
-"$PY" -m unittest "$here/test_compare.py" # compare.py's verdicts on made-up runs
+(cd "$here" && "$PY" -m unittest test_compare) # compare.py's verdicts on made-up runs
 echo "torch-suite: $runs with $PY (logs in $out)"
 results=""
 for r in $runs; do
