@@ -22,6 +22,7 @@ help:
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
 	@echo "make faults  fault harness: FAULT_RUNS kill/freeze/skip/mismatch runs and FLOOD_CONNS-connection floods (docs/reliability.md)"
+	@echo "make torch-suite  torch's own distributed suite against ringtail, as Gloo and as a plugin (CI runs it after make test; TORCH_SUITE=\"standin:3 ...\", docs/pytorch.md)"
 
 build:
 	$(GO) build -o $(BIN)/ringtail ./cmd/ringtail
@@ -40,6 +41,13 @@ fuzz:
 
 torch:
 	integration/torch/run_tests.sh
+
+# torch's own distributed suite (issue 39): the runs in TORCH_SUITE, each
+# MODE:WORLD (standin: ringtail's process group in place of Gloo's; plugin:
+# backend "ringtail"), compared with the tests Gloo passes.
+.PHONY: torch-suite
+torch-suite:
+	integration/torch/suite/run_suite.sh
 
 wheel:
 	integration/torch/build_wheel.sh $(WHEELDIR)
