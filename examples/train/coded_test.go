@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/gradcode"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
@@ -15,24 +16,11 @@ import (
 // newCodedJob is newJob with every rank coding over its own Comm.
 func newCodedJob(t testing.TB, world int, base Config, coding Coding, runner func(rank int) *inject.Runner) *job {
 	t.Helper()
-	comms := startComms(t, world)
-	j := &job{}
-	for r, c := range comms {
-		cfg := base
-		cfg.Comm = c
+	return newJobWith(t, world, base, runner, func(cfg *Config, c *ringtail.Comm) {
 		cd := coding
 		cd.Messenger = c
 		cfg.Coded = &cd
-		if runner != nil {
-			cfg.Runner = runner(r)
-		}
-		tr, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.trainers = append(j.trainers, tr)
-	}
-	return j
+	})
 }
 
 // TestCodedStepAppliesTheWholeBatchGradient runs one coded step over 3

@@ -50,11 +50,21 @@ type job struct {
 
 func newJob(t testing.TB, world int, base Config, runner func(rank int) *inject.Runner) *job {
 	t.Helper()
+	return newJobWith(t, world, base, runner, nil)
+}
+
+// newJobWith is newJob with each rank's Config finished by rankConfig
+// (when not nil) from the rank's Comm after cfg.Comm is set.
+func newJobWith(t testing.TB, world int, base Config, runner func(rank int) *inject.Runner, rankConfig func(cfg *Config, c *ringtail.Comm)) *job {
+	t.Helper()
 	comms := startComms(t, world)
 	j := &job{}
 	for r, c := range comms {
 		cfg := base
 		cfg.Comm = c
+		if rankConfig != nil {
+			rankConfig(&cfg, c)
+		}
 		j.out = append(j.out, &bytes.Buffer{})
 		cfg.Out = j.out[r]
 		if runner != nil {

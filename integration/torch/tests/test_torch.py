@@ -584,12 +584,7 @@ class TestScriptShapes(unittest.TestCase):
                                             extra_env={"RINGTAIL_DDP_STRAGGLER": policy,
                                                        "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60",
                                                        "SHAPES_IMPORT_RINGTAIL": "1"})
-                    done = {}
-                    for out in outs:
-                        for line in out.splitlines():
-                            if line.startswith("DONE "):
-                                d = json.loads(line[5:])
-                                done[d["rank"]] = d
+                    done = done_lines(outs)
                     self.assertEqual(sorted(done), [0, 1, 2, 3], "a rank did not reach the script's end")
                     sums = {d["checksum"] for d in done.values()}
                     self.assertEqual(len(sums), 1, "the ranks end with different parameters: %s" % done)
@@ -646,10 +641,6 @@ class TestScriptShapes(unittest.TestCase):
                 self.assertNotIn("timed out", msg)
                 self.assertIn("injected failure at step 60", msg)
                 self.assertNotIn("DONE", msg, "a rank finished training while rank 0 had failed")
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 def done_lines(outs):
@@ -773,3 +764,7 @@ class TestRowTrimHelpers(unittest.TestCase):
         self.assertEqual(trim.fraction, 1.0)
         trim.plan([20, 20, 20, 4], 3)
         self.assertEqual(trim.fraction, 1.0, "one slow plan after a fast one is not persistent")
+
+
+if __name__ == "__main__":
+    unittest.main()
