@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ringtail-ml/ringtail/internal/cli"
@@ -109,7 +110,7 @@ func (o *runObservability) finish(np int) {
 	if len(files) == 0 {
 		return
 	}
-	if err := mergeTimelines(o.merged, files); err != nil {
+	if _, err := mergeTimelines(o.merged, files); err != nil {
 		fmt.Fprintf(o.stderr, "ringtail run: merging timelines: %v\n", err)
 		return
 	}
@@ -122,24 +123,25 @@ func (o *runObservability) close() {
 	}
 }
 
-// mergeTimelines writes the merged trace of files to out (through a
+// mergeTimelines writes the merged trace of files (and torch traces) to out (through a
 // temporary file, so a failure leaves no half trace). The trace is 0600
 // (os.CreateTemp's mode), as the ranks' own timelines are: it names the
 // hosts and every collective of the job, and its owner can still open it.
-func mergeTimelines(out string, files []string) error {
+func mergeTimelines(out string, files []string, torch ...obs.TorchTrace) (obs.MergeReport, error) {
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".timeline-*.json")
 	if err != nil {
-		return err
+		return obs.MergeReport{}, err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := obs.Merge(tmp, files); err != nil {
+	rep, err := obs.Merge(tmp, files, torch...)
+	if err != nil {
 		tmp.Close()
-		return err
+		return rep, err
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return rep, err
 	}
-	return os.Rename(tmp.Name(), out)
+	return rep, os.Rename(tmp.Name(), out)
 }
 
 const dashboardUsage = `Usage: ringtail dashboard --ranks ADDRS [--listen ADDR] [--timeline FILE]
@@ -206,11 +208,17 @@ func runDashboard(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-const timelineUsage = `Usage: ringtail timeline merge -o OUT FILE...
+const timelineUsage = `Usage: ringtail timeline merge -o OUT [--torch RANK=TRACE]... FILE...
 
 Merges the ranks' timeline files (RINGTAIL_TIMELINE, one per rank) into
 one Chrome-trace / Perfetto file, with the ranks' clocks aligned on the
 calls they share. Open OUT in https://ui.perfetto.dev or chrome://tracing.
+
+--torch RANK=TRACE lays a torch.profiler trace of that rank
+(prof.export_chrome_trace) on its timeline: the offset is measured from
+the backend's communication events in the trace (ringtail:all_reduce,
+broadcast, all_gather, barrier) against the calls the timeline records,
+and the trace's events join the rank's process on threads of their own.
 `
 
 // runTimeline is `ringtail timeline merge`.
@@ -218,6 +226,8 @@ func runTimeline(args []string, stdout, stderr io.Writer) int {
 	cmd := cli.New("ringtail timeline merge", timelineUsage)
 	fs := cmd.Flags
 	out := fs.String("o", "", "write the merged trace to `file` (required)")
+	var torchFlags listFlag
+	fs.Var(&torchFlags, "torch", "lay rank `RANK=TRACE`'s torch.profiler trace on its timeline (repeatable)")
 	if len(args) == 0 || args[0] != "merge" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			cmd.Help(stdout)
@@ -232,10 +242,25 @@ func runTimeline(args []string, stdout, stderr io.Writer) int {
 	if *out == "" || fs.NArg() == 0 {
 		return cmd.Fail(stderr, "give -o OUT and at least one rank file")
 	}
-	if err := mergeTimelines(*out, fs.Args()); err != nil {
+	var torch []obs.TorchTrace
+	for _, spec := range torchFlags {
+		rank, path, ok := strings.Cut(spec, "=")
+		r, err := strconv.Atoi(rank)
+		if !ok || err != nil || r < 0 || path == "" {
+			return cmd.Fail(stderr, "--torch %q: want RANK=TRACE (e.g. 0=trace.json)", spec)
+		}
+		torch = append(torch, obs.TorchTrace{Rank: r, Path: path})
+	}
+	rep, err := mergeTimelines(*out, fs.Args(), torch...)
+	if err != nil {
 		fmt.Fprintf(stderr, "ringtail timeline merge: %v\n", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "ringtail timeline merge: %d ranks in %s\n", fs.NArg(), *out)
+	for _, tr := range torch {
+		al := rep.Torch[strconv.Itoa(tr.Rank)]
+		fmt.Fprintf(stdout, "ringtail timeline merge: rank %d's torch trace laid on its timeline at %+.3f µs (%d of its %d communication events met their calls)\n",
+			tr.Rank, al.OffsetUs, al.Matched, al.Anchors)
+	}
 	return 0
 }

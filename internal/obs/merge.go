@@ -23,6 +23,9 @@ type MergeReport struct {
 	// Matched is, by rank, how many call ends its host's offset was
 	// measured from (0: the reference host, or wall clock only).
 	Matched map[string]int `json:"matched_calls"`
+	// Torch is, by rank, how the torch profiler trace given for it was
+	// laid on its timeline (none given: absent).
+	Torch map[string]TorchAlignment `json:"torch,omitempty"`
 	// Events is the number of events written.
 	Events int `json:"events"`
 }
@@ -113,7 +116,14 @@ func readRankTrace(path string) (*rankTrace, error) {
 // median difference of the end times of the calls two hosts' ranks share
 // (matched by group and call number) is their clocks' offset. Hosts that
 // share no call with the others keep their wall clock.
-func Merge(w io.Writer, paths []string) (MergeReport, error) {
+//
+// Each torch profiler trace in torch is laid on its rank's timeline: a
+// torch trace's clock has no wall-clock base (torch 1.13's starts at the
+// profiler's start), so its offset is measured from the data too, the
+// backend's communication events (ringtail:all_reduce, ...) against the
+// calls the timeline records (alignTorch); its events join the rank's
+// process on threads of their own.
+func Merge(w io.Writer, paths []string, torch ...TorchTrace) (MergeReport, error) {
 	var rep MergeReport
 	if len(paths) == 0 {
 		return rep, errors.New("obs: merge: no timeline files")
@@ -234,6 +244,29 @@ func Merge(w io.Writer, paths []string) (MergeReport, error) {
 			}
 			all = append(all, ev)
 		}
+	}
+	for _, tr := range torch {
+		if _, dup := rep.Torch[strconv.Itoa(tr.Rank)]; dup {
+			return rep, fmt.Errorf("obs: merge: two torch traces of rank %d", tr.Rank)
+		}
+		i := slices.IndexFunc(traces, func(rt *rankTrace) bool { return rt.rank == tr.Rank })
+		if i < 0 {
+			return rep, fmt.Errorf("obs: merge: torch trace %s is of rank %d, which has no timeline file in the merge", tr.Path, tr.Rank)
+		}
+		// A wall-clock time W of the rank's process is (W − base)/1e3 on
+		// its timeline's clock, moved by the base shift and the offset
+		// like its events: the base cancels.
+		off := offset[i]
+		wallToMerged := func(unixNs int64) float64 { return float64(unixNs-minBase)/1e3 - off }
+		placed, al, err := placeTorch(tr, traces[i].events, wallToMerged)
+		if err != nil {
+			return rep, fmt.Errorf("obs: merge: %w", err)
+		}
+		if rep.Torch == nil {
+			rep.Torch = map[string]TorchAlignment{}
+		}
+		rep.Torch[strconv.Itoa(tr.Rank)] = al
+		all = append(all, placed...)
 	}
 	rep.Events = len(all)
 	out := struct {

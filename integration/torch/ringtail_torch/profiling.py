@@ -15,13 +15,41 @@ another, which is what makes torch call it async (``FunctionEvent.is_async``).
 
 Nothing is recorded, and nothing costs more than one check, while no
 profiler is enabled.
+
+The first event of a profiler session is preceded by one more, named
+``ringtail:clock unix_ns=N``: the wall-clock time at which it opened. It
+ties the torch trace's clock (which starts at the profiler) to ringtail's
+own timeline (``--timeline``, whose base is a wall-clock time), so
+``ringtail timeline merge --torch RANK=TRACE`` lays the two on one clock.
+A session is counted from a call made while no profiler was enabled.
 """
 
 import threading
+import time
 
 import torch
 
 PREFIX = "ringtail:"
+
+# The name of the clock event, before its wall-clock time in ns
+# (internal/obs.TorchClockEvent).
+CLOCK_EVENT = "ringtail:clock unix_ns="
+
+# Whether this profiler session has its clock event (reset by a call made
+# while no profiler is enabled). A process has one profiler session at a
+# time, whichever thread issues its calls.
+_clock = {"marked": False}
+_clock_lock = threading.Lock()
+
+
+def _mark_clock():
+    """Records the clock event once per profiler session."""
+    with _clock_lock:
+        if _clock["marked"]:
+            return
+        _clock["marked"] = True
+    with torch.autograd.profiler.record_function(CLOCK_EVENT + str(time.time_ns())):
+        pass
 
 
 def enabled():
@@ -35,7 +63,10 @@ def start(op, inputs, prefix=PREFIX):
     call's input tensors; returns its handle, or None when no profiler is
     enabled."""
     if not enabled():
+        _clock["marked"] = False
         return None
+    if not _clock["marked"]:
+        _mark_clock()
     return torch.autograd._record_function_with_args_enter(prefix + op, *inputs)
 
 

@@ -156,6 +156,22 @@ def profiler_part(rank, world):
             check(e["args"].get("Input Dims") == [[36]], "trace: args %s" % e.get("args"))
 
 
+def timeline_part(rank, world):
+    """A few DDP steps under torch.profiler, exported to
+    $TRACE_DIR/torch.rank<r>.json, while ringtail writes the rank's timeline
+    ($RINGTAIL_TIMELINE): the test lays the first on the second."""
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
+    dist.all_reduce(torch.ones(1))  # a call before the profiler: the session's clock event is its own
+    with torch_profiler() as prof:
+        for _ in range(3):
+            model(torch.randn(8, 32)).sum().backward()
+        dist.broadcast(torch.ones(3), 0)
+    clocks = [e for e in prof.events() if e.name.startswith("ringtail:clock unix_ns=")]
+    check(len(clocks) == 1, "%d clock events in one profiler session" % len(clocks))
+    prof.export_chrome_trace(os.path.join(os.environ["TRACE_DIR"], "torch.rank%d.json" % rank))
+
+
 def sparse_inputs(rank, world, sparse_dims=1, dense_dims=0):
     """torch's simple_sparse_reduce_tests generator (common_distributed.py)."""
     indices = torch.reshape(torch.arange(rank + 1), (1, rank + 1))
@@ -329,7 +345,7 @@ def main():
     dist.init_process_group("ringtail")
     rank, world = dist.get_rank(), dist.get_world_size()
     {"profiler": profiler_part, "sparse": sparse_part, "timeout": timeout_part, "monitored": monitored_part,
-     "debug_detail": debug_detail_part, "debug_own": debug_own_part, "debug_info": debug_info_part}[part](rank, world)
+     "timeline": timeline_part, "debug_detail": debug_detail_part, "debug_own": debug_own_part, "debug_info": debug_info_part}[part](rank, world)
     dist.barrier()
     if FAILS:
         print("FAILED rank %d: %d checks" % (rank, len(FAILS)), flush=True)

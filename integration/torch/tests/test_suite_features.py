@@ -5,14 +5,18 @@ monitored_barrier and torch's TORCH_DISTRIBUTED_DEBUG switch. Each test
 starts its ranks as separate processes (launch.py) running
 suite_features_worker.py."""
 
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
+import citest  # noqa: E402
 import launch  # noqa: E402
 
 WORKER = os.path.join(HERE, "suite_features_worker.py")
@@ -33,6 +37,48 @@ class TestProfiler(unittest.TestCase):
 
     def test_events(self):
         run(self, "profiler")
+
+
+class TestTimelineAlignment(unittest.TestCase):
+    """ringtail's own timeline (RINGTAIL_TIMELINE) lines up with torch's
+    trace: `ringtail timeline merge --torch RANK=TRACE` lays each rank's
+    torch.profiler trace on its timeline by the backend's clock event, and
+    every ringtail:all_reduce of the trace then spans a call AllReduce of
+    the timeline (the event opens when the call is issued and ends when its
+    work completes, so the call lies inside it: an order, not a duration)."""
+
+    @citest.needs(os.environ.get("RINGTAIL_BIN"), "RINGTAIL_BIN (the ringtail launcher binary) not set")
+    def test_merge_lays_torch_traces_on_the_timeline(self):
+        world = 2
+        with tempfile.TemporaryDirectory() as tmp:
+            timeline = os.path.join(tmp, "tl.json")
+            run(self, "timeline", world=world, env={"RINGTAIL_TIMELINE": timeline, "TRACE_DIR": tmp})
+            merged = os.path.join(tmp, "merged.json")
+            args = [os.environ["RINGTAIL_BIN"], "timeline", "merge", "-o", merged]
+            for r in range(world):
+                args += ["--torch", "%d=%s" % (r, os.path.join(tmp, "torch.rank%d.json" % r))]
+            args += [os.path.join(tmp, "tl.rank%d.json" % r) for r in range(world)]
+            out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            with open(merged) as f:
+                trace = json.load(f)
+        report = trace["otherData"]["torch"]
+        for r in range(world):
+            al = report[str(r)]
+            self.assertEqual(al["method"], "clock", al)
+            self.assertGreaterEqual(al["anchors"], 4, al)  # three steps' all_reduce and a broadcast
+        slack = 1000.0  # µs: the clock event's reading against its own timestamp
+        for r in range(world):
+            evs = [e for e in trace["traceEvents"] if e.get("pid") == r and e.get("ph") == "X"]
+            torch_ars = [e for e in evs if e["name"] == "ringtail:all_reduce" and e["tid"] >= 1000]
+            calls = [e for e in evs if e["name"] == "AllReduce" and e.get("cat") == "collective"]
+            self.assertEqual(len(torch_ars), 3, "rank %d: %d torch all_reduce events" % (r, len(torch_ars)))
+            for ev in torch_ars:
+                lo, hi = ev["ts"] - slack, ev["ts"] + ev["dur"] + slack
+                inside = [c for c in calls if lo <= c["ts"] and c["ts"] + c["dur"] <= hi]
+                self.assertTrue(inside, "rank %d: the torch all_reduce at %.1f µs (%.1f µs long) spans no AllReduce "
+                                "call of the timeline: nearest starts %s" % (r, ev["ts"], ev["dur"],
+                                                                            sorted(calls, key=lambda c: abs(c["ts"] - ev["ts"]))[:2]))
 
 
 class TestSparse(unittest.TestCase):
