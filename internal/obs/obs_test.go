@@ -395,26 +395,13 @@ func TestMergeAlignsClocksOnSharedCalls(t *testing.T) {
 	p0 := writeRank(t, dir, 0, base, 0, ends)
 	p1 := writeRank(t, dir, 1, base, 7*time.Millisecond, []float64{1002, 2001, 3003, 4002, 5001})
 	p2 := writeRank(t, dir, 2, base, -3*time.Millisecond, []float64{999, 1998, 3000, 4001, 4999})
-	var out strings.Builder
-	rep, err := Merge(&out, []string{p2, p0, p1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var merged struct {
-		TraceEvents []map[string]any `json:"traceEvents"`
-	}
-	if err := json.Unmarshal([]byte(out.String()), &merged); err != nil {
-		t.Fatal(err)
-	}
-	if err := ValidateTrace(merged.TraceEvents); err != nil {
-		t.Fatal(err)
-	}
+	rep, events := mergeValid(t, []string{p2, p0, p1})
 	if fmt.Sprint(rep.Ranks) != "[0 1 2]" || rep.Matched["1"] != 5 || rep.Matched["2"] != 5 {
 		t.Fatalf("report %+v", rep)
 	}
 	// After alignment each call ends within the noise on every rank.
 	end := map[[2]float64]float64{}
-	for _, e := range merged.TraceEvents {
+	for _, e := range events {
 		if e["ph"] != "X" {
 			continue
 		}

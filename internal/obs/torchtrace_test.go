@@ -32,9 +32,10 @@ func writeTorchTrace(t *testing.T, dir, name string, evs []torchEvent) string {
 	return path
 }
 
-// mergedTorch merges the rank files with the torch traces and returns the
-// report and the merged events that came from a torch trace.
-func mergedTorch(t *testing.T, files []string, torch ...TorchTrace) (MergeReport, []map[string]any) {
+// mergeValid merges the rank files with the torch traces, checks the
+// result against the trace-event format and returns the report and the
+// merged events.
+func mergeValid(t *testing.T, files []string, torch ...TorchTrace) (MergeReport, []map[string]any) {
 	t.Helper()
 	var out strings.Builder
 	rep, err := Merge(&out, files, torch...)
@@ -50,8 +51,16 @@ func mergedTorch(t *testing.T, files []string, torch ...TorchTrace) (MergeReport
 	if err := ValidateTrace(merged.TraceEvents); err != nil {
 		t.Fatal(err)
 	}
+	return rep, merged.TraceEvents
+}
+
+// mergedTorch is mergeValid returning the merged events that came from a
+// torch trace.
+func mergedTorch(t *testing.T, files []string, torch ...TorchTrace) (MergeReport, []map[string]any) {
+	t.Helper()
+	rep, events := mergeValid(t, files, torch...)
 	var fromTorch []map[string]any
-	for _, ev := range merged.TraceEvents {
+	for _, ev := range events {
 		if tid, _ := num(ev["tid"]); tid >= 1000 {
 			fromTorch = append(fromTorch, ev)
 		}
