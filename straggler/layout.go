@@ -25,12 +25,12 @@ const (
 // one count and its own values, so the slots of several gradients folded
 // in one step add up (sums, not maxima).
 const (
-	childCount    = iota // gradients folded
-	childSamples         // samples they hold
-	childCompute         // compute time, µs, summed
-	childCycle           // time since the child's previous gradient, µs, summed
-	childVersionsLo      // the parameter versions (steps) they were computed on, low bits (mod versionSplit), summed
-	childVersionsHi      // the same versions' high bits (÷ versionSplit), summed
+	childCount      = iota // gradients folded
+	childSamples           // samples they hold
+	childCompute           // compute time, µs, summed
+	childCycle             // time since the child's previous gradient, µs, summed
+	childVersionsLo        // the parameter versions (steps) they were computed on, low bits (mod versionSplit), summed
+	childVersionsHi        // the same versions' high bits (÷ versionSplit), summed
 	childWidth
 )
 
