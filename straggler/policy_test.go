@@ -584,7 +584,7 @@ func TestTheGradientNoiseScaleIsEstimatedFromGradientNorms(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	tau := durations(1, 1, 1, 1)
-	if got := p.phi(); got != 64 {
+	if got := p.est.phi(); got != 64 {
 		t.Fatalf("φ before any gradient norm = %v, want the global batch, 64", got)
 	}
 	for s := 0; s < 200; s++ {
