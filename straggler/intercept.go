@@ -209,8 +209,8 @@ type affineModel struct {
 // fresh pages for them every step).
 func (p *Policy) affineModel() *affineModel {
 	found := false
-	for r := range p.fits {
-		if _, _, ok := p.fits[r].model(); ok {
+	for r := range p.est.fits {
+		if _, _, ok := p.est.fits[r].model(); ok {
 			found = true
 			break
 		}
@@ -220,13 +220,13 @@ func (p *Policy) affineModel() *affineModel {
 	}
 	m := &p.modelBuf
 	if m.a == nil {
-		n := len(p.fits)
+		n := len(p.est.fits)
 		m.a, m.b, m.out = make([]float64, n), make([]float64, n), make([]bool, n)
 	}
-	for r := range p.fits {
-		a, b, ok := p.fits[r].model()
+	for r := range p.est.fits {
+		a, b, ok := p.est.fits[r].model()
 		if !ok {
-			a, b = 0, p.tau[r]
+			a, b = 0, p.est.tau[r]
 		}
 		m.a[r], m.b[r] = a, b
 	}

@@ -96,11 +96,11 @@ func TestAFixedDelayGetsTheInterceptAwareShare(t *testing.T) {
 	if plan.Mode.evicts() || !plan.IsMember(1) {
 		t.Fatalf("plan %s: want rank 1 kept in the ring", plan.Dump())
 	}
-	a, b, ok := p.fits[1].model()
+	a, b, ok := p.obs.fits[1].model()
 	if !ok || math.Abs(a-128e6) > 1e6 || math.Abs(b-2e6) > 0.05e6 {
 		t.Fatalf("rank 1's fit: a %v b %v ok %v, want 128 ms + 2 ms/sample", a, b, ok)
 	}
-	if _, _, ok := p.fits[0].model(); ok {
+	if _, _, ok := p.obs.fits[0].model(); ok {
 		t.Fatal("rank 0, no delay, fitted a material intercept")
 	}
 	if !slices.Equal(plan.Shares, []int{80, 16, 80, 80}) {
