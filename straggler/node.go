@@ -423,7 +423,9 @@ func (n *Node) Replay(rep Report) error {
 // before its first member step (no state before that one will do).
 func (n *Node) MustAwait() bool { return n.Role() != RoleChild }
 
-// Adopt takes a state message of version with flags from the parent.
+// Adopt takes a state message of version with flags from the parent: one
+// of the same version or newer is taken (a full state may follow the
+// parameters of its version), an older one, overtaken, is not.
 func (n *Node) Adopt(version int, flags StateFlags) Adoption {
 	if version < n.version {
 		return Adoption{} // an older one overtaken by a newer
