@@ -9,5 +9,6 @@
 // elastic).
 //
 // It assembles nothing: putting a communicator's runtime together from a
-// Comm is internal/assemble's.
+// Comm is internal/assemble's. It must not import internal/engine or
+// internal/assemble (the engine holds a Comm in its Settings).
 package envcfg
