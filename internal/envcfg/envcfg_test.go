@@ -42,12 +42,12 @@ func TestReaderReportsEveryMalformedVariable(t *testing.T) {
 // included, is kept.
 func TestAZeroLoggerBecomesTheDefaultWarningLogger(t *testing.T) {
 	c := Default(0, 1)
-	c.withDefaultLogger()
+	c.WithDefaultLogger()
 	if c.Logger.Warn() == nil || c.Logger.Info() != nil {
 		t.Fatal("the zero logger did not become a warn-level logger")
 	}
 	c.Logger = zerolog.Nop()
-	c.withDefaultLogger()
+	c.WithDefaultLogger()
 	if c.Logger.Error() != nil {
 		t.Fatal("zerolog.Nop() was replaced")
 	}
