@@ -105,10 +105,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import _lib
 from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
-from _ringtail_torch_autoload import env_bool
+from _ringtail_env import env_bool
 
 from .groups import agree
-from .progress import StepClock
+from .progress import StepClock, hook_started
 from .rows import RowTrim
 from .sampler import split_counts
 
@@ -268,6 +268,7 @@ class StragglerState:
         self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
         _ACTIVE.add(self)
+        hook_started(self)
         _install_loader_patch()
         _install_end_patches()
 
