@@ -71,7 +71,7 @@ const (
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
-// docs/benchmarks.md).
+// docs/benchmarks-collectives.md, "How the defaults were chosen").
 const (
 	DefaultOpTimeout      = envcfg.DefaultOpTimeout
 	DefaultPeerTimeout    = envcfg.DefaultPeerTimeout
@@ -168,7 +168,7 @@ type Config struct {
 	// every step of the ring. With the cores to itself a job gains up to
 	// 2× busbw; but pieces synchronise the ranks hundreds of times per
 	// call, and with another program busy on the cores a large allreduce
-	// then runs 3–10× slower than the plain ring (docs/benchmarks.md).
+	// then runs 3–10× slower than the plain ring (docs/benchmarks-collectives.md).
 	// Pieces says which runs (0 here: never pieces). A piece whose ring
 	// segments exceed a fastbox (512 KiB) runs on the queued path; across
 	// hosts pieces are not used. Every rank must give the same value.
