@@ -71,7 +71,7 @@ const (
 )
 
 // Defaults, measured on a 2-core host over loopback and unix sockets (see
-// docs/benchmarks.md).
+// docs/benchmarks-collectives.md, "How the defaults were chosen").
 const (
 	DefaultOpTimeout      = envcfg.DefaultOpTimeout
 	DefaultPeerTimeout    = envcfg.DefaultPeerTimeout

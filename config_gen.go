@@ -87,7 +87,7 @@ type Config struct {
 	// every step of the ring. With the cores to itself a job gains up to
 	// 2× busbw; but pieces synchronise the ranks hundreds of times per
 	// call, and with another program busy on the cores a large allreduce
-	// then runs 3–10× slower than the plain ring (docs/benchmarks.md).
+	// then runs 3–10× slower than the plain ring (docs/benchmarks-collectives.md).
 	// Pieces says which runs (0 here: never pieces). A piece whose ring
 	// segments exceed a fastbox (512 KiB) runs on the queued path; across
 	// hosts pieces are not used. Every rank must give the same value.

@@ -44,7 +44,7 @@ type Settings struct {
 // DefaultStreams is the number of connections per pair of ranks on
 // different hosts when Settings.Streams is 0: where a stream is limited by
 // its window (a long round trip), 8 of them carried 8× one on the test
-// bed's added-delay links (docs/benchmarks.md); the probe decides whether
+// bed's added-delay links (docs/benchmarks-hosts.md); the probe decides whether
 // a program uses them.
 const DefaultStreams = 8
 

@@ -29,7 +29,7 @@ const (
 )
 
 // The defaults of a communicator's settings (ringtail's Default*
-// constants; docs/benchmarks.md says where they were measured).
+// constants; docs/benchmarks-collectives.md says where they were measured).
 const (
 	DefaultOpTimeout      = 5 * time.Minute
 	DefaultPeerTimeout    = 10 * time.Second

@@ -236,7 +236,7 @@ func Table() []Setting {
 				"every step of the ring. With the cores to itself a job gains up to\n" +
 				"2× busbw; but pieces synchronise the ranks hundreds of times per\n" +
 				"call, and with another program busy on the cores a large allreduce\n" +
-				"then runs 3–10× slower than the plain ring (docs/benchmarks.md).\n" +
+				"then runs 3–10× slower than the plain ring (docs/benchmarks-collectives.md).\n" +
 				"Pieces says which runs (0 here: never pieces). A piece whose ring\n" +
 				"segments exceed a fastbox (512 KiB) runs on the queued path; across\n" +
 				"hosts pieces are not used. Every rank must give the same value."}, Default: DefaultPieceBytes,

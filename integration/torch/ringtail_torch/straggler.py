@@ -41,8 +41,8 @@ a tensor or tuple of tensors with the batch's rows, the batch not the
 first positional tensor, no_sync, several forwards or models per step)
 the job runs the exact ring and says why.
 
-A policy that evicts first checks the script (the straggler section of
-docs/pytorch.md): at the first step a loop without a DataLoader (unless
+A policy that evicts first checks the script (docs/pytorch-straggler.md,
+"Every rank exits, whatever the script does"): at the first step a loop without a DataLoader (unless
 adaptive trims its rows), several
 batches per optimizer step or two hooked models run the exact ring; the
 first epoch is watched with the exact ring, and a collective of the
