@@ -540,6 +540,79 @@ class TestStragglerHook(unittest.TestCase):
 
 
 
+class TestAccumulation(unittest.TestCase):
+    """Issue 38, item 3: AntDT-DD's accumulation run by the hook for an
+    unchanged DDP script (ringtail_torch/accum.py). A V100 + P100 mix
+    scaled down on CPU: rank 0 (the "V100") has twice the memory and twice
+    the speed of rank 1 (the "P100", 2x compute injected), both caps below
+    the rows the policy's shares give them. Assertions are on what the
+    ranks computed and hold, never on time."""
+
+    WORKER = os.path.join(HERE, "straggler_worker.py")
+    # 32 and 16 "GB" as 12,800 and 6,400 bytes at 1,000 bytes a sample:
+    # micro-batches of at most 12 and 6 rows (95% of the memory).
+    CAPS = {"RINGTAIL_MEM_CAP": "12800,6400", "RINGTAIL_SAMPLE_BYTES": "1000"}
+    ARGS = ["train", "--backend", "gloo", "--epochs", "2", "--batch", "16", "--pad-ms", "20", "--slow", "2"]
+
+    def test_micro_batches_fit_each_cap_and_the_update_is_synchronous_sgds(self):
+        args = [self.WORKER] + self.ARGS
+        gloo = result(launch.run_world(2, args, timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER": "off"}))
+        env = dict(self.CAPS, RINGTAIL_DDP_STRAGGLER="shares", RINGTAIL_DDP_STRAGGLER_TIMEOUT="60")
+        outs = launch.run_world(2, args, timeout=240, extra_env=env)  # raises unless every rank exits 0
+        res, stats = result(outs), hook_stats(outs)
+        print("\naccumulation: shares %s, micro %s" % (stats[0].get("shares"),
+                                                       [{k: stats[r]["micro"][k] for k in ("cap", "max_micro", "max_accum")}
+                                                        for r in (0, 1)]), file=sys.stderr)
+        self.assertIn("micro-batch caps [12, 6]", "\n".join(outs))
+        self.assertEqual(sorted(stats), [0, 1], "every rank reports its hook's statistics")
+        for r, cap in ((0, 12), (1, 6)):
+            micro = stats[r]["micro"]
+            self.assertEqual(micro["cap"], cap)
+            self.assertNotIn("unfit", micro)
+            seen = [b for sizes in micro["sizes"] for b in sizes]
+            self.assertLessEqual(max(seen), cap, "rank %d computed a micro-batch above its cap: %s" % (r, micro["sizes"]))
+            self.assertLessEqual(micro["max_micro"], cap)
+            self.assertGreater(micro["max_accum"], 1, "rank %d's share was never split: %s" % (r, micro["sizes"]))
+            self.assertEqual(micro["forwards"], res["steps"], "one training forward per step")
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 32)
+        self.assertGreater(shares[0], shares[1], "the 2x faster rank did not get more rows: %s" % shares)
+        self.assertEqual(stats[1]["shares"], shares)
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+        diff = max(abs(a - b) for a, b in zip(res["params"], gloo["params"]))
+        self.assertLessEqual(diff, 1e-4, "the accumulated update is not Gloo's synchronous SGD (largest difference %g)"
+                             % diff)
+
+    def test_a_cap_without_a_sample_size_fails_naming_the_setting(self):
+        with self.assertRaises(RuntimeError) as ctx:
+            launch.run_world(2, [self.WORKER] + self.ARGS, timeout=120,
+                             extra_env={"RINGTAIL_DDP_STRAGGLER": "shares", "RINGTAIL_MEM_CAP": "12800,6400"})
+        self.assertIn("RINGTAIL_SAMPLE_BYTES", str(ctx.exception))
+
+
+class TestAccumSettings(unittest.TestCase):
+    """The memory settings' parsing (accum.py): one value or one per rank,
+    positive whole numbers, a clear error naming the variable otherwise."""
+
+    def test_values(self):
+        from ringtail_torch import accum
+
+        self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": "100,200"}), 200)
+        self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": " 300 "}), 300)
+        self.assertIsNone(accum.mem_cap_setting(0, 2, {}))
+        self.assertEqual(accum.sample_bytes_setting({"RINGTAIL_SAMPLE_BYTES": "64"}), 64)
+        self.assertEqual(accum.max_accum_setting({}), 0)
+        self.assertEqual(accum.max_accum_setting({"RINGTAIL_MAX_ACCUM": "3"}), 3)
+        for env, call in (({"RINGTAIL_MEM_CAP": "1,2,3"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "-5"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "1e9"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_SAMPLE_BYTES": "0"}, accum.sample_bytes_setting),
+                          ({"RINGTAIL_MAX_ACCUM": "0"}, accum.max_accum_setting)):
+            with self.assertRaises(ValueError) as ctx:
+                call(env)
+            self.assertIn(list(env)[0], str(ctx.exception))
+
+
 class TestScriptShapes(unittest.TestCase):
     """Issue 36, item 0: every rank exits, whatever the script does. Each
     shape of shapes_worker.py (a loop without a DataLoader, a generator,
