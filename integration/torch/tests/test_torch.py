@@ -583,6 +583,25 @@ class TestAccumulation(unittest.TestCase):
         self.assertLessEqual(diff, 1e-4, "the accumulated update is not Gloo's synchronous SGD (largest difference %g)"
                              % diff)
 
+    def test_the_shares_of_a_hetero_sampler_stay_within_the_memory_plan(self):
+        # The fast rank with the small memory (caps of 6 and 12 rows) and at
+        # most 3 micro-batches a share: the policy may give rank 0 no more
+        # than 18 of the 32 rows, whatever its speed.
+        env = {"RINGTAIL_MEM_CAP": "6400,12800", "RINGTAIL_SAMPLE_BYTES": "1000", "RINGTAIL_MAX_ACCUM": "3",
+               "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"}
+        outs = launch.run_world(2, [self.WORKER, "train", "--backend", "gloo", "--sampler", "hetero", "--policy",
+                                    "shares", "--epochs", "1", "--batch", "16", "--pad-ms", "20", "--slow", "2"],
+                                timeout=240, extra_env=env)
+        res, stats = result(outs), hook_stats(outs)
+        self.assertIn("micro-batch caps [6, 12]", "\n".join(outs))
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 32)
+        self.assertLessEqual(shares[0], 18, "rank 0's share exceeds 3 micro-batches of its cap: %s" % shares)
+        for r, cap in ((0, 6), (1, 12)):
+            self.assertEqual(stats[r]["shares"], shares)
+            self.assertLessEqual(max(b for sizes in stats[r]["micro"]["sizes"] for b in sizes), cap)
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+
     def test_a_cap_without_a_sample_size_fails_naming_the_setting(self):
         with self.assertRaises(RuntimeError) as ctx:
             launch.run_world(2, [self.WORKER] + self.ARGS, timeout=120,
