@@ -53,7 +53,7 @@ replayed for the recompute (dropout draws the same masks). Modules whose
 forward updates buffers (BatchNorm's running statistics) see each
 micro-batch twice; the batch statistics are per micro-batch, as under any
 accumulation. A forward whose batch is not the first positional tensor or
-whose output is not a tensor (or tuple or list of tensors) with the
+whose output is not a tensor (or a tuple, list or dict of them) with the
 batch's rows runs whole, and ``unfit`` says why.
 """
 
@@ -174,9 +174,9 @@ class _Accumulate(torch.autograd.Function):
     def backward(ctx, *grad_outs):
         tensors = ctx.saved_tensors
         inputs, params = tensors[:ctx.n_cut], tensors[ctx.n_cut:]
-        want = [x for x in inputs if x.requires_grad] + [p for p in params if p.requires_grad]
-        sums = [None] * len(want)
-        in_grads = [[] for _ in inputs]
+        trained = [p for p in params if p.requires_grad]
+        sums = [None] * len(trained)  # each parameter's gradient, summed over the micro-batches
+        in_grads = [[] for _ in inputs]  # each input's gradient, micro-batch by micro-batch
         lo = 0
         for size, state in zip(ctx.sizes, ctx.states):
             cut = [x[lo:lo + size].detach().requires_grad_(x.requires_grad) for x in inputs]
@@ -184,28 +184,27 @@ class _Accumulate(torch.autograd.Function):
                 ctx.runner.set_rng_state(state)
                 outs = ctx.runner.run(ctx.layout, cut, size)
             pairs = [(o, g[lo:lo + size]) for o, g in zip(outs, grad_outs) if g is not None and o.requires_grad]
-            of = [c for c in cut if c.requires_grad] + [p for p in params if p.requires_grad]
+            wrt = [c for c in cut if c.requires_grad] + trained
+            got = [None] * len(wrt)
             if pairs:
-                got = torch.autograd.grad([o for o, _ in pairs], of, [g for _, g in pairs], allow_unused=True)
-            else:
-                got = [None] * len(of)
-            for i, g in enumerate(got):
+                got = list(torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True))
+            k = 0
+            for j, c in enumerate(cut):
+                if c.requires_grad:
+                    in_grads[j].append(got[k] if got[k] is not None else torch.zeros_like(c))
+                    k += 1
+            for i, g in enumerate(got[k:]):
                 if g is not None:
                     sums[i] = g if sums[i] is None else sums[i] + g
-            k = 0
-            for j, x in enumerate(inputs):
-                if x.requires_grad:
-                    in_grads[j].append(got[k] if got[k] is not None else torch.zeros_like(cut[j]))
-                    k += 1
             lo += size
         out = [torch.cat(g) if g else None for g in in_grads]
-        k = sum(1 for x in inputs if x.requires_grad)
+        it = iter(sums)
         for p in params:
             if p.requires_grad:
                 # A parameter the output does not use gets zeros: DDP's
                 # reducer waits for every parameter's gradient.
-                out.append(sums[k] if sums[k] is not None else torch.zeros_like(p))
-                k += 1
+                g = next(it)
+                out.append(g if g is not None else torch.zeros_like(p))
             else:
                 out.append(None)
         return (None, None, None) + tuple(out)
@@ -283,7 +282,7 @@ class MicroBatches:
         a = [next(it) if c else v for v, c in args]
         kw = {n: (next(it) if c else v) for n, (v, c) in kwargs.items()}
         out = self._orig(*a, **kw)
-        why = output_unfit(out, rows)
+        why = _output_unfit(out, rows)
         if why is not None:
             raise _Unfit(why)
         self._shape = _shape(out)
@@ -344,22 +343,51 @@ class _Unfit(Exception):
     """A micro-batch's output cannot be concatenated into the batch's."""
 
 
+def _output_unfit(out, rows):
+    """Why a micro-batch's output cannot be concatenated (None: it can):
+    rows.output_unfit's tensors, tuples and lists, and dicts of them."""
+    if isinstance(out, dict):
+        if not out:
+            return "the model's output is an empty dict"
+        for v in out.values():
+            why = _output_unfit(v, rows)
+            if why is not None:
+                return why
+        return None
+    if isinstance(out, (tuple, list)) and out:
+        for o in out:
+            why = _output_unfit(o, rows)
+            if why is not None:
+                return why
+        return None
+    return output_unfit(out, rows)
+
+
 def _shape(out):
+    """The structure of a module output (None: a tensor)."""
     if torch.is_tensor(out):
         return None
+    if isinstance(out, dict):
+        return (type(out), [(k, _shape(v)) for k, v in out.items()])
     return (type(out), [_shape(o) for o in out])
 
 
 def _flatten(out):
     if torch.is_tensor(out):
         return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
     return [t for o in out for t in _flatten(o)]
 
 
 def _unflatten(shape, flat):
+    """The output of structure shape from its tensors, in _flatten's order
+    (consumed from the front of flat)."""
     if shape is None:
         return flat.pop(0)
     kind, inner = shape
+    if issubclass(kind, dict):
+        return kind((k, _unflatten(s, flat)) for k, s in inner)
     items = [_unflatten(s, flat) for s in inner]
     if hasattr(kind, "_fields"):  # a namedtuple
         return kind(*items)

@@ -583,6 +583,19 @@ class TestAccumulation(unittest.TestCase):
         self.assertLessEqual(diff, 1e-4, "the accumulated update is not Gloo's synchronous SGD (largest difference %g)"
                              % diff)
 
+    def test_micro_batches_give_the_whole_batchs_gradients(self):
+        # One rank: a module with dropout, a keyword tensor with the batch's
+        # rows, an input that requires grad, a tuple and a dict output, 20
+        # rows in micro-batches of at most 7, against the same steps whole.
+        res = result(launch.run_world(1, [os.path.join(HERE, "accum_worker.py"), "--cap", "7", "--rows", "20"],
+                                      timeout=120))
+        for kind, r in res.items():
+            self.assertEqual(r["unfit"], [], kind)
+            self.assertEqual(r["split"], 3, "%s: not every step was split: %s" % (kind, r["sizes"]))
+            self.assertEqual(r["sizes"], [[7, 7, 6]] * 3, kind)
+            self.assertLessEqual(r["diff"], 1e-6, "%s: gradients differ from the whole batch's by %g" % (kind, r["diff"]))
+            self.assertEqual(r["hooks"], r["whole_hooks"], "%s: DDP reduced a different number of buckets" % kind)
+
     def test_the_shares_of_a_hetero_sampler_stay_within_the_memory_plan(self):
         # The fast rank with the small memory (caps of 6 and 12 rows) and at
         # most 3 micro-batches a share: the policy may give rank 0 no more
