@@ -249,12 +249,23 @@ class MicroBatches:
         per = self._sample_bytes
         if per is None and dev.type == "cuda":
             per = max(1, (torch.cuda.max_memory_allocated(dev) - before) // max(rows, 1))
-        free = self._memory
+        free, measured = self._memory, False
         if free is None and dev.type == "cuda":
             free = device_free_bytes(dev)
+            if free is not None:
+                # What the step's activations may use: the device's free
+                # memory and the allocator's cache (the step's own freed
+                # activations are held there), above what was allocated
+                # before the step's forward.
+                free += max(0, torch.cuda.memory_reserved(dev) - before)
+                measured = True
         if per is None or free is None:
             return
         self.cap = _lib.micro_cap(free, per)
+        if measured:
+            # A batch the device has just computed whole fits: a measured
+            # cap never splits a batch the size of the first.
+            self.cap = max(self.cap, rows)
         self.stats["cap"] = self.cap
 
     # --- the forward ----------------------------------------------------------
