@@ -624,7 +624,39 @@ class TestAccumulation(unittest.TestCase):
 
 class TestAccumSettings(unittest.TestCase):
     """The memory settings' parsing (accum.py): one value or one per rank,
-    positive whole numbers, a clear error naming the variable otherwise."""
+    positive whole numbers, a clear error naming the variable otherwise;
+    and the cap's arithmetic on CUDA, with torch.cuda's memory calls
+    replaced (no GPU here)."""
+
+    def test_a_measured_cuda_cap(self):
+        from unittest import mock
+
+        import torch
+        from ringtail_torch import accum
+
+        class Holder:  # what MicroBatches reads of a DDP model
+            def __init__(self):
+                self.module = torch.nn.Linear(2, 2)
+
+        def measure(free, reserved, rows, peak, before, memory=None):
+            ddp = Holder()
+            mb = accum.MicroBatches(ddp, cap=0, memory=memory)
+            mb._device = lambda: torch.device("cuda", 0)
+            mb._measure = (rows, before)
+            with mock.patch.object(torch.cuda, "max_memory_allocated", lambda d=None: peak), \
+                    mock.patch.object(torch.cuda, "memory_reserved", lambda d=None: reserved), \
+                    mock.patch.object(torch.cuda, "mem_get_info", lambda d=None: (free, 10 * free)):
+                mb.settle()
+            return mb.cap
+
+        # 32 rows took 32,000 bytes above the 1,000 allocated before: 1,000
+        # a sample. Free 100,000 plus the cache's 40,000 (41,000 reserved,
+        # 1,000 of it the model's): 95% of 140,000 holds 133 samples.
+        self.assertEqual(measure(free=100_000, reserved=41_000, rows=32, peak=33_000, before=1_000), 133)
+        # A device nearly full after the step still holds the batch it ran.
+        self.assertEqual(measure(free=0, reserved=33_000, rows=32, peak=33_000, before=1_000), 32)
+        # A configured memory is taken as it is (the sample size measured).
+        self.assertEqual(measure(free=100_000, reserved=41_000, rows=32, peak=33_000, before=1_000, memory=10_000), 9)
 
     def test_values(self):
         from ringtail_torch import accum
