@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/ringtail-ml/ringtail/balance"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/straggler"
 )
 
@@ -140,6 +141,34 @@ func microSplit(rows, limit int64, dst []int64) (int, error) {
 		dst[i] = int64(b)
 	}
 	return m.Accum, nil
+}
+
+//export rt_parse_size
+func rt_parse_size(spec *C.char, rank, world C.int64_t, out *C.int64_t, errbuf *C.char, errlen C.size_t) (rc C.int) {
+	defer guard(&rc, errbuf, errlen)
+	if spec == nil || out == nil {
+		return setError(badArg("rt_parse_size: spec or out is NULL"), errbuf, errlen)
+	}
+	b, err := parseSize(C.GoString(spec), int64(rank), int64(world))
+	if err != nil {
+		return setError(err, errbuf, errlen)
+	}
+	*out = C.int64_t(b)
+	return C.RT_OK
+}
+
+// parseSize is rank's size of a size setting (settings.RankBytes: one
+// size, or one per rank comma-separated; 0 when empty), as ringtail-train
+// reads RINGTAIL_MEM_CAP and RINGTAIL_SAMPLE_BYTES.
+func parseSize(spec string, rank, world int64) (int64, error) {
+	if world < 1 || world > 1<<24 || rank < 0 || rank >= world {
+		return 0, badArg("rt_parse_size: rank %d of a world of %d", rank, world)
+	}
+	b, err := settings.RankBytes(spec, int(rank), int(world))
+	if err != nil {
+		return 0, badArg("rt_parse_size: %v", err)
+	}
+	return b, nil
 }
 
 // describeMemory is the memory plan's line for the driver's logs.

@@ -102,6 +102,17 @@ func TestMicroSplitAndCap(t *testing.T) {
 			t.Errorf("split %d under %d: %v, want invalid", c.rows, c.limit, err)
 		}
 	}
+	if b, err := parseSize("16GiB,32GiB", 1, 2); err != nil || b != 32<<30 {
+		t.Errorf("rank 1's size of 16GiB,32GiB: %d %v", b, err)
+	}
+	for _, c := range []struct {
+		spec        string
+		rank, world int64
+	}{{"1,2,3", 0, 2}, {"lots", 0, 1}, {"1", 2, 2}, {"1", 0, 0}} {
+		if _, err := parseSize(c.spec, c.rank, c.world); code(err) != codeInvalid {
+			t.Errorf("size %q for rank %d of %d: %v, want invalid", c.spec, c.rank, c.world, err)
+		}
+	}
 	if b, err := microCap(2000, 100); err != nil || b != 19 {
 		t.Errorf("cap of 2000 bytes at 100 a sample: %d %v; want 19", b, err)
 	}

@@ -261,6 +261,12 @@ int rt_straggler_open_memory(rt_comm comm, int64_t payload, char* policy, int64_
  * balance.MaxBatchFromMemory); RT_ERR_INVALID when not one sample fits. */
 int rt_micro_cap(int64_t free_bytes, int64_t sample_bytes, int64_t* out, char* errbuf, size_t errlen);
 
+/* rt_parse_size writes rank's size in bytes of a size setting: one size
+ * for every rank, or one per rank comma-separated (world of them), each a
+ * number of bytes or one with a suffix (KiB, MiB, GiB, TiB, KB, MB, GB,
+ * TB), as ringtail-train reads RINGTAIL_MEM_CAP; 0 when spec is empty. */
+int rt_parse_size(char* spec, int64_t rank, int64_t world, int64_t* out, char* errbuf, size_t errlen);
+
 /* rt_micro_split splits a share of rows into the fewest near-equal
  * micro-batches of at most cap rows (0: one micro-batch;
  * balance.SplitShare): their sizes go to sizes (room for `room`), their

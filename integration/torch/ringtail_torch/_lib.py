@@ -348,6 +348,7 @@ def _straggler_lib():
                                          ctypes.POINTER(u64), p, sz],
             "rt_micro_cap": [i64, i64, ctypes.POINTER(i64), p, sz],
             "rt_micro_split": [i64, i64, ctypes.POINTER(i64), i64, ctypes.POINTER(i64), p, sz],
+            "rt_parse_size": [ctypes.c_char_p, i64, i64, ctypes.POINTER(i64), p, sz],
         }
         for name, args in sigs.items():
             fn = getattr(lib, name, None)
@@ -432,3 +433,17 @@ def micro_split(rows, cap):
     n = ctypes.c_int64(0)
     _call(lib.rt_micro_split, int(rows), int(cap), sizes, room, ctypes.byref(n))
     return [int(x) for x in sizes[:n.value]]
+
+
+def parse_size(spec, rank, world):
+    """rank's bytes of a size setting: one size, or one per rank
+    comma-separated, each with an optional suffix (16GiB, 512MB), parsed
+    as ringtail-train parses it (rt_parse_size); 0 when spec is empty.
+    ValueError when it does not parse."""
+    lib = _straggler_lib()
+    out = ctypes.c_int64(0)
+    try:
+        _call(lib.rt_parse_size, spec.encode(), int(rank), int(world), ctypes.byref(out))
+    except RingtailError as e:
+        raise ValueError(str(e)) from None
+    return int(out.value)

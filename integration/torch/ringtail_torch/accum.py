@@ -6,8 +6,9 @@ The cap. A rank's largest micro-batch is rt_micro_cap (Go's
 balance.MaxBatchFromMemory: 95% of the memory over the bytes one sample
 takes) of
 
-* its memory: ``RINGTAIL_MEM_CAP`` (bytes; or a comma list, one per rank,
-  to emulate a mix such as a V100 beside a P100 on CPU), else on CUDA the
+* its memory: ``RINGTAIL_MEM_CAP`` (bytes, or with a suffix such as GiB;
+  or a comma list, one per rank, to emulate a mix such as a V100 beside a
+  P100 on CPU; parsed by the library as ringtail-train parses it), else on CUDA the
   free memory of ``torch.cuda.mem_get_info``, else NVML's (pynvml, where
   installed);
 * the bytes a sample takes: ``RINGTAIL_SAMPLE_BYTES``, else on CUDA the
@@ -71,37 +72,35 @@ ENV_SAMPLE_BYTES = "RINGTAIL_SAMPLE_BYTES"
 ENV_MAX_ACCUM = "RINGTAIL_MAX_ACCUM"
 
 
-def _positive_int(name, text):
+def _size(name, text, rank, world):
     try:
-        v = int(text.strip())
-    except ValueError:
-        v = None
-    if v is None or v <= 0:
-        raise ValueError("$%s=%r: want a positive whole number of bytes" % (name, text))
+        v = _lib.parse_size(text, rank, world)
+    except ValueError as e:
+        raise ValueError("$%s=%r: %s" % (name, text, e)) from None
+    if v <= 0:
+        raise ValueError("$%s=%r: want a positive size (bytes, or e.g. 16GiB)" % (name, text))
     return v
 
 
 def mem_cap_setting(rank, world, environ=None):
-    """This rank's memory in bytes from $RINGTAIL_MEM_CAP (one value for
-    every rank, or a comma list with one per rank), or None when unset."""
+    """This rank's memory in bytes from $RINGTAIL_MEM_CAP (one size for
+    every rank, or a comma list with one per rank; bytes, or with a suffix
+    such as GiB, as ringtail-train reads it), or None when unset."""
     env = os.environ if environ is None else environ
     text = env.get(ENV_MEM_CAP, "").strip()
-    if not text:
-        return None
-    parts = text.split(",")
-    if len(parts) == 1:
-        return _positive_int(ENV_MEM_CAP, parts[0])
-    if len(parts) != world:
-        raise ValueError("$%s=%r: %d values for %d ranks (give one, or one per rank)" % (ENV_MEM_CAP, text, len(parts),
-                                                                                        world))
-    return _positive_int(ENV_MEM_CAP, parts[rank])
+    return _size(ENV_MEM_CAP, text, rank, world) if text else None
 
 
 def sample_bytes_setting(environ=None):
-    """$RINGTAIL_SAMPLE_BYTES (bytes one sample takes), or None when unset."""
+    """$RINGTAIL_SAMPLE_BYTES (bytes one sample takes, with an optional
+    suffix), or None when unset."""
     env = os.environ if environ is None else environ
     text = env.get(ENV_SAMPLE_BYTES, "").strip()
-    return _positive_int(ENV_SAMPLE_BYTES, text) if text else None
+    if not text:
+        return None
+    if "," in text:
+        raise ValueError("$%s=%r: want one size" % (ENV_SAMPLE_BYTES, text))
+    return _size(ENV_SAMPLE_BYTES, text, 0, 1)
 
 
 def max_accum_setting(environ=None):

@@ -663,13 +663,16 @@ class TestAccumSettings(unittest.TestCase):
 
         self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": "100,200"}), 200)
         self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": " 300 "}), 300)
+        self.assertEqual(accum.mem_cap_setting(0, 2, {"RINGTAIL_MEM_CAP": "16GiB,32GiB"}), 16 << 30)
         self.assertIsNone(accum.mem_cap_setting(0, 2, {}))
         self.assertEqual(accum.sample_bytes_setting({"RINGTAIL_SAMPLE_BYTES": "64"}), 64)
         self.assertEqual(accum.max_accum_setting({}), 0)
         self.assertEqual(accum.max_accum_setting({"RINGTAIL_MAX_ACCUM": "3"}), 3)
         for env, call in (({"RINGTAIL_MEM_CAP": "1,2,3"}, lambda e: accum.mem_cap_setting(0, 2, e)),
                           ({"RINGTAIL_MEM_CAP": "-5"}, lambda e: accum.mem_cap_setting(0, 2, e)),
-                          ({"RINGTAIL_MEM_CAP": "1e9"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "lots"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "0"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_SAMPLE_BYTES": "1,2"}, accum.sample_bytes_setting),
                           ({"RINGTAIL_SAMPLE_BYTES": "0"}, accum.sample_bytes_setting),
                           ({"RINGTAIL_MAX_ACCUM": "0"}, accum.max_accum_setting)):
             with self.assertRaises(ValueError) as ctx:
