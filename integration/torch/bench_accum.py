@@ -23,7 +23,7 @@ hook's measured time from a step's end to the rank's next gradient (its
 compute), averaged over the run; the spread is the slowest rank's over the
 fastest's, minus one. docs/pytorch.md has the numbers.
 
-    /usr/bin/python3 integration/torch/bench_accum.py [--seeds 3] [--epochs 4]
+    /usr/bin/python3 integration/torch/bench_accum.py [--seeds 3] [--first-seed 0] [--epochs 4]
 """
 
 import argparse
@@ -79,6 +79,7 @@ def busy_ms(res):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch", type=int, default=16, help="samples per rank per step (equal batches)")
     p.add_argument("--pad-ms", type=float, default=20.0)
@@ -92,7 +93,7 @@ def main():
     configs = [("Gloo, equal batches", "", False), ("hook bsp + caps, equal batches", "bsp", True),
                ("hook shares + caps", "shares", True)]
     runs = {name: [] for name, _, _ in configs}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for name, hook, caps in configs:
             r = run(args, seed, hook, caps)
             runs[name].append(r)
@@ -105,9 +106,9 @@ def main():
     ref = runs[configs[0][0]]
     print()
     print("world 2, rank 1 %.0fx slower, %.0f ms padded step of %d rows, memory caps %s bytes at %d bytes a sample, %d "
-          "epochs, eval every %d steps, seeds 0-%d (medians; each seed's target is its Gloo run's final accuracy)"
+          "epochs, eval every %d steps, seeds %d-%d (medians; each seed's target is its Gloo run's final accuracy)"
           % (args.slow, args.pad_ms, args.batch, args.mem_caps, args.sample_bytes, args.epochs, args.eval_every,
-             args.seeds - 1))
+             args.first_seed, args.first_seed + args.seeds - 1))
     print()
     print("| run | time to the target (s) | of Gloo's | final accuracy (%) | per-rank step time r0 / r1 (ms) "
           "| spread | largest micro-batch r0 / r1 (cap) | replicas' max difference |")

@@ -49,8 +49,9 @@ weights every rank's gradient by its rows, so the step applies the mean over
 the global batch — synchronous SGD's update — on every rank.
 
 Costs and limits: each micro-batch's forward runs twice (the recompute; the
-backward runs once), as in activation checkpointing. The random state is
-replayed for the recompute (dropout draws the same masks). Modules whose
+backward runs once), as in activation checkpointing. The random state and the
+autocast state are replayed for the recompute (dropout draws the same
+masks). Modules whose
 forward updates buffers (BatchNorm's running statistics) see each
 micro-batch twice; the batch statistics are per micro-batch, as under any
 accumulation. A forward whose batch is not the first positional tensor or
@@ -58,6 +59,7 @@ whose output is not a tensor (or a tuple, list or dict of them) with the
 batch's rows runs whole, and ``unfit`` says why.
 """
 
+import contextlib
 import os
 import weakref
 
@@ -166,6 +168,10 @@ class _Accumulate(torch.autograd.Function):
                 parts.append(outs)
                 lo += size
         ctx.runner, ctx.layout, ctx.sizes, ctx.states, ctx.n_cut = runner, runner.layout, sizes, states, n_cut
+        # The recompute runs under the forward's autocast, as
+        # torch.utils.checkpoint's does.
+        ctx.autocast = (torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype(), torch.is_autocast_cpu_enabled(),
+                        torch.get_autocast_cpu_dtype())
         ctx.save_for_backward(*tensors)
         return tuple(torch.cat([p[i] for p in parts]) for i in range(len(parts[0])))
 
@@ -179,7 +185,7 @@ class _Accumulate(torch.autograd.Function):
         lo = 0
         for size, state in zip(ctx.sizes, ctx.states):
             cut = [x[lo:lo + size].detach().requires_grad_(x.requires_grad) for x in inputs]
-            with torch.enable_grad(), torch.random.fork_rng(devices=ctx.runner.rng_devices()):
+            with torch.enable_grad(), torch.random.fork_rng(devices=ctx.runner.rng_devices()), _autocast(ctx.autocast):
                 ctx.runner.set_rng_state(state)
                 outs = ctx.runner.run(ctx.layout, cut, size)
             pairs = [(o, g[lo:lo + size]) for o, g in zip(outs, grad_outs) if g is not None and o.requires_grad]
@@ -347,6 +353,17 @@ class MicroBatches:
         if why not in self.unfit:
             self.unfit.append(why)
             self.stats["unfit"] = list(self.unfit)
+
+
+def _autocast(state):
+    """The autocast contexts a forward ran under (state: ctx.autocast)."""
+    gpu, gpu_dtype, cpu, cpu_dtype = state
+    stack = contextlib.ExitStack()
+    if gpu:
+        stack.enter_context(torch.autocast("cuda", dtype=gpu_dtype))
+    if cpu:
+        stack.enter_context(torch.autocast("cpu", dtype=cpu_dtype))
+    return stack
 
 
 class _Unfit(Exception):

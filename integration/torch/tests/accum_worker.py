@@ -47,7 +47,7 @@ def loss_of(out, y):
     return F.cross_entropy(out[0], y) + 0.1 * out[1].pow(2).mean()
 
 
-def train(kind, cap, rows, steps):
+def train(kind, cap, rows, steps, autocast=False):
     torch.manual_seed(1)
     model = DDP(kind(), find_unused_parameters=False)
     calls = [0]
@@ -70,7 +70,9 @@ def train(kind, cap, rows, steps):
         torch.manual_seed(100 + step)  # dropout's masks: the same stream either way
         opt.zero_grad(set_to_none=True)
         before = calls[0]
-        loss_of(model(x, weight=w, scale=0.5), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = model(x, weight=w, scale=0.5)
+        loss_of(out, y).backward()
         hooks.append(calls[0] - before)
         grads.append([p.grad.clone() for p in model.parameters()] + [x.grad.clone()])
         opt.step()
@@ -91,6 +93,13 @@ def main():
         diff = max(float((a - b).abs().max()) for ga, gb in zip(whole, split) for a, b in zip(ga, gb))
         res[kind.__name__] = {"diff": diff, "sizes": stats["sizes"], "split": stats["split"],
                               "unfit": stats.get("unfit", []), "hooks": split_hooks, "whole_hooks": whole_hooks}
+    # Under CPU autocast (bfloat16): the recompute must run under it too,
+    # or the micro-batches' gradients would be float32's, not the whole
+    # batch's bfloat16 ones.
+    whole, _, _ = train(Tuple, 0, args.rows, args.steps, autocast=True)
+    split, _, stats = train(Tuple, args.cap, args.rows, args.steps, autocast=True)
+    res["autocast"] = {"diff": max(float((a - b).abs().max()) for ga, gb in zip(whole, split) for a, b in zip(ga, gb)),
+                       "scale": max(float(a.abs().max()) for g in whole for a in g), "split": stats["split"]}
     print("RESULT " + json.dumps(res), flush=True)
     dist.destroy_process_group()
 

@@ -586,9 +586,17 @@ class TestAccumulation(unittest.TestCase):
     def test_micro_batches_give_the_whole_batchs_gradients(self):
         # One rank: a module with dropout, a keyword tensor with the batch's
         # rows, an input that requires grad, a tuple and a dict output, 20
-        # rows in micro-batches of at most 7, against the same steps whole.
+        # rows in micro-batches of at most 7, against the same steps whole;
+        # and under CPU autocast.
         res = result(launch.run_world(1, [os.path.join(HERE, "accum_worker.py"), "--cap", "7", "--rows", "20"],
                                       timeout=120))
+        amp = res.pop("autocast")
+        # bfloat16's rounding differs between batch shapes (about 0.5% of
+        # the largest gradient here); a recompute outside autocast differs
+        # by about 8%.
+        self.assertEqual(amp["split"], 3)
+        self.assertLessEqual(amp["diff"], 0.02 * amp["scale"], "under CPU autocast the micro-batches' gradients differ "
+                             "from the whole batch's by %g of %g" % (amp["diff"], amp["scale"]))
         for kind, r in res.items():
             self.assertEqual(r["unfit"], [], kind)
             self.assertEqual(r["split"], 3, "%s: not every step was split: %s" % (kind, r["sizes"]))
