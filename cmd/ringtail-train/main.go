@@ -164,7 +164,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var sampleBytes int64
 	if *sampleBytesSpec != "" {
-		if sampleBytes, err = parseBytes(*sampleBytesSpec); err != nil {
+		if sampleBytes, err = settings.ParseBytes(*sampleBytesSpec); err != nil {
 			return fail(fmt.Errorf("--sample-bytes: %w", err))
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/balance"
 	"github.com/ringtail-ml/ringtail/examples/train"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 	"github.com/ringtail-ml/ringtail/nvml"
 )
 
@@ -99,46 +100,12 @@ func fakeSlowdown(models []string) (string, error) {
 	return strings.Join(clauses, ";"), nil
 }
 
-// parseBytes parses a size: an integer number of bytes, or one with a
-// binary (KiB, MiB, GiB, TiB) or decimal (KB, MB, GB, TB) suffix.
-func parseBytes(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || !(v >= 0) || v*mult > math.MaxInt64/2 {
-		return 0, fmt.Errorf("size %q: want bytes, e.g. 16GiB, 512MiB or 1073741824", s)
-	}
-	return int64(math.Round(v * mult)), nil
-}
-
 // memCapOf returns this rank's memory for activations from --mem-cap (one
 // size, or one per rank comma-separated), or 0 when it is empty.
 func memCapOf(spec string, rank, world int) (int64, error) {
-	if spec == "" {
-		return 0, nil
-	}
-	parts := strings.Split(spec, ",")
-	switch {
-	case len(parts) == 1:
-	case len(parts) == world:
-		parts = parts[rank:]
-	default:
-		return 0, fmt.Errorf("--mem-cap %q: %d sizes for %d ranks (give one, or one per rank)", spec, len(parts), world)
-	}
-	b, err := parseBytes(parts[0])
+	b, err := settings.RankBytes(spec, rank, world)
 	if err != nil {
-		return 0, fmt.Errorf("--mem-cap: %w", err)
+		return 0, fmt.Errorf("--mem-cap %w", err)
 	}
 	return b, nil
 }

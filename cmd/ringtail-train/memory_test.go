@@ -9,19 +9,6 @@ import (
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
-func TestParseBytes(t *testing.T) {
-	for in, want := range map[string]int64{"16GiB": 16 << 30, "512MiB": 512 << 20, "1.5GB": 1_500_000_000, "1024": 1024, " 2 GiB ": 2 << 30, "7B": 7} {
-		if got, err := parseBytes(in); err != nil || got != want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "GiB", "-1GiB", "lots", "1e30GiB"} {
-		if _, err := parseBytes(in); err == nil {
-			t.Errorf("parseBytes(%q) accepted", in)
-		}
-	}
-}
-
 func TestMemCapIsOneForAllOrOnePerRank(t *testing.T) {
 	if b, err := memCapOf("16GiB", 3, 4); err != nil || b != 16<<30 {
 		t.Fatalf("one for all: %d, %v", b, err)

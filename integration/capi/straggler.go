@@ -154,9 +154,20 @@ func rt_straggler_open(h C.rt_comm, payload C.int64_t, policy *C.char, globalBat
 
 // openStraggler starts a driver on s's communicator.
 func openStraggler(s *session, payload int64, policy string, globalBatch int64, flags int, timeoutMS int64) (*stragglerRun, error) {
+	return openStragglerWith(s, payload, policy, globalBatch, flags, timeoutMS, nil)
+}
+
+// openStragglerWith starts a driver on s's communicator whose policy
+// plans under mem (nil: no memory plan).
+func openStragglerWith(s *session, payload int64, policy string, globalBatch int64, flags int, timeoutMS int64,
+	mem *straggler.Memory) (*stragglerRun, error) {
 	cfg, err := stragglerConfig(s, payload, policy, globalBatch, flags, timeoutMS)
 	if err != nil {
 		return nil, err
+	}
+	if mem != nil {
+		cfg.Policy.Memory = mem
+		s.log.Debug().Str("memory", describeMemory(mem)).Msg("straggler driver plans under device memory")
 	}
 	d, err := driver.New(s.ctx, cfg)
 	if err != nil {

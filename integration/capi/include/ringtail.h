@@ -246,6 +246,33 @@ typedef struct {
 int rt_straggler_open(rt_comm comm, int64_t payload, char* policy, int64_t global_batch, int flags,
                       int64_t timeout_ms, rt_straggler* out, char* errbuf, size_t errlen);
 
+/* rt_straggler_open_memory is rt_straggler_open whose shares policy plans
+ * under every rank's device memory (AntDT-DD, Eq. 4: straggler.Memory):
+ * micro_caps holds n (the world size) largest micro-batches in samples,
+ * rank by rank (0: unbounded; every rank passes the same), and no rank's
+ * share exceeds max_accum micro-batches of its cap (0: the default, 8).
+ * Split a share into micro-batches with rt_micro_split. */
+int rt_straggler_open_memory(rt_comm comm, int64_t payload, char* policy, int64_t global_batch, int flags,
+                             int64_t timeout_ms, int64_t* micro_caps, int64_t n, int64_t max_accum,
+                             rt_straggler* out, char* errbuf, size_t errlen);
+
+/* rt_micro_cap writes the largest micro-batch that fits free_bytes of
+ * device memory at sample_bytes per sample (95% of it:
+ * balance.MaxBatchFromMemory); RT_ERR_INVALID when not one sample fits. */
+int rt_micro_cap(int64_t free_bytes, int64_t sample_bytes, int64_t* out, char* errbuf, size_t errlen);
+
+/* rt_parse_size writes rank's size in bytes of a size setting: one size
+ * for every rank, or one per rank comma-separated (world of them), each a
+ * number of bytes or one with a suffix (KiB, MiB, GiB, TiB, KB, MB, GB,
+ * TB), as ringtail-train reads RINGTAIL_MEM_CAP; 0 when spec is empty. */
+int rt_parse_size(char* spec, int64_t rank, int64_t world, int64_t* out, char* errbuf, size_t errlen);
+
+/* rt_micro_split splits a share of rows into the fewest near-equal
+ * micro-batches of at most cap rows (0: one micro-batch;
+ * balance.SplitShare): their sizes go to sizes (room for `room`), their
+ * number to count. */
+int rt_micro_split(int64_t rows, int64_t cap, int64_t* sizes, int64_t room, int64_t* count, char* errbuf, size_t errlen);
+
 /* rt_straggler_shares writes the next step's shares (samples of every
  * rank, n = the world size) to out: with RT_STRAGGLER_SAMPLED, the
  * caller's sampler splits the next global batch by them, and the caller

@@ -344,6 +344,11 @@ def _straggler_lib():
             "rt_straggler_flush": [u64, p, res, p, sz],
             "rt_straggler_shares": [u64, ctypes.POINTER(i64), i64, p, sz],
             "rt_straggler_close": [u64, p, sz],
+            "rt_straggler_open_memory": [u64, i64, ctypes.c_char_p, i64, i, i64, ctypes.POINTER(i64), i64, i64,
+                                         ctypes.POINTER(u64), p, sz],
+            "rt_micro_cap": [i64, i64, ctypes.POINTER(i64), p, sz],
+            "rt_micro_split": [i64, i64, ctypes.POINTER(i64), i64, ctypes.POINTER(i64), p, sz],
+            "rt_parse_size": [ctypes.c_char_p, i64, i64, ctypes.POINTER(i64), p, sz],
         }
         for name, args in sigs.items():
             fn = getattr(lib, name, None)
@@ -360,11 +365,21 @@ class Straggler:
     buffers in, an rt_straggler_result out. Used by one thread at a time
     (the library serialises calls on a handle anyway)."""
 
-    def __init__(self, comm, payload, policy, global_batch, flags=RT_STRAGGLER_EQUAL_SHARES, timeout_ms=0):
+    def __init__(self, comm, payload, policy, global_batch, flags=RT_STRAGGLER_EQUAL_SHARES, timeout_ms=0,
+                 micro_caps=None, max_accum=0):
+        """micro_caps (every rank's largest micro-batch, 0: unbounded; the
+        same list on every rank) plans the shares under device memory
+        (rt_straggler_open_memory), within max_accum micro-batches of each
+        cap (0: the library's default)."""
         self._lib = _straggler_lib()
         h = ctypes.c_uint64(0)
-        _call(self._lib.rt_straggler_open, comm._h, int(payload), policy.encode(), int(global_batch), int(flags),
-              int(timeout_ms), ctypes.byref(h))
+        if micro_caps is None:
+            _call(self._lib.rt_straggler_open, comm._h, int(payload), policy.encode(), int(global_batch), int(flags),
+                  int(timeout_ms), ctypes.byref(h))
+        else:
+            caps = (ctypes.c_int64 * len(micro_caps))(*[int(c) for c in micro_caps])
+            _call(self._lib.rt_straggler_open_memory, comm._h, int(payload), policy.encode(), int(global_batch),
+                  int(flags), int(timeout_ms), caps, len(micro_caps), int(max_accum), ctypes.byref(h))
         self._h = h.value
         self.payload = int(payload)
         self._res = StragglerResult()
@@ -396,3 +411,39 @@ class Straggler:
         h, self._h = self._h, 0
         if h:
             _call(self._lib.rt_straggler_close, h)
+
+
+def micro_cap(free_bytes, sample_bytes):
+    """The largest micro-batch that fits free_bytes at sample_bytes a
+    sample (95% of it, balance.MaxBatchFromMemory, through rt_micro_cap);
+    RingtailError when not one sample fits."""
+    lib = _straggler_lib()
+    out = ctypes.c_int64(0)
+    _call(lib.rt_micro_cap, int(free_bytes), int(sample_bytes), ctypes.byref(out))
+    return int(out.value)
+
+
+def micro_split(rows, cap):
+    """The sizes of the fewest near-equal micro-batches of at most cap rows
+    (0: one) that rows split into (balance.SplitShare, through
+    rt_micro_split)."""
+    lib = _straggler_lib()
+    room = 1 if cap <= 0 else max(1, -(-int(rows) // int(cap)))
+    sizes = (ctypes.c_int64 * room)()
+    n = ctypes.c_int64(0)
+    _call(lib.rt_micro_split, int(rows), int(cap), sizes, room, ctypes.byref(n))
+    return [int(x) for x in sizes[:n.value]]
+
+
+def parse_size(spec, rank, world):
+    """rank's bytes of a size setting: one size, or one per rank
+    comma-separated, each with an optional suffix (16GiB, 512MB), parsed
+    as ringtail-train parses it (rt_parse_size); 0 when spec is empty.
+    ValueError when it does not parse."""
+    lib = _straggler_lib()
+    out = ctypes.c_int64(0)
+    try:
+        _call(lib.rt_parse_size, spec.encode(), int(rank), int(world), ctypes.byref(out))
+    except RingtailError as e:
+        raise ValueError(str(e)) from None
+    return int(out.value)

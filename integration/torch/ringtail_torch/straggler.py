@@ -29,6 +29,13 @@ slower rank computes fewer rows and every step is synchronous SGD's.
 Otherwise a DistributedSampler's batches are fixed, and the policy takes
 no shares and no compute budget.
 
+Under a device memory cap (RINGTAIL_MEM_CAP and RINGTAIL_SAMPLE_BYTES, or
+on CUDA the free memory and the first step's peak), every training forward
+is computed in micro-batches under the cap, their gradients summed before
+DDP's reduction (accum.MicroBatches: AntDT-DD's accumulation, exact), and
+the shares policy plans each rank's share within RINGTAIL_MAX_ACCUM
+micro-batches of its cap (rt_straggler_open_memory).
+
 In a loop without a DataLoader (it indexes its own tensors or draws from a
 generator), ``adaptive`` trims rows inside DDP's forward instead
 (rows.RowTrim): while the plan's shares predict a persistent straggler,
@@ -109,6 +116,8 @@ from _ringtail_env import env_bool
 
 from .groups import agree
 from .progress import StepClock, hook_started
+from .accum import (ENV_MEM_CAP, ENV_SAMPLE_BYTES, MicroBatches, max_accum_setting, mem_cap_setting,
+                    sample_bytes_setting, wanted)
 from .rows import RowTrim
 from .sampler import split_counts
 
@@ -207,6 +216,11 @@ class StragglerState:
         self._batch_len = None
         # A loop without a DataLoader under adaptive: the trim of rows in
         # DDP's forward (rows.RowTrim), and whether the job uses it.
+        # Micro-batches under the device's memory cap (accum.MicroBatches,
+        # AntDT-DD's accumulation): built before the trim, which then cuts
+        # rows of the batch the micro-batches split.
+        self._accum = _micro_batches(model, self.rank, self.size)
+        self._caps = None  # every rank's micro-batch cap, gathered at the first driver
         self._trim = RowTrim(model, self.rank) if self.requested == "adaptive" else None
         self._rows = False
         self._rows_off = False  # this rank stopped trimming (said once)
@@ -264,6 +278,9 @@ class StragglerState:
         }
         if self._trim is not None:
             self.stats["rows"] = self._trim.stats
+        if self._accum is not None:
+            self.stats["micro"] = self._accum.stats
+        self.stats["busy_us"], self.stats["busy_steps"] = 0, 0
         # Rank 0 reports step time and throughput to the dashboard.
         self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
@@ -349,6 +366,8 @@ class StragglerState:
             self.stats["roles"]["member"] += 1
             self.stats["modes"]["ring"] += 1
             self._warm = True
+            if self._accum is not None:
+                self._accum.settle()  # the cap, where it is measured from this step
             self._check_shape()
         else:
             if self._drv is None:
@@ -357,6 +376,11 @@ class StragglerState:
                 self._save_state()
             res = self._drv.step(g.data_ptr(), samples, arrival_us, arrival_us)
             member = res.role != RT_ROLE_CHILD
+            if member:
+                # This rank's time from the last step's end to its gradient:
+                # its compute, the per-rank step time of the benchmarks.
+                self.stats["busy_us"] += arrival_us
+                self.stats["busy_steps"] += 1
             applied, replaced, full = self._record(res)
             if member and g[-1].item() > 0:
                 # A rank left its loop: every member ends with this step.
@@ -680,8 +704,10 @@ class StragglerState:
                 batch = self._sampler.global_batch
             else:
                 batch = (self._split or self._rows_batch) * self.size
+            caps = self._micro_caps()
             self._drv = _lib.Straggler(self._comm, self.payload + 1, policy, batch, RT_STRAGGLER_SAMPLED,
-                                       self._timeout_ms)
+                                       self._timeout_ms, micro_caps=caps if any(caps) else None,
+                                       max_accum=max_accum_setting())
         else:
             self._drv = _lib.Straggler(self._comm, self.payload + 1, policy, self.size, RT_STRAGGLER_EQUAL_SHARES,
                                        self._timeout_ms)
@@ -691,6 +717,24 @@ class StragglerState:
         self._role, self._next, self._done = _lib.RT_ROLE_MEMBER, 0, False
         self._base = self._pos - 1  # the batch being computed is step 0's
         self.stats["epochs"] += 1
+
+    def _micro_caps(self):
+        """Every rank's micro-batch cap (0: unbounded), the same list on
+        every rank: gathered over the hook's communicator (a collective) at
+        the job's first driver, so the shares policy plans every rank's
+        share under its device's memory (straggler.Memory)."""
+        if self._caps is None:
+            mine = torch.zeros(self.size, dtype=torch.float64)
+            if self._accum is not None:
+                mine[self.rank] = float(self._accum.cap)
+            self._comm.allreduce(mine.data_ptr(), self.size, _lib.RT_FLOAT64, _lib.RT_MAX)
+            self._caps = [int(c) for c in mine.tolist()]
+            if any(self._caps):
+                self._say("micro-batch caps %s (device memory over the bytes a sample takes): the policy's shares fit "
+                          "them within %s micro-batches, and each rank computes its share in micro-batches under its "
+                          "cap, their gradients summed before the reduction"
+                          % (self._caps, max_accum_setting() or "the default"))
+        return self._caps
 
     def _optimizer_tensors(self):
         """The optimizer's state tensors, by parameter then key: what a
@@ -910,6 +954,24 @@ class StragglerState:
             data = pin_memory(data)
         it._num_yielded += 1
         return data
+
+
+def _micro_batches(model, rank, world):
+    """The accumulation of a DDP model's forwards under this rank's memory
+    cap (accum.MicroBatches), or None when no cap is configured or
+    measurable (see accum's module doc). Bad settings fail here, at the
+    hook's start, naming the variable."""
+    if not wanted(model):
+        return None
+    memory, per = mem_cap_setting(rank, world), sample_bytes_setting()
+    max_accum_setting()  # validated now, used when the driver opens
+    p = next(iter(model.module.parameters()), None)
+    cuda = p is not None and p.is_cuda
+    if not cuda and (memory is None or per is None):
+        raise ValueError("ringtail straggler handling: on CPU a memory cap needs both $%s (bytes; one, or one per "
+                         "rank) and $%s (bytes a sample takes)" % (ENV_MEM_CAP, ENV_SAMPLE_BYTES))
+    cap = _lib.micro_cap(memory, per) if memory is not None and per is not None else 0
+    return MicroBatches(model, cap, per, memory)
 
 
 def share_of_batch(lists, step, batch, shares, rank):

@@ -540,6 +540,154 @@ class TestStragglerHook(unittest.TestCase):
 
 
 
+class TestAccumulation(unittest.TestCase):
+    """Issue 38, item 3: AntDT-DD's accumulation run by the hook for an
+    unchanged DDP script (ringtail_torch/accum.py). A V100 + P100 mix
+    scaled down on CPU: rank 0 (the "V100") has twice the memory and twice
+    the speed of rank 1 (the "P100", 2x compute injected), both caps below
+    the rows the policy's shares give them. Assertions are on what the
+    ranks computed and hold, never on time."""
+
+    WORKER = os.path.join(HERE, "straggler_worker.py")
+    # 32 and 16 "GB" as 12,800 and 6,400 bytes at 1,000 bytes a sample:
+    # micro-batches of at most 12 and 6 rows (95% of the memory).
+    CAPS = {"RINGTAIL_MEM_CAP": "12800,6400", "RINGTAIL_SAMPLE_BYTES": "1000"}
+    ARGS = ["train", "--backend", "gloo", "--epochs", "2", "--batch", "16", "--pad-ms", "20", "--slow", "2"]
+
+    def test_micro_batches_fit_each_cap_and_the_update_is_synchronous_sgds(self):
+        args = [self.WORKER] + self.ARGS
+        gloo = result(launch.run_world(2, args, timeout=240, extra_env={"RINGTAIL_DDP_STRAGGLER": "off"}))
+        env = dict(self.CAPS, RINGTAIL_DDP_STRAGGLER="shares", RINGTAIL_DDP_STRAGGLER_TIMEOUT="60")
+        outs = launch.run_world(2, args, timeout=240, extra_env=env)  # raises unless every rank exits 0
+        res, stats = result(outs), hook_stats(outs)
+        print("\naccumulation: shares %s, micro %s" % (stats[0].get("shares"),
+                                                       [{k: stats[r]["micro"][k] for k in ("cap", "max_micro", "max_accum")}
+                                                        for r in (0, 1)]), file=sys.stderr)
+        self.assertIn("micro-batch caps [12, 6]", "\n".join(outs))
+        self.assertEqual(sorted(stats), [0, 1], "every rank reports its hook's statistics")
+        for r, cap in ((0, 12), (1, 6)):
+            micro = stats[r]["micro"]
+            self.assertEqual(micro["cap"], cap)
+            self.assertNotIn("unfit", micro)
+            seen = [b for sizes in micro["sizes"] for b in sizes]
+            self.assertLessEqual(max(seen), cap, "rank %d computed a micro-batch above its cap: %s" % (r, micro["sizes"]))
+            self.assertLessEqual(micro["max_micro"], cap)
+            self.assertGreater(micro["max_accum"], 1, "rank %d's share was never split: %s" % (r, micro["sizes"]))
+            self.assertEqual(micro["forwards"], res["steps"], "one training forward per step")
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 32)
+        self.assertGreater(shares[0], shares[1], "the 2x faster rank did not get more rows: %s" % shares)
+        self.assertEqual(stats[1]["shares"], shares)
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+        diff = max(abs(a - b) for a, b in zip(res["params"], gloo["params"]))
+        self.assertLessEqual(diff, 1e-4, "the accumulated update is not Gloo's synchronous SGD (largest difference %g)"
+                             % diff)
+
+    def test_micro_batches_give_the_whole_batchs_gradients(self):
+        # One rank: a module with dropout, a keyword tensor with the batch's
+        # rows, an input that requires grad, a tuple and a dict output, 20
+        # rows in micro-batches of at most 7, against the same steps whole;
+        # and under CPU autocast.
+        res = result(launch.run_world(1, [os.path.join(HERE, "accum_worker.py"), "--cap", "7", "--rows", "20"],
+                                      timeout=120))
+        amp = res.pop("autocast")
+        # bfloat16's rounding differs between batch shapes (about 0.5% of
+        # the largest gradient here); a recompute outside autocast differs
+        # by about 8%.
+        self.assertEqual(amp["split"], 3)
+        self.assertLessEqual(amp["diff"], 0.02 * amp["scale"], "under CPU autocast the micro-batches' gradients differ "
+                             "from the whole batch's by %g of %g" % (amp["diff"], amp["scale"]))
+        for kind, r in res.items():
+            self.assertEqual(r["unfit"], [], kind)
+            self.assertEqual(r["split"], 3, "%s: not every step was split: %s" % (kind, r["sizes"]))
+            self.assertEqual(r["sizes"], [[7, 7, 6]] * 3, kind)
+            self.assertLessEqual(r["diff"], 1e-6, "%s: gradients differ from the whole batch's by %g" % (kind, r["diff"]))
+            self.assertEqual(r["hooks"], r["whole_hooks"], "%s: DDP reduced a different number of buckets" % kind)
+
+    def test_the_shares_of_a_hetero_sampler_stay_within_the_memory_plan(self):
+        # The fast rank with the small memory (caps of 6 and 12 rows) and at
+        # most 3 micro-batches a share: the policy may give rank 0 no more
+        # than 18 of the 32 rows, whatever its speed.
+        env = {"RINGTAIL_MEM_CAP": "6400,12800", "RINGTAIL_SAMPLE_BYTES": "1000", "RINGTAIL_MAX_ACCUM": "3",
+               "RINGTAIL_DDP_STRAGGLER_TIMEOUT": "60"}
+        outs = launch.run_world(2, [self.WORKER, "train", "--backend", "gloo", "--sampler", "hetero", "--policy",
+                                    "shares", "--epochs", "1", "--batch", "16", "--pad-ms", "20", "--slow", "2"],
+                                timeout=240, extra_env=env)
+        res, stats = result(outs), hook_stats(outs)
+        self.assertIn("micro-batch caps [6, 12]", "\n".join(outs))
+        shares = stats[0]["shares"]
+        self.assertEqual(sum(shares), 32)
+        self.assertLessEqual(shares[0], 18, "rank 0's share exceeds 3 micro-batches of its cap: %s" % shares)
+        for r, cap in ((0, 6), (1, 12)):
+            self.assertEqual(stats[r]["shares"], shares)
+            self.assertLessEqual(max(b for sizes in stats[r]["micro"]["sizes"] for b in sizes), cap)
+        self.assertEqual(res["spread"], 0.0, "replicas differ")
+
+    def test_a_cap_without_a_sample_size_fails_naming_the_setting(self):
+        with self.assertRaises(RuntimeError) as ctx:
+            launch.run_world(2, [self.WORKER] + self.ARGS, timeout=120,
+                             extra_env={"RINGTAIL_DDP_STRAGGLER": "shares", "RINGTAIL_MEM_CAP": "12800,6400"})
+        self.assertIn("RINGTAIL_SAMPLE_BYTES", str(ctx.exception))
+
+
+class TestAccumSettings(unittest.TestCase):
+    """The memory settings' parsing (accum.py): one value or one per rank,
+    positive whole numbers, a clear error naming the variable otherwise;
+    and the cap's arithmetic on CUDA, with torch.cuda's memory calls
+    replaced (no GPU here)."""
+
+    def test_a_measured_cuda_cap(self):
+        from unittest import mock
+
+        import torch
+        from ringtail_torch import accum
+
+        class Holder:  # what MicroBatches reads of a DDP model
+            def __init__(self):
+                self.module = torch.nn.Linear(2, 2)
+
+        def measure(free, reserved, rows, peak, before, memory=None):
+            ddp = Holder()
+            mb = accum.MicroBatches(ddp, cap=0, memory=memory)
+            mb._device = lambda: torch.device("cuda", 0)
+            mb._measure = (rows, before)
+            with mock.patch.object(torch.cuda, "max_memory_allocated", lambda d=None: peak), \
+                    mock.patch.object(torch.cuda, "memory_reserved", lambda d=None: reserved), \
+                    mock.patch.object(torch.cuda, "mem_get_info", lambda d=None: (free, 10 * free)):
+                mb.settle()
+            return mb.cap
+
+        # 32 rows took 32,000 bytes above the 1,000 allocated before: 1,000
+        # a sample. Free 100,000 plus the cache's 40,000 (41,000 reserved,
+        # 1,000 of it the model's): 95% of 140,000 holds 133 samples.
+        self.assertEqual(measure(free=100_000, reserved=41_000, rows=32, peak=33_000, before=1_000), 133)
+        # A device nearly full after the step still holds the batch it ran.
+        self.assertEqual(measure(free=0, reserved=33_000, rows=32, peak=33_000, before=1_000), 32)
+        # A configured memory is taken as it is (the sample size measured).
+        self.assertEqual(measure(free=100_000, reserved=41_000, rows=32, peak=33_000, before=1_000, memory=10_000), 9)
+
+    def test_values(self):
+        from ringtail_torch import accum
+
+        self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": "100,200"}), 200)
+        self.assertEqual(accum.mem_cap_setting(1, 2, {"RINGTAIL_MEM_CAP": " 300 "}), 300)
+        self.assertEqual(accum.mem_cap_setting(0, 2, {"RINGTAIL_MEM_CAP": "16GiB,32GiB"}), 16 << 30)
+        self.assertIsNone(accum.mem_cap_setting(0, 2, {}))
+        self.assertEqual(accum.sample_bytes_setting({"RINGTAIL_SAMPLE_BYTES": "64"}), 64)
+        self.assertEqual(accum.max_accum_setting({}), 0)
+        self.assertEqual(accum.max_accum_setting({"RINGTAIL_MAX_ACCUM": "3"}), 3)
+        for env, call in (({"RINGTAIL_MEM_CAP": "1,2,3"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "-5"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "lots"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_MEM_CAP": "0"}, lambda e: accum.mem_cap_setting(0, 2, e)),
+                          ({"RINGTAIL_SAMPLE_BYTES": "1,2"}, accum.sample_bytes_setting),
+                          ({"RINGTAIL_SAMPLE_BYTES": "0"}, accum.sample_bytes_setting),
+                          ({"RINGTAIL_MAX_ACCUM": "0"}, accum.max_accum_setting)):
+            with self.assertRaises(ValueError) as ctx:
+                call(env)
+            self.assertIn(list(env)[0], str(ctx.exception))
+
+
 class TestScriptShapes(unittest.TestCase):
     """Issue 36, item 0: every rank exits, whatever the script does. Each
     shape of shapes_worker.py (a loop without a DataLoader, a generator,
