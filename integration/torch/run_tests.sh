@@ -9,14 +9,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-if ! PY=$("$here/find_python.sh" 2>&1) || ! "$PY" -c "import torch, torch.distributed" >/dev/null 2>&1; then
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL integration/torch: ${PY:-no python} cannot import torch (CI=true: .ci/run installs python3-torch)" >&2
-		exit 1
-	fi
-	echo "SKIP integration/torch: ${PY:-no python} (install torch: apt-get install python3-torch)"
-	exit 0
-fi
+PY=$("$here/need_torch.sh" integration/torch) || { [ $? -eq 3 ] && exit 0; exit 1; }
 echo "integration/torch: testing with $PY"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM

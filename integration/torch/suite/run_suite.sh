@@ -15,14 +15,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 torch_dir=$(cd "$here/.." && pwd)
 runs=${TORCH_SUITE:-standin:3 standin:4 plugin:3}
-if ! PY=$("$torch_dir/find_python.sh" 2>&1) || ! "$PY" -c "import torch, torch.distributed" >/dev/null 2>&1; then
-	if [ "${CI:-}" = true ]; then
-		echo "FAIL torch-suite: ${PY:-no python with torch} (CI=true: .ci/run installs python3-torch)" >&2
-		exit 1
-	fi
-	echo "SKIP torch-suite: ${PY:-no python} (install torch: apt-get install python3-torch)"
-	exit 0
-fi
+PY=$("$torch_dir/need_torch.sh" torch-suite) || { [ $? -eq 3 ] && exit 0; exit 1; }
 if ! "$PY" -c "import torch; assert torch.__version__.startswith('1.13')" 2>/dev/null; then
 	# The baselines and the driver's work-arounds are torch 1.13's.
 	if [ "${CI:-}" = true ]; then
