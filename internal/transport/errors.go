@@ -21,9 +21,10 @@ const (
 	KindClosed        // the communicator (or the peer's) was closed
 	KindAuth          // the peer failed authentication
 	KindLocal         // a local failure (e.g. invalid buffer) aborted the communicator
+	KindIntegrity     // a frame from the peer failed its integrity check (changed on the path; see IntegrityError)
 )
 
-var kindNames = [...]string{"unknown failure", "peer died", "peer silent", "timeout", "collective mismatch", "canceled", "protocol error", "closed", "authentication failed", "local failure"}
+var kindNames = [...]string{"unknown failure", "peer died", "peer silent", "timeout", "collective mismatch", "canceled", "protocol error", "closed", "authentication failed", "local failure", "frame integrity"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
