@@ -11,17 +11,17 @@ type Kind uint8
 
 // Failure kinds. The numeric values travel in Abort frames; do not reorder.
 const (
-	KindUnknown  Kind = iota
-	KindPeerDied      // the peer's connection closed or reset
-	KindSilent        // no bytes, not even heartbeats, for the silence timeout: dead or frozen
-	KindTimeout       // the operation timeout passed while waiting on the rank
-	KindMismatch      // ranks called different collectives, counts, types or ops
-	KindCanceled      // the caller's context ended the operation
-	KindProtocol      // malformed or unexpected frame
-	KindClosed        // the communicator (or the peer's) was closed
-	KindAuth          // the peer failed authentication
-	KindLocal         // a local failure (e.g. invalid buffer) aborted the communicator
-	KindIntegrity     // a frame from the peer failed its integrity check (changed on the path; see IntegrityError)
+	KindUnknown   Kind = iota
+	KindPeerDied       // the peer's connection closed or reset
+	KindSilent         // no bytes, not even heartbeats, for the silence timeout: dead or frozen
+	KindTimeout        // the operation timeout passed while waiting on the rank
+	KindMismatch       // ranks called different collectives, counts, types or ops
+	KindCanceled       // the caller's context ended the operation
+	KindProtocol       // malformed or unexpected frame
+	KindClosed         // the communicator (or the peer's) was closed
+	KindAuth           // the peer failed authentication
+	KindLocal          // a local failure (e.g. invalid buffer) aborted the communicator
+	KindIntegrity      // a frame from the peer failed its integrity check (changed on the path; see IntegrityError)
 )
 
 var kindNames = [...]string{"unknown failure", "peer died", "peer silent", "timeout", "collective mismatch", "canceled", "protocol error", "closed", "authentication failed", "local failure", "frame integrity"}
