@@ -51,6 +51,8 @@ type Settings struct {
 	// or "libp2p".
 	ControlPlane string
 	DataPlane    string
+	// Frames is how the sockets data plane protects frames between hosts.
+	Frames transport.FrameAuth
 	// HostRingOrder places each host's ranks next to each other around
 	// the world's ring (topology.RingOrder over the endpoints' hosts)
 	// instead of in rank order.
@@ -263,7 +265,7 @@ func (e *Engine) connect(ctx context.Context) error {
 		e.streams = max(e.streams, cmp.Or(s.Streams, DefaultStreams))
 	}
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
-		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret},
+		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret, Frames: s.Frames},
 		Channels: e.streams, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
 		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
 		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: s.Tunables.ChunkBytes, Names: names},

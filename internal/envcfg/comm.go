@@ -60,6 +60,7 @@ const (
 	VarFastSpin           = "RINGTAIL_FAST_SPIN"
 	VarControlPlane       = "RINGTAIL_CONTROL_PLANE"
 	VarDataPlane          = "RINGTAIL_DATA_PLANE"
+	VarFrameAuth          = "RINGTAIL_FRAME_AUTH"
 	VarRingOrder          = "RINGTAIL_RING_ORDER"
 	VarMetricsAddr        = "RINGTAIL_METRICS_ADDR"
 	VarTimeline           = "RINGTAIL_TIMELINE"
@@ -97,6 +98,7 @@ type Comm struct {
 	DisableUnix, DisableShm, TolerateDeaths    bool
 	OpTimeout, PeerTimeout, ConnectTimeout     time.Duration
 	ControlPlane, DataPlane, RingOrder         string
+	FrameAuth                                  string
 	FastSpin                                   time.Duration
 	Channels, ChunkBytes, SmallBytes           int
 	PieceBytes                                 int
@@ -227,6 +229,7 @@ func fromLookup(lookup func(name string) (string, bool), out io.Writer) (Comm, e
 	env.String(VarControlPlane, &c.ControlPlane)
 	env.String(VarDataPlane, &c.DataPlane)
 	env.String(VarRingOrder, &c.RingOrder)
+	env.String(VarFrameAuth, &c.FrameAuth)
 	env.Duration(VarTimeout, &c.OpTimeout)
 	env.Duration(VarPeerTimeout, &c.PeerTimeout)
 	env.Duration(VarConnectTimeout, &c.ConnectTimeout)
@@ -324,12 +327,14 @@ func (c *Comm) PlanFacts(bandwidth topology.Matrix) algo.Facts {
 // Settings maps a validated Config to the engine's.
 func (c *Comm) Settings() engine.Settings {
 	program, _ := algo.ParseKind(c.Algorithm) // validated
+	frames, _ := frameAuth(c.FrameAuth)       // validated
 	return engine.Settings{
 		Rank: c.Rank, World: c.WorldSize, MasterAddr: c.MasterAddr, MasterPort: c.MasterPort,
 		ExternalCoordinator: c.ExternalCoordinator, JobID: c.JobID, Secret: c.Secret, Generation: c.Generation,
 		ListenIP: c.ListenIP, DisableUnix: c.DisableUnix, DisableShm: c.DisableShm, TolerateDeaths: c.TolerateDeaths,
 		OpTimeout: c.OpTimeout, PeerTimeout: c.PeerTimeout, ConnectTimeout: c.ConnectTimeout,
 		ControlPlane: c.controlPlane(), DataPlane: c.DataPlane, HostRingOrder: c.RingOrder != "ranks", FastSpin: c.FastSpin, Tunables: c.tunables(),
+		Frames: frames,
 		Pieces: c.Pieces, Program: program, Streams: c.Streams, Logger: c.Logger,
 	}
 }
@@ -394,6 +399,9 @@ func (c *Comm) Validate() error {
 	}
 	if c.RingOrder != "" && c.RingOrder != "hosts" && c.RingOrder != "ranks" {
 		bad("ring order %q must be hosts or ranks", c.RingOrder)
+	}
+	if _, ok := frameAuth(c.FrameAuth); !ok {
+		bad("frame auth %q must be integrity, off or encrypt (%s)", c.FrameAuth, VarFrameAuth)
 	}
 	if c.WorldSize > 1 && len(c.Secret) == 0 && (c.ControlPlane == "libp2p" || c.DataPlane == "libp2p") {
 		bad("the libp2p planes derive identities from the job secret: set %s", VarSecret)
@@ -624,4 +632,18 @@ func (c *Comm) Program(cl *engine.Call, bandwidth topology.Matrix) (string, erro
 		return "", err
 	}
 	return p.String(), nil
+}
+
+// frameAuth maps a FrameAuth value to the transport's protection; false
+// for a value it does not know.
+func frameAuth(v string) (transport.FrameAuth, bool) {
+	switch v {
+	case "", "integrity":
+		return transport.FrameAuthTag, true
+	case "off":
+		return transport.FrameAuthOff, true
+	case "encrypt":
+		return transport.FrameAuthEncrypt, true
+	}
+	return 0, false
 }

@@ -58,6 +58,7 @@ func Known() []Setting {
 		{"RINGTAIL_FAST_SPIN", runtime},
 		{"RINGTAIL_CONTROL_PLANE", runtime},
 		{"RINGTAIL_DATA_PLANE", runtime},
+		{"RINGTAIL_FRAME_AUTH", runtime},
 		{"RINGTAIL_RING_ORDER", runtime},
 		{"RINGTAIL_METRICS_ADDR", runtime},
 		{"RINGTAIL_TIMELINE", runtime},
