@@ -89,7 +89,8 @@ func (e *Error) Error() string {
 	}
 	// A wait's context error says again what "Timed out" or "Canceled"
 	// said (it stays in the chain: errors.Is finds it).
-	if e.Err != nil && !(waited && (errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled))) {
+	// A Detail that is the cause's own message is said once.
+	if e.Err != nil && !(waited && (errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled))) && e.Err.Error() != e.Detail {
 		b = fmt.Appendf(b, ": %v", e.Err)
 	}
 	return string(b)

@@ -401,7 +401,9 @@ func (l *Link) integrityFailed(why string) {
 	me := l.mesh.id.Rank
 	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: l.open.ctr - 1, Why: why,
 		LocalAddr: addrOf(l.conn.LocalAddr()), PeerAddr: addrOf(l.conn.RemoteAddr())}
-	l.mesh.fail(&Error{Kind: KindIntegrity, Rank: l.peer, Reporter: me, Local: me, Err: ie})
+	// The Detail travels in the aborts and the flight recorder's dumps,
+	// so every rank's error and `ringtail debug analyze` name the link.
+	l.mesh.fail(&Error{Kind: KindIntegrity, Rank: l.peer, Reporter: me, Local: me, Detail: ie.Error(), Err: ie})
 }
 
 func addrOf(a net.Addr) string {
