@@ -279,8 +279,6 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig, keys *Fr
 	return l, nil
 }
 
-// Sealed reports whether the link's frames carry an AEAD tag (FrameAuth).
-func (l *Link) Sealed() bool { return l.seal != nil }
 
 // liveReader reads a connection whose read deadline marks a silent peer.
 // When a read times out it tries once more for a short grace: if the peer's

@@ -108,8 +108,8 @@ func rogueTCPMesh(t *testing.T, mode FrameAuth) (*Mesh, *rogue) {
 		t.Fatal("rank 1 did not authenticate")
 	}
 	t.Cleanup(func() { r.conn.Close() })
-	if l := m.Link(1, 0); l.Sealed() != (mode != FrameAuthOff) {
-		t.Fatalf("link sealed = %v with protection %v", l.Sealed(), mode)
+	if l := m.Link(1, 0); (l.seal != nil) != (mode != FrameAuthOff) || (l.open != nil) != (mode != FrameAuthOff) {
+		t.Fatalf("link sealed = %v with protection %v", l.seal != nil, mode)
 	}
 	return m, r
 }
