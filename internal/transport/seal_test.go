@@ -440,3 +440,37 @@ func BenchmarkSeal(b *testing.B) {
 		})
 	}
 }
+
+// FuzzOpenSealedFrame: bytes from anywhere never panic a sealed link's
+// check and never pass it (that would be a forgery), while what the
+// sender seals, over any header and payload, passes and gives back the
+// payload. go test -fuzz FuzzOpenSealedFrame ./internal/transport/
+func FuzzOpenSealedFrame(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0, 4}, []byte("payload"), false)
+	f.Add(make([]byte, wire.HeaderSize+TagSize), []byte{}, true)
+	f.Fuzz(func(t *testing.T, frame, payload []byte, encrypt bool) {
+		var key [32]byte
+		key[0] = 7
+		hdr := make([]byte, wire.HeaderSize)
+		copy(hdr, frame)
+		rest := bytes.Clone(frame[min(len(frame), wire.HeaderSize):])
+		r, err := newSealer(&key, encrypt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.open(hdr, rest); ok {
+			t.Fatalf("%d bytes from nowhere passed the check", len(frame))
+		}
+		w, _ := newSealer(&key, encrypt)
+		r, _ = newSealer(&key, encrypt)
+		out, tagOnly := w.seal(hdr, payload)
+		sealed := bytes.Clone(out)
+		if tagOnly {
+			sealed = append(bytes.Clone(payload), out...)
+		}
+		got, ok := r.open(hdr, sealed)
+		if !ok || !bytes.Equal(got, payload) {
+			t.Fatalf("a sealed frame of %d bytes: passed %v, payload equal %v", len(payload), ok, bytes.Equal(got, payload))
+		}
+	})
+}
