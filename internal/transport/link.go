@@ -204,7 +204,7 @@ type Link struct {
 	zout      []byte // compressed frame (writer-owned; grown by the first compressed send)
 	zin       []byte // compressed payload read (reader-owned; grown by the first compressed frame)
 	bufs      net.Buffers
-	bufArr    [3][]byte
+	bufArr    [2][]byte
 	lastWrite time.Time
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
@@ -256,7 +256,7 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig, keys *Fr
 	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), ctrl: make(chan ctrlFrame, 4),
-		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 3), peerAborted: make(chan struct{}),
+		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2), peerAborted: make(chan struct{}),
 	}
 	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
@@ -912,20 +912,20 @@ func (l *Link) writeData(req *SendReq) error {
 		}
 		l.lock()
 		h.Put(l.hdrW[:])
-		l.bufArr = [3][]byte{l.hdrW[:], payload}
-		l.bufs = l.bufArr[:2]
-		if l.seal != nil {
-			// The tag after the payload, or the payload encrypted.
-			sealed, tagOnly := l.seal.seal(l.hdrW[:], payload)
-			if tagOnly {
-				l.bufArr[2] = sealed
-				l.bufs = l.bufArr[:3]
-			} else {
-				l.bufArr[1] = sealed
-			}
+		l.bufArr = [2][]byte{l.hdrW[:], payload}
+		l.bufs = l.bufArr[:]
+		if l.seal != nil && l.seal.encrypt {
+			l.bufArr[1], _ = l.seal.seal(l.hdrW[:], payload) // the payload encrypted, and the tag
 		}
 		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
-		l.bufArr = [3][]byte{}
+		if err == nil && l.seal != nil && !l.seal.encrypt {
+			// The tag is computed once header and payload are in the
+			// socket's buffer, while they go out: off the frame's path
+			// (the payload cannot change meanwhile: the guard is held).
+			tag, _ := l.seal.seal(l.hdrW[:], payload)
+			_, err = l.conn.Write(tag)
+		}
+		l.bufArr = [2][]byte{}
 		l.unlock()
 		req.Guard.leave()
 		if err != nil {
