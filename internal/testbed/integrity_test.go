@@ -48,7 +48,10 @@ var integrityLink = regexp.MustCompile(`from rank (\d+) to rank (\d+) on channel
 // A device on the path between two hosts that flips one bit of one data
 // frame: the allreduce fails on every rank with an integrity error naming
 // the link (no rank returns the corrupted sum as a result), and `ringtail
-// debug analyze` on the flight recorder's dumps names the link. The same
+// debug analyze` on the flight recorder's dumps names the link. (On the
+// bed a rank sees a proxied connection come from its own host's proxy, so
+// the addresses named are the proxy's; between real hosts they are the
+// peers'.) The same
 // job without the flip returns the expected sums bit for bit.
 func TestFlippedByteBetweenHostsFailsEveryRankNamingTheLink(t *testing.T) {
 	b := ForTest(t, true, Config{Hosts: 3})
@@ -86,7 +89,7 @@ func TestFlippedByteBetweenHostsFailsEveryRankNamingTheLink(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	flipped, err := b.Flip(via, 256<<10)
+	flipped, err := b.Flip(via, 32<<20) // past the link probe of the first call across hosts: into the allreduces
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,5 +134,8 @@ func TestFlippedByteBetweenHostsFailsEveryRankNamingTheLink(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "frame integrity") || !strings.Contains(string(out), link[0]) {
 		t.Errorf("analyze does not name the link %q", link[0])
+	}
+	if !strings.Contains(string(out), "failed in AllReduce") {
+		t.Error("analyze does not say the ranks failed in an AllReduce")
 	}
 }
