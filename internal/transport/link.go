@@ -279,7 +279,6 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig, keys *Fr
 	return l, nil
 }
 
-
 // liveReader reads a connection whose read deadline marks a silent peer.
 // When a read times out it tries once more for a short grace: if the peer's
 // heartbeats were only waiting in the socket (this process was frozen
