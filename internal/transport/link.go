@@ -170,6 +170,12 @@ const readPiece = 256 << 10
 // claimed asks whether this rank will ever claim it (see Mesh.judgeHeld).
 const heldCheck = 50 * time.Millisecond
 
+// tagAfterBytes is the largest payload whose tag is sent in the frame's
+// one write; a larger frame's tag is computed and written after header
+// and payload (one more write, while they go out), where hashing the
+// payload first would delay the frame by more than a system call.
+const tagAfterBytes = 64 << 10
+
 // ctrlFrame is a control frame queued for the writer (a Query or a State).
 type ctrlFrame struct {
 	t       wire.Type
@@ -204,7 +210,7 @@ type Link struct {
 	zout      []byte // compressed frame (writer-owned; grown by the first compressed send)
 	zin       []byte // compressed payload read (reader-owned; grown by the first compressed frame)
 	bufs      net.Buffers
-	bufArr    [2][]byte
+	bufArr    [3][]byte
 	lastWrite time.Time
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
@@ -256,7 +262,7 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig, keys *Fr
 	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), ctrl: make(chan ctrlFrame, 4),
-		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2), peerAborted: make(chan struct{}),
+		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 3), peerAborted: make(chan struct{}),
 	}
 	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
@@ -911,20 +917,29 @@ func (l *Link) writeData(req *SendReq) error {
 		}
 		l.lock()
 		h.Put(l.hdrW[:])
-		l.bufArr = [2][]byte{l.hdrW[:], payload}
-		l.bufs = l.bufArr[:]
-		if l.seal != nil && l.seal.encrypt {
+		l.bufArr = [3][]byte{l.hdrW[:], payload}
+		l.bufs = l.bufArr[:2]
+		tagAfter := false
+		switch {
+		case l.seal == nil:
+		case l.seal.encrypt:
 			l.bufArr[1], _ = l.seal.seal(l.hdrW[:], payload) // the payload encrypted, and the tag
+		case len(payload) <= tagAfterBytes:
+			l.bufArr[2], _ = l.seal.seal(l.hdrW[:], payload)
+			l.bufs = l.bufArr[:3]
+		default:
+			tagAfter = true
 		}
 		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
-		if err == nil && l.seal != nil && !l.seal.encrypt {
-			// The tag is computed once header and payload are in the
-			// socket's buffer, while they go out: off the frame's path
-			// (the payload cannot change meanwhile: the guard is held).
+		if err == nil && tagAfter {
+			// A large frame's tag is computed once header and payload
+			// are in the socket's buffer, while they go out: off the
+			// frame's path (the payload cannot change meanwhile: the
+			// guard is held).
 			tag, _ := l.seal.seal(l.hdrW[:], payload)
 			_, err = l.conn.Write(tag)
 		}
-		l.bufArr = [2][]byte{}
+		l.bufArr = [3][]byte{}
 		l.unlock()
 		req.Guard.leave()
 		if err != nil {

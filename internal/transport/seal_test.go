@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -251,63 +252,68 @@ func TestSealedFramesAsSentAreApplied(t *testing.T) {
 }
 
 // What rank 0 sends carries a tag that checks, its payload in the clear
-// with integrity alone and not with encryption.
+// with integrity alone and not with encryption: a small frame (its tag in
+// the frame's one write) and a large one (its tag written after it).
 func TestSealedFramesOnTheWire(t *testing.T) {
-	payload := bytes.Repeat([]byte("gradient"), 64)
-	for _, mode := range []FrameAuth{FrameAuthTag, FrameAuthEncrypt, FrameAuthOff} {
-		t.Run(mode.String(), func(t *testing.T) {
-			m, r := rogueTCPMesh(t, mode)
-			d := wire.Desc{Collective: wire.AllReduce, DType: uint8(reduce.Uint8), Count: uint64(len(payload)), Call: 1}
-			done := make(chan Result, 1)
-			if err := m.Link(1, 0).Send(SendReq{Desc: d, Buf: payload, Chunk: 4096, Done: done}, nil); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-done:
-			case <-time.After(20 * time.Second):
-				t.Fatal("send did not complete")
-			}
-			m.Close()
-			var wireBytes []byte
-			select {
-			case wireBytes = <-r.got:
-			case <-time.After(20 * time.Second):
-				t.Fatal("rank 0 did not close")
-			}
-			inClear := bytes.Contains(wireBytes, payload)
-			if inClear != (mode != FrameAuthEncrypt) {
-				t.Fatalf("payload in the clear on the wire = %v with %v", inClear, mode)
-			}
-			if mode == FrameAuthOff {
-				return
-			}
-			// Frames in order: the data frame checks and decodes to the
-			// payload (heartbeats may come before it).
-			for rest := wireBytes; len(rest) >= wire.HeaderSize; {
-				h, err := wire.ParseHeader(rest)
-				if err != nil {
-					t.Fatal(err)
-				}
-				end := wire.HeaderSize + int(h.Len) + TagSize
-				if len(rest) < end {
-					t.Fatalf("%v frame cut short", h.Type)
-				}
-				sealed := bytes.Clone(rest[wire.HeaderSize:end])
-				body, ok := r.open.open(rest[:wire.HeaderSize], sealed)
-				if !ok {
-					t.Fatalf("%v frame fails its check", h.Type)
-				}
-				if h.Type == wire.TypeData {
-					if !bytes.Equal(body, payload) {
-						t.Fatal("data frame decodes to another payload")
-					}
-					return
-				}
-				rest = rest[end:]
-			}
-			t.Fatal("no data frame on the wire")
-		})
+	for _, size := range []int{512, 5 * tagAfterBytes / 2} {
+		for _, mode := range []FrameAuth{FrameAuthTag, FrameAuthEncrypt, FrameAuthOff} {
+			t.Run(fmt.Sprintf("%v/%d", mode, size), func(t *testing.T) { sealedFrameOnTheWire(t, mode, size) })
+		}
 	}
+}
+
+func sealedFrameOnTheWire(t *testing.T, mode FrameAuth, size int) {
+	payload := bytes.Repeat([]byte("gradient"), size/8)
+	m, r := rogueTCPMesh(t, mode)
+	d := wire.Desc{Collective: wire.AllReduce, DType: uint8(reduce.Uint8), Count: uint64(len(payload)), Call: 1}
+	done := make(chan Result, 1)
+	if err := m.Link(1, 0).Send(SendReq{Desc: d, Buf: payload, Chunk: len(payload), Done: done}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("send did not complete")
+	}
+	m.Close()
+	var wireBytes []byte
+	select {
+	case wireBytes = <-r.got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("rank 0 did not close")
+	}
+	inClear := bytes.Contains(wireBytes, payload)
+	if inClear != (mode != FrameAuthEncrypt) {
+		t.Fatalf("payload in the clear on the wire = %v with %v", inClear, mode)
+	}
+	if mode == FrameAuthOff {
+		return
+	}
+	// Frames in order: the data frame checks and decodes to the
+	// payload (heartbeats may come before it).
+	for rest := wireBytes; len(rest) >= wire.HeaderSize; {
+		h, err := wire.ParseHeader(rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := wire.HeaderSize + int(h.Len) + TagSize
+		if len(rest) < end {
+			t.Fatalf("%v frame cut short", h.Type)
+		}
+		sealed := bytes.Clone(rest[wire.HeaderSize:end])
+		body, ok := r.open.open(rest[:wire.HeaderSize], sealed)
+		if !ok {
+			t.Fatalf("%v frame fails its check", h.Type)
+		}
+		if h.Type == wire.TypeData {
+			if !bytes.Equal(body, payload) {
+				t.Fatal("data frame decodes to another payload")
+			}
+			return
+		}
+		rest = rest[end:]
+	}
+	t.Fatal("no data frame on the wire")
 }
 
 // Ranks that protect frames across hosts differently are refused at the
