@@ -22,7 +22,7 @@ help:
 	@echo "make demo    4-rank training on the digits data with rank 2 slowed 3x"
 	@echo "make bench   allreduce sweep, 4 ranks, 1 MiB..64 MiB"
 	@echo "make faults  fault harness: FAULT_RUNS kill/freeze/skip/mismatch runs and FLOOD_CONNS-connection floods (docs/reliability.md)"
-	@echo "make torch-suite  torch's own distributed suite against ringtail, as Gloo and as a plugin (CI runs it after make test; TORCH_SUITE=\"standin:3 ...\", docs/pytorch.md)"
+	@echo "make torch-suite  torch's own distributed suite against ringtail, as Gloo and as a plugin (CI runs it after make test; TORCH_SUITE=\"standin:3 ...\", docs/pytorch-tests.md)"
 
 build:
 	$(GO) build -o $(BIN)/ringtail ./cmd/ringtail

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/assemble"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/obs"
@@ -39,7 +40,7 @@ func New(ctx context.Context, cfg Config) (*Comm, error) { return newOn(ctx, cfg
 // ranks on hosts with one).
 func newOn(ctx context.Context, cfg Config, network transport.Network) (*Comm, error) {
 	ic := (*envcfg.Comm)(&cfg) // Open fills the fields the debugging variables set
-	e, rec, err := ic.Open(ctx, network)
+	e, rec, err := assemble.Open(ctx, ic, network)
 	if err != nil {
 		return nil, public(err)
 	}
@@ -308,7 +309,7 @@ func (c *Comm) Probe(ctx context.Context, cfg ProbeConfig) (topology.LinkEstimat
 // communicator's probe would find it.
 func DumpPlan(cfg Config, count int, dt DType, op Op, bandwidth topology.Matrix) (string, error) {
 	cl := engine.Call{Spec: algo.Spec{Collective: wire.AllReduce, Count: count, ElemSize: dt.Size(), Avg: op == Avg}, DType: dt, Op: op}
-	return (*envcfg.Comm)(&cfg).Program(&cl, bandwidth)
+	return assemble.Program((*envcfg.Comm)(&cfg), &cl, bandwidth)
 }
 
 // Sleep waits for d or until ctx ends, whichever is first; a helper for

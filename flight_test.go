@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringtail-ml/ringtail/internal/assemble"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/flight"
 )
@@ -266,11 +267,11 @@ func TestDebugSettingsFromTheEnvironment(t *testing.T) {
 	if cfg.FlightDir != dir || cfg.FlightSize != -1 || !cfg.Detail() {
 		t.Fatalf("from the environment: %q %d %q", cfg.FlightDir, cfg.FlightSize, cfg.Debug)
 	}
-	if fl, err := cfg.FlightRecorder(); err != nil || fl != nil {
+	if fl, err := assemble.FlightRecorder(&cfg); err != nil || fl != nil {
 		t.Fatalf("RINGTAIL_FLIGHT_SIZE=0: recorder %v, %v", fl, err)
 	}
 	cfg.FlightSize = 10
-	if _, err := cfg.FlightRecorder(); err != nil {
+	if _, err := assemble.FlightRecorder(&cfg); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

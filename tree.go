@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/assemble"
 	"github.com/ringtail-ml/ringtail/internal/engine"
 	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/wire"
@@ -60,5 +61,5 @@ func DumpTree(cfg Config, count int, dt DType, t Tree) (string, error) {
 			cl.Spec.Children = append(cl.Spec.Children, algo.Child{Rank: e.Child, Must: e.Must})
 		}
 	}
-	return (*envcfg.Comm)(&cfg).Program(&cl, nil)
+	return assemble.Program((*envcfg.Comm)(&cfg), &cl, nil)
 }

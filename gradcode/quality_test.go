@@ -18,7 +18,7 @@ import (
 // within 1e-5 (n ≤ 16) or 1e-4 (n ≤ 64) of the truth.
 //
 // TestQualitySweep checks a subsample quickly. TestQualityTable runs the full
-// sweep and prints the table in docs/gradcode.md; it only runs with
+// sweep and prints the table in docs/gradcode-quality.md; it only runs with
 //
 //	RINGTAIL_GRADCODE_TABLE=1 go test ./gradcode -run TestQualityTable -v -timeout 3h
 
@@ -238,7 +238,7 @@ type bandRow struct {
 	maxAmp, maxErr32, maxErr64             float64
 }
 
-// The full sweep; prints the markdown table of docs/gradcode.md.
+// The full sweep; prints the markdown table of docs/gradcode-quality.md.
 func TestQualityTable(t *testing.T) {
 	if os.Getenv("RINGTAIL_GRADCODE_TABLE") == "" {
 		t.Skip("set RINGTAIL_GRADCODE_TABLE=1 to run the full quality sweep")

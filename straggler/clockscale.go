@@ -45,9 +45,9 @@ func (c *clockScale) forecast(f float64) float64 {
 
 // clockOf returns rank r's clock state, allocating every rank's on first
 // use (the Policy's zero value has none).
-func (p *Policy) clockOf(r int) *clockScale {
-	if p.clocks == nil {
-		p.clocks = make([]clockScale, p.cfg.World)
+func (es *estimator) clockOf(r int) *clockScale {
+	if es.clocks == nil {
+		es.clocks = make([]clockScale, es.cfg.World)
 	}
-	return &p.clocks[r]
+	return &es.clocks[r]
 }

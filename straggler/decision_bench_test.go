@@ -2,6 +2,8 @@ package straggler
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -52,5 +54,49 @@ func BenchmarkPolicyObserve(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPolicyObservePowerLaw is one decision of the adaptive policy
+// at 16,384 ranks when every rank's speed is drawn afresh each step from
+// FlexRR's power law (α = 4): the heavy-tailed case, where every rank's
+// prediction moves and the exact shares are re-solved.
+//
+//	go test -run '^$' -bench PolicyObservePowerLaw -benchmem ./straggler
+func BenchmarkPolicyObservePowerLaw(b *testing.B) {
+	const n = 16384
+	cfg, err := Preset(NameAdaptive, n, 64*n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.GradBytes = 16 << 20
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	report := func() Report {
+		pl := p.Plan()
+		rep := Report{Step: pl.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
+		for r := range n {
+			slow := math.Pow(1-rng.Float64(), -1.0/4) // Pareto, α = 4
+			c := time.Duration(float64(pl.Shares[r]) * slow * float64(2*time.Millisecond))
+			rep.Current[r] = RankReport{Present: true, Samples: pl.Shares[r], Compute: c, Arrival: c, Wait: 5 * time.Millisecond}
+		}
+		return rep
+	}
+	for range 5 {
+		if _, err := p.Observe(report()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		rep := report()
+		b.StartTimer()
+		if _, err := p.Observe(rep); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

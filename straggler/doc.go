@@ -21,6 +21,13 @@
 //	    staleness bound;
 //	  - plan: Plan, plain data, byte-identical for the same reports.
 //
+// Policy is two halves with one seam: the estimation (estimate.go) does
+// observe and predict and keeps the ranks' forecasts; the decision
+// (policy.go) chooses and plans from what the estimates view shows it.
+// Above the Policy, Node (node.go) is one rank's step protocol in raft's
+// shape; its scripts are testdata/node (TestNodeScripts), the Policy's
+// scenarios testdata/*.txt (TestPolicyScripts).
+//
 // Everything here is a pure function of its inputs: no clock, no I/O, no
 // goroutines, no global random source, ranks visited in index order
 // (purity_test.go checks the imports and calls). It must never import net,

@@ -1,7 +1,9 @@
 package straggler
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -96,11 +98,11 @@ func TestAFixedDelayGetsTheInterceptAwareShare(t *testing.T) {
 	if plan.Mode.evicts() || !plan.IsMember(1) {
 		t.Fatalf("plan %s: want rank 1 kept in the ring", plan.Dump())
 	}
-	a, b, ok := p.fits[1].model()
+	a, b, ok := p.obs.fits[1].model()
 	if !ok || math.Abs(a-128e6) > 1e6 || math.Abs(b-2e6) > 0.05e6 {
 		t.Fatalf("rank 1's fit: a %v b %v ok %v, want 128 ms + 2 ms/sample", a, b, ok)
 	}
-	if _, _, ok := p.fits[0].model(); ok {
+	if _, _, ok := p.obs.fits[0].model(); ok {
 		t.Fatal("rank 0, no delay, fitted a material intercept")
 	}
 	if !slices.Equal(plan.Shares, []int{80, 16, 80, 80}) {
@@ -173,5 +175,51 @@ func TestRandomSpeedsUnderABudgetFitNoIntercept(t *testing.T) {
 	}
 	if a, b, ok := f.model(); ok {
 		t.Fatalf("fit a %v b %v from random speeds under a budget", a, b)
+	}
+}
+
+// byKey puts first the same ranks, in the same order where it sorts them
+// all, as a stable sort by key would, ties included.
+func TestByKeyMatchesAStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 200 {
+		n := 1 + rng.IntN(300)
+		keys := make([]float64, n)
+		for r := range keys {
+			keys[r] = float64(rng.IntN(1 + n/4)) // many ties
+		}
+		key := func(r int) float64 { return keys[r] }
+		want := make([]int, n)
+		for r := range want {
+			want[r] = r
+		}
+		slices.SortStableFunc(want, func(x, y int) int { return cmp.Compare(keys[x], keys[y]) })
+		for _, k := range []int{0, 1, rng.IntN(n + 1), n - 1, n} {
+			got := make([]int, n)
+			for r := range got {
+				got[r] = r
+			}
+			byKey(got, k, key)
+			if k >= n {
+				if !slices.Equal(got, want) {
+					t.Fatalf("trial %d: all %d ranks: got %v, want %v", trial, n, got, want)
+				}
+				continue
+			}
+			head := slices.Clone(got[:max(k, 0)])
+			slices.Sort(head)
+			wantHead := slices.Clone(want[:max(k, 0)])
+			slices.Sort(wantHead)
+			if !slices.Equal(head, wantHead) {
+				t.Fatalf("trial %d: least %d of %d: got %v, want %v", trial, k, n, head, wantHead)
+			}
+			all := slices.Clone(got)
+			slices.Sort(all)
+			for r := range all {
+				if all[r] != r {
+					t.Fatalf("trial %d: byKey lost or repeated ranks: %v", trial, got)
+				}
+			}
+		}
 	}
 }

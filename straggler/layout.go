@@ -25,13 +25,20 @@ const (
 // one count and its own values, so the slots of several gradients folded
 // in one step add up (sums, not maxima).
 const (
-	childCount    = iota // gradients folded
-	childSamples         // samples they hold
-	childCompute         // compute time, µs, summed
-	childCycle           // time since the child's previous gradient, µs, summed
-	childVersions        // the parameter versions (steps) they were computed on, summed
+	childCount      = iota // gradients folded
+	childSamples           // samples they hold
+	childCompute           // compute time, µs, summed
+	childCycle             // time since the child's previous gradient, µs, summed
+	childVersionsLo        // the parameter versions (steps) they were computed on, low bits (mod versionSplit), summed
+	childVersionsHi        // the same versions' high bits (÷ versionSplit), summed
 	childWidth
 )
+
+// versionSplit splits a version into two slots, each an integer a float32
+// sum holds exactly: the low parts sum exactly for up to 2¹² gradients a
+// step, the high parts for versions up to 2³⁶ ÷ gradients, where one slot
+// holding the whole version would be exact only up to 2²⁴ steps.
+const versionSplit = 1 << 12
 
 // Layout is the straggler driver's reduction buffer of float32 elements:
 //
@@ -204,7 +211,8 @@ func (l Layout) WriteChild(buf []float32, rank int, samples int, compute, cycle 
 	s[childSamples] = float32(samples)
 	s[childCompute] = micros(compute)
 	s[childCycle] = micros(cycle)
-	s[childVersions] = float32(version)
+	s[childVersionsLo] = float32(version % versionSplit)
+	s[childVersionsHi] = float32(version / versionSplit)
 }
 
 // Read decodes the report of step from a reduced buffer.
@@ -225,7 +233,7 @@ func (l Layout) Read(buf []float32, step int) (Report, error) {
 		c := buf[l.child(r) : l.child(r)+childWidth]
 		if c[childCount] != 0 {
 			rep.Child[r] = ChildReport{Count: int(c[childCount]), Samples: int(c[childSamples]), Compute: fromMicros(c[childCompute]),
-				Cycle: fromMicros(c[childCycle]), Versions: int(c[childVersions])}
+				Cycle: fromMicros(c[childCycle]), Versions: int(c[childVersionsHi])*versionSplit + int(c[childVersionsLo])}
 			rep.Applied += rep.Child[r].Samples
 		}
 	}

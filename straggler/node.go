@@ -218,7 +218,7 @@ type Node struct {
 	dec    Decider
 	plan   Plan // the plan of the next member step
 	batch  int
-	parent int // a child's parent (or former parent, until its marker)
+	parent int // a child's parent, kept after it rejoins
 
 	// As a parent: children owed parameters (their gradient was folded),
 	// ranks owed a rejoin state, and former children whose last gradients
@@ -273,8 +273,9 @@ func (n *Node) Next() int {
 // Done reports whether a child has taken the final state.
 func (n *Node) Done() bool { return n.done }
 
-// Parent returns the rank a child (or a former child, until its marker is
-// sent) exchanges with, or −1.
+// Parent returns the rank a child exchanges with. A former child keeps
+// its last parent (its marker goes there; the member's plan no longer
+// names one); a rank that was never a child gets −1.
 func (n *Node) Parent() int {
 	if p, ok := n.plan.ParentOf(n.rank); ok {
 		return p
@@ -422,7 +423,9 @@ func (n *Node) Replay(rep Report) error {
 // before its first member step (no state before that one will do).
 func (n *Node) MustAwait() bool { return n.Role() != RoleChild }
 
-// Adopt takes a state message of version with flags from the parent.
+// Adopt takes a state message of version with flags from the parent: one
+// of the same version or newer is taken (a full state may follow the
+// parameters of its version), an older one, overtaken, is not.
 func (n *Node) Adopt(version int, flags StateFlags) Adoption {
 	if version < n.version {
 		return Adoption{} // an older one overtaken by a newer

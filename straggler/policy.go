@@ -16,6 +16,11 @@ import (
 // next. It starts no goroutines, reads no clock and is deterministic: the
 // same reports give byte-identical plans.
 //
+// It is two halves with one seam: the estimation (estimate.go, an
+// estimator) takes the report and keeps the ranks' forecasts; the
+// decision (this file) reads them through estimates alone and chooses the
+// next plan.
+//
 // Model. Rank r computes a sample in τ_r, forecast by a Predictor (RLS on
 // the rank's telemetry — CPU, GPU utilisation and clock — falling back to
 // an EWMA) from its reports, and reaches the reduction o_r after it stops
@@ -38,23 +43,13 @@ import (
 // water-filled over the intercepts, and a rank whose intercept alone
 // exceeds the balanced time is offered to the mode choice for exclusion.
 type Policy struct {
-	cfg   Config
-	preds []Predictor // RLS (nil with EWMA, kept in ewmas by value: a decision at 16,384 ranks is memory-bound)
-	ewmas []EWMA
-	tau   []float64 // ns per sample, forecast
-	over  []float64 // ns from compute end to reduction entry
-	cycle []float64 // ns between a child's gradients (0: never a child)
-	// cycles is cycle rounded to whole nanoseconds, as ChooseMode takes
-	// it: updated with cycle, so a decision does not rebuild it.
-	cycles    []time.Duration
-	seen      []bool
-	monitor   *Monitor
-	coll      float64 // measured reduction time, ns
-	collWith  []int   // the members it was measured among
-	hasColl   bool
-	lastFold  []int // last step a child gradient of the rank was folded (−1: none)
-	evictedAt []int // step the rank became a child (−1: a member)
-	lateRun   []int // consecutive reports in which the rank arrived late
+	cfg Config
+	// obs is the estimation (estimate.go); est its view, all the decision
+	// reads of it.
+	obs *estimator
+	est estimates
+	// evictedAt is the step a rank became a child (−1: a member).
+	evictedAt []int
 	// excludedAt is the step a rank was excluded (ModeExclude; −1: not
 	// excluded) and trial how many steps it stays out before it is
 	// offered back (doubled each time, up to maxTrial).
@@ -62,23 +57,13 @@ type Policy struct {
 	trial      []int
 	next       Plan
 	prev       Plan // the plan of the step before next's
-	features   []float64
-	// noiseS and noiseG are the smoothed estimates of tr Σ (the per-sample
-	// gradient variance) and |G|² (the true gradient's squared norm);
-	// their ratio is the noise scale φ.
-	noiseS, noiseG float64
-	noiseN         int
 	// all and equal are every rank and the equal shares, shared by the
 	// plans that use them (plans are never modified once made).
 	all, equal []int
-	// clocks scale the EWMA's forecasts by each rank's GPU clock
-	// (clockscale.go).
-	clocks []clockScale
-	// fits are the ranks' affine fits, compute = a + b·samples; model is
-	// the decision's view of them (nil: no material intercept); fixedLate
-	// counts the consecutive decisions in which a rank's intercept alone
-	// exceeded the balanced time (intercept.go).
-	fits      []affineFit
+	// model is the decision's view of the ranks' affine fits (nil: no
+	// material intercept); fixedLate counts the consecutive decisions in
+	// which a rank's intercept alone exceeded the balanced time
+	// (intercept.go).
 	model     *affineModel
 	modelBuf  affineModel
 	fixedLate []int
@@ -91,31 +76,13 @@ func NewPolicy(cfg Config) (*Policy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	mon, err := NewMonitor(cfg.monitorConfig())
+	obs, err := newEstimator(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("straggler: %w", err)
+		return nil, err
 	}
 	n := cfg.World
-	p := &Policy{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
-		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), evictedAt: filled(n, -1), lateRun: filled(n, 0),
-		excludedAt: filled(n, -1), trial: filled(n, minTrial), fits: make([]affineFit, n), fixedLate: filled(n, 0)}
-	if cfg.Predictor == PredictEWMA {
-		e, err := NewEWMA(cfg.EWMAAlpha)
-		if err != nil {
-			return nil, fmt.Errorf("straggler: %w", err)
-		}
-		p.ewmas = make([]EWMA, n)
-		for r := range p.ewmas {
-			p.ewmas[r] = *e
-		}
-	} else {
-		p.preds = make([]Predictor, n)
-		for r := range p.preds {
-			if p.preds[r], err = NewRLS(cfg.RLSForgetting, cfg.EWMAAlpha); err != nil {
-				return nil, fmt.Errorf("straggler: %w", err)
-			}
-		}
-	}
+	p := &Policy{cfg: cfg, obs: obs, est: obs.estimates(), evictedAt: filled(n, -1),
+		excludedAt: filled(n, -1), trial: filled(n, minTrial), fixedLate: filled(n, 0)}
 	p.next = Ring(0, n, cfg.GlobalBatch)
 	p.all, p.equal = p.next.Members, p.next.Shares
 	if cfg.Shares && cfg.Prior != nil {
@@ -170,43 +137,14 @@ func (s *sharedTimes) set(r int, v time.Duration) {
 // Observe feeds the report of the step the current plan governs and
 // returns (and keeps) the plan of the step after it.
 func (p *Policy) Observe(rep Report) (Plan, error) {
-	n := p.cfg.World
 	if rep.Step != p.next.Step {
 		return p.next, fmt.Errorf("straggler: report of step %d, expected step %d: %w", rep.Step, p.next.Step, ErrOutOfOrder)
 	}
-	if len(rep.Current) != n || len(rep.Child) != n {
+	if n := p.cfg.World; len(rep.Current) != n || len(rep.Child) != n {
 		return p.next, fmt.Errorf("straggler: report of step %d has %d/%d entries for %d ranks: %w",
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
-	// One pass over the report after the earliest arrival is known: at
-	// 16,384 ranks the report is over a megabyte, and every rank's state
-	// is visited once.
-	first := firstArrival(rep)
-	noise := p.startNoise(rep)
-	minWait := time.Duration(-1)
-	for r := 0; r < n; r++ {
-		cur := &rep.Current[r]
-		p.countLateArrival(r, cur, first)
-		noise.add(cur)
-		if c := &rep.Child[r]; c.Count > 0 {
-			p.observeChild(r, *c, rep.Step)
-		}
-		p.observeMember(r, cur, p.next.Budget)
-		if cur.Present && cur.Wait > 0 && (minWait < 0 || cur.Wait < minWait) {
-			minWait = cur.Wait
-		}
-	}
-	p.observeNoise(noise)
-	if minWait >= 0 && rep.Step > 0 {
-		// Wait is each member's time in the previous step's reduction:
-		// the smallest is the transfer alone (the last to arrive waited for
-		// nobody), among the previous plan's members.
-		if !p.hasColl || !slices.Equal(p.collWith, p.prev.Members) {
-			p.coll, p.hasColl, p.collWith = float64(minWait), true, slices.Clone(p.prev.Members)
-		} else {
-			p.coll += p.cfg.CollectiveAlpha * (float64(minWait) - p.coll)
-		}
-	}
+	p.obs.observe(rep, p.next.Budget, p.prev.Members)
 	plan, err := p.decide(rep.Step + 1)
 	if err != nil {
 		return p.next, err
@@ -214,232 +152,6 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 	plan.DecidedAt = rep.Step
 	p.prev, p.next = p.next, plan
 	return plan, nil
-}
-
-// noiseSums accumulates one report's estimates of the gradient noise
-// scale's two parts over its members (McCandlish et al., "An Empirical
-// Model of Large-Batch Training", App. A): for a member's sum of b samples
-// and the reduced sum of B, with |G_b|², |G_B|² the squared norms of the
-// mean gradients,
-//
-//	|G|² ≈ (B|G_B|² − b|G_b|²)/(B − b),   tr Σ ≈ (|G_b|² − |G_B|²)/(1/b − 1/B),
-//
-// averaged over the members. A report without norms, or one that folded
-// children's (stale) gradients, adds nothing (on is false).
-type noiseSums struct {
-	on         bool
-	big, gBig  float64
-	applied    int
-	sumS, sumG float64
-	k          int
-}
-
-// startNoise begins the noise estimate of rep.
-func (p *Policy) startNoise(rep Report) noiseSums {
-	if !(rep.GradSq > 0) || rep.ChildSamples() > 0 || rep.Applied < 2 {
-		return noiseSums{}
-	}
-	big := float64(rep.Applied)
-	return noiseSums{on: true, big: big, gBig: rep.GradSq / (big * big), applied: rep.Applied}
-}
-
-// add adds one member's estimates.
-func (ns *noiseSums) add(rr *RankReport) {
-	if !ns.on || !rr.Present || !(rr.GradSq > 0) || rr.Samples <= 0 || rr.Samples >= ns.applied {
-		return
-	}
-	b := float64(rr.Samples)
-	gSmall := rr.GradSq / (b * b)
-	ns.sumS += (gSmall - ns.gBig) / (1/b - 1/ns.big)
-	ns.sumG += (ns.big*ns.gBig - b*gSmall) / (ns.big - b)
-	ns.k++
-}
-
-// observeNoise updates the gradient-noise-scale estimate with a report's
-// sums, each part smoothed on its own (their ratio of noisy estimates is
-// biased; the ratio of smoothed ones much less).
-func (p *Policy) observeNoise(ns noiseSums) {
-	if ns.k == 0 {
-		return
-	}
-	s, g := ns.sumS/float64(ns.k), ns.sumG/float64(ns.k)
-	if math.IsNaN(s) || math.IsInf(s, 0) || math.IsNaN(g) || math.IsInf(g, 0) {
-		return
-	}
-	if p.noiseN == 0 {
-		p.noiseS, p.noiseG = s, g
-	} else {
-		p.noiseS += p.cfg.NoiseAlpha * (s - p.noiseS)
-		p.noiseG += p.cfg.NoiseAlpha * (g - p.noiseG)
-	}
-	p.noiseN++
-}
-
-// phi is the noise scale φ in effect: Config.Phi when set, else the
-// estimate (between 1 and 10⁶ samples), else the global batch.
-func (p *Policy) phi() float64 {
-	switch {
-	case p.cfg.Phi > 0:
-		return p.cfg.Phi
-	case p.noiseS > 0 && p.noiseG > 0:
-		return min(max(p.noiseS/p.noiseG, 1), 1e6)
-	}
-	return float64(p.cfg.GlobalBatch)
-}
-
-// firstArrival is the earliest arrival among rep's members (−1: none).
-func firstArrival(rep Report) time.Duration {
-	first := time.Duration(-1)
-	for i := range rep.Current {
-		if rr := &rep.Current[i]; rr.Present && (first < 0 || rr.Arrival < first) {
-			first = rr.Arrival
-		}
-	}
-	return first
-}
-
-// countLateArrival counts the consecutive reports in which rank r arrived
-// more than Threshold after the earliest member (first): observed
-// lateness, which one noisy step cannot make twice.
-func (p *Policy) countLateArrival(r int, rr *RankReport, first time.Duration) {
-	switch {
-	case !rr.Present:
-		// a child: its lateness is judged by its cycle
-	case first >= 0 && float64(rr.Arrival) > float64(first)*(1+p.cfg.Threshold):
-		p.lateRun[r]++
-	default:
-		p.lateRun[r] = 0
-	}
-}
-
-// observeSpeed feeds one per-sample time (with the rank's telemetry) to
-// its predictor.
-func (p *Policy) observeSpeed(r int, tau float64, rr *RankReport) {
-	if p.ewmas != nil {
-		e, c := &p.ewmas[r], p.clockOf(r)
-		e.update(float64(time.Duration(c.normalise(tau, rr))))
-		f, _ := e.Predict()
-		p.tau[r] = c.forecast(float64(f))
-	} else {
-		o := Observation{Rank: r, Arrival: time.Duration(tau), CPU: rr.CPU}
-		if rr.SMClockMHz > 0 {
-			o.GPU = GPUReading{Valid: true, Util: rr.GPU, SMClockMHz: rr.SMClockMHz}
-		}
-		p.preds[r].Observe(o)
-		if f, ok := p.preds[r].Predict(); ok {
-			p.tau[r] = float64(f)
-		}
-	}
-	if p.tau[r] <= 0 {
-		p.tau[r] = tau
-	}
-	p.seen[r] = true
-}
-
-func (p *Policy) ewma(dst *float64, v float64, first bool) {
-	if first {
-		*dst = v
-	} else {
-		*dst += p.cfg.SpeedAlpha * (v - *dst)
-	}
-}
-
-// observeMember feeds one rank's member report of a step whose plan had
-// the given budget. Compute is the time spent on the samples finished, so
-// τ = Compute/Samples; a rank cut by the budget before finishing any sample
-// took more than the budget for one, and is taken at twice the budget.
-// The overhead is the arrival after the compute, or after the budget for a
-// cut report (the unfinished sample's time is not overhead).
-func (p *Policy) observeMember(r int, rr *RankReport, budget time.Duration) {
-	if !rr.Present {
-		return
-	}
-	first := !p.seen[r]
-	var tau float64
-	switch {
-	case rr.Samples > 0 && rr.Compute > 0:
-		tau = float64(rr.Compute) / float64(rr.Samples)
-	case rr.Cut && budget > 0:
-		tau = 2 * float64(budget)
-	}
-	end := rr.Compute
-	if rr.Cut && budget > 0 {
-		end = budget
-	}
-	if tau > 0 {
-		p.observeSpeed(r, tau, rr)
-	}
-	if rr.Compute > 0 {
-		p.fits[r].observe(rr.Samples, float64(rr.Compute))
-	}
-	if p.seen[r] {
-		p.ewma(&p.over[r], float64(max(0, rr.Arrival-end)), first)
-		eq := p.tau[r]*float64(p.cfg.GlobalBatch)/float64(p.cfg.World) + p.over[r]
-		p.monitor.Observe(r, time.Duration(eq))
-	}
-}
-
-// observeChild feeds the gradients a child's parent folded at step.
-func (p *Policy) observeChild(r int, c ChildReport, step int) {
-	if c.Samples > 0 && c.Compute > 0 {
-		p.observeSpeed(r, float64(c.Compute)/float64(c.Samples), &RankReport{})
-	}
-	if c.Cycle > 0 {
-		cycle := float64(c.Cycle) / float64(c.Count)
-		p.ewma(&p.cycle[r], cycle, p.cycle[r] == 0)
-		p.cycles[r] = time.Duration(math.Round(p.cycle[r]))
-		// A child reports no arrivals: its overhead is what its cycle
-		// takes beyond its compute (less the reduction a member would
-		// wait in too), so a rank that was late once and is on time
-		// again is seen to be and can rejoin.
-		if p.seen[r] {
-			over := cycle - float64(c.Compute)/float64(c.Count)
-			if p.hasColl {
-				over -= p.coll
-			}
-			p.ewma(&p.over[r], max(0, over), false)
-			eq := p.tau[r]*float64(p.cfg.GlobalBatch)/float64(p.cfg.World) + p.over[r]
-			p.monitor.Observe(r, time.Duration(eq))
-		}
-	}
-	p.lastFold[r] = step
-}
-
-// collective predicts the reduction time among members: the measured
-// ring's time, scaled by the cost model's ratio of the members' ring to
-// the measured one where links are measured (internal/cost prices both),
-// by the ring's 2(k−1)/k otherwise.
-func (p *Policy) collective(members []int) time.Duration {
-	k := len(members)
-	if k <= 1 {
-		return 0
-	}
-	ringFactor := func(k int) float64 { return 2 * float64(k-1) / float64(k) }
-	model := func(ms []int) float64 {
-		if p.cfg.Bandwidth == nil || p.cfg.GradBytes == 0 {
-			return 0
-		}
-		net := cost.Net{Bandwidth: p.cfg.Bandwidth}
-		return float64(net.Ring(ms, p.cfg.GradBytes))
-	}
-	m := model(members)
-	switch {
-	case m > 0 && p.hasColl:
-		// The link model says how the members' ring compares with the
-		// one measured; the measurement says what a ring really takes
-		// (CPU copies, protocol). Only the model's ratios are trusted: a
-		// probe's absolute numbers can be off by orders of magnitude on
-		// links faster than its latency noise.
-		if base := model(p.collWith); base > 0 {
-			return time.Duration(m * p.coll / base)
-		}
-		return time.Duration(m)
-	case m > 0:
-		return time.Duration(m)
-	case p.hasColl && len(p.collWith) > 1:
-		return time.Duration(p.coll * ringFactor(k) / ringFactor(len(p.collWith)))
-	}
-	return 0
 }
 
 // worstLinks returns the ranks whose links are materially slow — the
@@ -496,17 +208,17 @@ func (p *Policy) decide(step int) (Plan, error) {
 	predicted := sharedTimes{out: p.next.Predicted}
 	known := true
 	for r := 0; r < n; r++ {
-		if !p.seen[r] {
+		if !p.est.seen[r] {
 			known = false
 			perSample.set(r, 0)
 			continue
 		}
-		perSample.set(r, time.Duration(math.Round(p.tau[r])))
+		perSample.set(r, time.Duration(math.Round(p.est.tau[r])))
 	}
 	plan.PerSample = perSample.out
-	plan.Collective = p.collective(plan.Members)
-	plan.Phi = p.phi()
-	plan.Classes = p.monitor.appendClassed(plan.Classes)
+	plan.Collective = p.est.collective(plan.Members)
+	plan.Phi = p.est.phi()
+	plan.Classes = p.est.classes(plan.Classes)
 	if !known {
 		// Equal shares and the ring until every rank is measured; no
 		// arrival is predicted.
@@ -516,7 +228,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		plan.Predicted = predicted.out
 		return plan, nil
 	}
-	balanced := BalancedTime(cfg.GlobalBatch, p.tau, 0)
+	balanced := BalancedTime(cfg.GlobalBatch, p.est.tau, 0)
 	am := p.affineModel()
 	p.model = am
 	if am != nil {
@@ -533,17 +245,17 @@ func (p *Policy) decide(step int) (Plan, error) {
 		// when that is not short enough the solve is skipped (at 16,384
 		// ranks it is most of a decision).
 		cur := p.next.Shares
-		keep := (1 - cfg.Hysteresis) * makespan(cur, p.tau)
+		keep := (1 - cfg.Hysteresis) * makespan(cur, p.est.tau)
 		if !cfg.withinLimits(cur) {
 			keep = math.Inf(1) // an exclusion's shares, beyond MaxAccum passes
 		}
 		shares := cur
-		if float64(balanced) < keep && sharesCanBeat(cfg.GlobalBatch, cfg.MinShare, p.tau, keep) {
-			better, err := cfg.proportionalShares(cfg.GlobalBatch, p.tau, cfg.MinShare, nil)
+		if float64(balanced) < keep && sharesCanBeat(cfg.GlobalBatch, cfg.MinShare, p.est.tau, keep) {
+			better, err := cfg.proportionalShares(cfg.GlobalBatch, p.est.tau, cfg.MinShare, nil)
 			if err != nil {
 				return plan, err
 			}
-			if makespan(better, p.tau) < keep {
+			if makespan(better, p.est.tau) < keep {
 				shares = better
 			}
 		}
@@ -553,20 +265,20 @@ func (p *Policy) decide(step int) (Plan, error) {
 		plan.Budget = time.Duration(math.Round(float64(balanced) * (1 + cfg.Slack)))
 	}
 	for r := 0; r < n; r++ {
-		c := time.Duration(math.Round(float64(plan.Shares[r]) * p.tau[r]))
+		c := time.Duration(math.Round(float64(plan.Shares[r]) * p.est.tau[r]))
 		if plan.Budget > 0 {
 			c = plan.Budget
 		}
 		if am != nil {
 			c = am.compute(r, plan.Shares[r], plan.Budget)
 		}
-		predicted.set(r, c+time.Duration(math.Round(p.over[r])))
+		predicted.set(r, c+time.Duration(math.Round(p.est.over[r])))
 	}
 	plan.Predicted = predicted.out
 	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
-	cycles := p.cycles
+	cycles := p.est.cycles
 	var pinned []int
 	for _, e := range p.next.Parents {
 		pinned = append(pinned, e.Parent)
@@ -581,22 +293,22 @@ func (p *Policy) decide(step int) (Plan, error) {
 	for _, c := range p.next.Evicted {
 		if p.next.Mode == ModeExclude && !slices.Contains(slow, c) && step-p.excludedAt[c] >= p.trial[c] {
 			p.trial[c] = min(2*p.trial[c], maxTrial)
-			p.lateRun[c] = 0   // only new reports may confirm it again
-			p.fixedLate[c] = 0 // nor may an intercept fitted before it left
+			p.est.forgetLate(c) // only new reports may confirm it again
+			p.fixedLate[c] = 0  // nor may an intercept fitted before it left
 			continue
 		}
 		confirmed = append(confirmed, c)
 	}
 	late := stragglersOf(plan.Predicted, cfg.Threshold)
 	for _, r := range late {
-		if p.lateRun[r] >= 2 {
+		if p.est.lateRun[r] >= 2 {
 			confirmed = append(confirmed, r)
 		}
 	}
 	confirmed = p.confirmFixedLate(confirmed, am)
 	confirmed = append(confirmed, slow...)
 	in := ModeInput{
-		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.collective, Cycle: cycles,
+		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.est.collective, Cycle: cycles,
 		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
 		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
 		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: cost.LateUnits(cfg.GradBytes, n),
@@ -723,7 +435,7 @@ func (p *Policy) evict(plan *Plan, pick ModeCost, members []int, cycles []time.D
 		if p.evictedAt[a.Child] < 0 {
 			p.evictedAt[a.Child] = step
 		}
-		since := max(p.lastFold[a.Child], p.evictedAt[a.Child])
+		since := max(p.est.lastFold[a.Child], p.evictedAt[a.Child])
 		plan.Parents = append(plan.Parents, Edge{Child: a.Child, Parent: a.Parent, Must: step-since >= plan.Staleness})
 	}
 	return nil
@@ -765,7 +477,7 @@ func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 	shares := make([]int, cfg.World)
 	tau := make([]float64, len(members))
 	for i, m := range members {
-		tau[i] = p.tau[m]
+		tau[i] = p.est.tau[m]
 	}
 	var split []int
 	if cfg.Shares {
@@ -791,14 +503,14 @@ func (p *Policy) membersShares(members []int) ([]int, time.Duration) {
 func (p *Policy) arrivals(members []int, shares []int, budget time.Duration) []time.Duration {
 	out := make([]time.Duration, p.cfg.World)
 	for _, m := range members {
-		c := time.Duration(math.Round(float64(shares[m]) * p.tau[m]))
+		c := time.Duration(math.Round(float64(shares[m]) * p.est.tau[m]))
 		if budget > 0 {
 			c = budget
 		}
 		if p.model != nil {
 			c = p.model.compute(m, shares[m], budget)
 		}
-		out[m] = c + time.Duration(math.Round(p.over[m]))
+		out[m] = c + time.Duration(math.Round(p.est.over[m]))
 	}
 	return out
 }

@@ -427,6 +427,30 @@ func TestLayoutRoundTripsAndSumsExactly(t *testing.T) {
 	}
 }
 
+// Steps past 2²⁴ are beyond a float32's integers: the child slots still
+// carry the versions of the gradients folded exactly, so their staleness
+// is exact too.
+func TestLayoutCarriesVersionsPast2To24Exactly(t *testing.T) {
+	l := Layout{Payload: 1, World: 2}
+	const step = 1<<24 + 7
+	sum := make([]float32, l.Len())
+	for _, v := range []int{1<<24 + 5, 1<<24 + 6, 1<<24 + 3} {
+		b := make([]float32, l.Len())
+		l.WriteChild(b, 1, 4, time.Millisecond, time.Millisecond, v)
+		for i := range b {
+			sum[i] += b[i]
+		}
+	}
+	rep, err := l.Read(sum, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Child[1]
+	if c.Count != 3 || c.Versions != 3<<24+14 || math.Abs(c.Staleness(step)-(7-14.0/3)) > 1e-6 {
+		t.Fatalf("child report %+v: versions %d, want %d; staleness %v, want %v", c, c.Versions, 3<<24+14, c.Staleness(step), 7-14.0/3)
+	}
+}
+
 func benchmarkDecide(b *testing.B, n int, name string) {
 	p := newPolicy(b, name, n, 64*n)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -560,7 +584,7 @@ func TestTheGradientNoiseScaleIsEstimatedFromGradientNorms(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	tau := durations(1, 1, 1, 1)
-	if got := p.phi(); got != 64 {
+	if got := p.est.phi(); got != 64 {
 		t.Fatalf("φ before any gradient norm = %v, want the global batch, 64", got)
 	}
 	for s := 0; s < 200; s++ {

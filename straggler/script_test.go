@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,10 +49,18 @@ import (
 //	plan [costs]
 //	    prints the plan in effect.
 func TestPolicyScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		s := &script{}
-		datadriven.RunTest(t, path, s.do)
-	})
+	// testdata/*.txt only: testdata/node holds the Node's own scripts
+	// (TestNodeScripts).
+	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scripts in testdata: %v", err)
+	}
+	for _, path := range paths {
+		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
+			s := &script{}
+			datadriven.RunTest(t, path, s.do)
+		})
+	}
 }
 
 // script is one scenario's state.

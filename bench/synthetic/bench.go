@@ -173,7 +173,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 			switch {
 			case len(spec.Links) > 0 && cfg.Links == nil:
 				return fmt.Errorf("driver: pattern %s (%s): %w: run its ranks as processes on a test bed that shapes their links "+
-					"(scripts/bench-straggler-bed.sh; docs/benchmarks-straggler.md)", pat.Name, pat.Spec, ErrNoLinks)
+					"(scripts/bench-straggler-bed.sh; docs/benchmarks-straggler-bench.md)", pat.Name, pat.Spec, ErrNoLinks)
 			case len(spec.Links) > 0:
 				links[i] = pat.Spec
 			case cfg.Links != nil:

@@ -33,7 +33,7 @@ ssh. When a rank fails, the others are stopped (SIGTERM, SIGKILL after
 
 Inside a Slurm allocation (salloc, sbatch) and without -H or --hostfile,
 the ranks start as one job step with srun, on the allocation's nodes; -np
-defaults to its tasks (SLURM_NTASKS). See docs/clusters.md.
+defaults to its tasks (SLURM_NTASKS). See docs/slurm.md.
 
 With --elastic (Horovod's elastic semantics) the job continues while
 ranks come and go, between --min-np and --max-np: -np is how many the

@@ -1,5 +1,5 @@
 """Benchmark of the ringtail c10d backend against gloo, same processes,
-same run (docs/pytorch.md has the numbers and how they were taken).
+same run (docs/pytorch-bench.md has the numbers and how they were taken).
 
     /usr/bin/python3 integration/torch/bench.py [--worlds 2,4] [--quick] [--cuda]
 

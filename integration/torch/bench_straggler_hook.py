@@ -10,7 +10,7 @@ the policy's shares (--sampler-policies). Rank 0 evaluates the held-out set
 every --eval-every steps; the training time (evaluations taken out) at the
 first evaluation at or above the reference's final accuracy is the run's
 time to accuracy. Runs alternate, trial by trial; the table gives medians
-over trials. docs/pytorch.md has the numbers.
+over trials. docs/pytorch-straggler-bench.md has the numbers.
 
     /usr/bin/python3 integration/torch/bench_straggler_hook.py [--trials 3] [--epochs 10]
 

@@ -5,7 +5,7 @@
 # isolation, no index: nothing is downloaded). The wheel is tagged
 # py3-none-<platform> and carries libringtail.so; install it with
 #   pip install --no-deps dist/ringtail_torch-*.whl
-# (see docs/pytorch.md for venv, --user and conda). Usage:
+# (see docs/pytorch-install.md for venv, --user and conda). Usage:
 #   integration/torch/build_wheel.sh [OUTDIR]   (default integration/torch/dist)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

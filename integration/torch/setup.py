@@ -27,7 +27,7 @@ except ImportError:  # building an sdist or installing without the wheel package
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _ringtail_torch_autoload import env_bool  # noqa: E402  (beside this file; imports nothing)
+from _ringtail_env import env_bool  # noqa: E402  (beside this file; imports nothing)
 LIB = os.path.join(HERE, "ringtail_torch", "libringtail.so")
 PTH = "ringtail_torch_autoload.pth"
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))

@@ -10,7 +10,7 @@ import (
 // than the plain ring when the ranks have the cores to themselves, and 3–10×
 // slower when another program keeps the cores busy: a piece's steps
 // synchronise the ranks hundreds of times per call, and each wait then
-// costs a scheduling slice (docs/benchmarks.md, "Pieces under load").
+// costs a scheduling slice (docs/benchmarks-collectives.md, "Pieces under load").
 // Neither is right everywhere and the load changes while a job runs, so the
 // communicator runs both and keeps the faster, as STAR-MPI's online tuning
 // of collectives does.
@@ -22,7 +22,7 @@ import (
 // builds the variant's programs and touches its buffers and shared-memory
 // slots for the first time, and once the host's memory is cold (a job
 // that freed gigabytes just ran) such a call took up to 8× a later one,
-// which decided a whole short run for the ring (docs/benchmarks.md). So a
+// which decided a whole short run for the ring (docs/benchmarks-16bit.md). So a
 // job decides within its first six calls of a size, and under load a
 // probe of pieces costs two slow calls.
 const (

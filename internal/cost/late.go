@@ -8,7 +8,7 @@ import "time"
 // least (per-step costs stay small against the transfer) and LateMaxBytes
 // (or the transport's chunk) at most: a sender runs ahead into its socket
 // buffers, and the finished units the late rank waits for queue behind
-// what its owner has buffered for its ring neighbour (docs/benchmarks.md,
+// what its owner has buffered for its ring neighbour (docs/benchmarks-straggler-collectives.md,
 // the late-rank allreduce on the test bed).
 const (
 	LateRounds   = 16

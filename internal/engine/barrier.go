@@ -102,7 +102,7 @@ func (m *Mailbox) MonitoredBarrier(ctx context.Context, timeout time.Duration, w
 	if timeout < 0 {
 		return fmt.Errorf("ringtail: monitored barrier timeout %v must not be negative", timeout)
 	}
-	if m.e.s.World == 1 {
+	if m.e.s.WorldSize == 1 {
 		return nil
 	}
 	m.barrierMu.Lock()
@@ -129,7 +129,7 @@ func (m *Mailbox) barrierMember(ctx context.Context, seq uint32, timeout time.Du
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	w := m.e.s.World
+	w := m.e.s.WorldSize
 	verdict := make([]byte, verdictLen(w))
 	for {
 		r, err := m.Post(0, tagVerdict, verdict, reduce.Uint8)
@@ -173,7 +173,7 @@ func processedBefore(unprocessed []int, w int) []int {
 }
 
 func (m *Mailbox) barrierRoot(ctx context.Context, seq uint32, timeout time.Duration, waitAll bool) error {
-	w := m.e.s.World
+	w := m.e.s.WorldSize
 	deadline := time.Now().Add(timeout)
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

@@ -50,7 +50,7 @@ func (e *Engine) announce(c *Call, ch algo.Choice, p *plan.Program) {
 		// A program set by the configuration that does not apply to this
 		// size: said at warn (shown by default), once per size class.
 		e.s.Logger.Warn().Int("rank", e.s.Rank).Int("bytes", bytes).Str("program", p.Algorithm).Str("why", e.planner.Reason(&c.Spec, ch)).
-			Msgf("ringtail: RINGTAIL_ALGORITHM=%v does not apply to an AllReduce of %d B; it runs %s (set auto to let ringtail choose)", e.s.Program, bytes, p.Algorithm)
+			Msgf("ringtail: RINGTAIL_ALGORITHM=%v does not apply to an AllReduce of %d B; it runs %s (set auto to let ringtail choose)", e.forced, bytes, p.Algorithm)
 		return
 	}
 	e.s.Logger.Info().Str("collective", c.Spec.Collective.String()).Int("bytes", bytes).Str("program", p.Algorithm).
@@ -88,7 +88,7 @@ const (
 // (shared memory).
 func (e *Engine) probeLinksLocked(ctx context.Context) error {
 	host := e.planner.Facts().Host
-	n := e.s.World
+	n := e.s.WorldSize
 	lead := []int{} // the lowest rank of each host, by host index
 	for r, h := range host {
 		if h == len(lead) {

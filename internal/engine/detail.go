@@ -40,7 +40,7 @@ func (e *Engine) checkSiteLocked(ctx context.Context, c *Call) (differ bool, err
 	}
 	ranks := sp.Members
 	if ranks == nil {
-		ranks = make([]int, e.s.World)
+		ranks = make([]int, e.s.WorldSize)
 		for i := range ranks {
 			ranks[i] = i
 		}

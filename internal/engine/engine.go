@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/ringtail-ml/ringtail/internal/algo"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/exec"
 	"github.com/ringtail-ml/ringtail/internal/flight"
 	"github.com/ringtail-ml/ringtail/internal/p2p"
@@ -26,53 +25,11 @@ import (
 	"github.com/ringtail-ml/ringtail/topology"
 )
 
-// Settings are what the engine needs of a communicator's configuration
-// (the root package validates its Config and maps it here).
+// Settings are what the engine needs: the communicator's configuration
+// (envcfg.Comm, validated, its ControlPlane resolved to "libp2p" or
+// "tcp") and what the assembly (internal/assemble) adds to it.
 type Settings struct {
-	Rank, World int
-	// MasterAddr:MasterPort is the rendezvous; rank 0 hosts it unless
-	// ExternalCoordinator.
-	MasterAddr          string
-	MasterPort          int
-	ExternalCoordinator bool
-	JobID               string
-	Secret              []byte
-	Generation          uint64
-	// ListenIP is the data plane's address; empty: the one that routes to
-	// MasterAddr.
-	ListenIP       string
-	DisableUnix    bool
-	DisableShm     bool
-	TolerateDeaths bool
-	OpTimeout      time.Duration
-	PeerTimeout    time.Duration
-	ConnectTimeout time.Duration
-	// ControlPlane is "libp2p" or "tcp" (resolved); DataPlane "sockets"
-	// or "libp2p".
-	ControlPlane string
-	DataPlane    string
-	// Frames is how the sockets data plane protects frames between hosts.
-	Frames transport.FrameAuth
-	// HostRingOrder places each host's ranks next to each other around
-	// the world's ring (topology.RingOrder over the endpoints' hosts)
-	// instead of in rank order.
-	HostRingOrder bool
-	FastSpin      time.Duration
-	// Tunables are the program builders' settings; Tunables.PieceBytes is
-	// the piece of an AllReduce in pieces (0: never in pieces).
-	Tunables algo.Tunables
-	// Pieces is "auto" (a large AllReduce on shared memory runs in pieces
-	// where the decision point measures them faster), "always" or "off".
-	Pieces string
-	// Program, when set, is the program every large AllReduce of the
-	// world runs where it applies (algo.Config.Program).
-	Program algo.Kind
-	// Streams is the number of connections per pair of ranks when the
-	// ranks span hosts (0: DefaultStreams): a program's channels may use
-	// them where one stream cannot fill a link, as the link probe
-	// measures. Within one host the connections are Tunables.Channels.
-	Streams int
-	Logger  zerolog.Logger
+	envcfg.Comm
 	// Tracer observes every call (internal/obs); nil: none. The executor
 	// reports phases to it only when TracePhases.
 	Tracer      exec.Tracer
@@ -82,16 +39,12 @@ type Settings struct {
 	// Flight records every call (internal/flight); nil: none. The engine
 	// dumps it when the communicator fails, and stops it on Close.
 	Flight *flight.Recorder
-	// Detail checks, before each collective of a call site (Call.Site),
-	// that every rank makes it from the same call site
-	// (RINGTAIL_DEBUG=detail): a collective exchange per call.
-	Detail bool
 }
 
 // DefaultStreams is the number of connections per pair of ranks on
 // different hosts when Settings.Streams is 0: where a stream is limited by
 // its window (a long round trip), 8 of them carried 8× one on the test
-// bed's added-delay links (docs/benchmarks.md); the probe decides whether
+// bed's added-delay links (docs/benchmarks-hosts.md); the probe decides whether
 // a program uses them.
 const DefaultStreams = 8
 
@@ -136,7 +89,9 @@ type Engine struct {
 	// agreements'; announced is what --log-level info last said ran, by
 	// collective and size class (announce).
 	planner   *algo.Planner
-	streams   int // connections per pair of ranks (Settings.Streams)
+	tun       algo.Tunables // the builders' settings (Settings.Tunables; Order set by connect)
+	forced    algo.Kind     // the program Settings.Algorithm forces (0: auto)
+	streams   int           // connections per pair of ranks (Settings.Streams)
 	tuneBuf   [8]byte
 	tuneCall  Call
 	announced map[announceKey]string
@@ -149,22 +104,28 @@ type Engine struct {
 	closers []func() error // released after the mesh (the libp2p data-plane host)
 }
 
+// newEngine is an engine of s that has joined nothing yet.
+func newEngine(s Settings) *Engine {
+	program, _ := algo.ParseKind(s.Algorithm) // validated
+	return &Engine{s: s, tun: s.Tunables(), forced: program, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+}
+
 // New joins the job: it starts the rendezvous coordinator if this is rank
 // 0 (unless ExternalCoordinator), registers this rank's endpoint, connects
 // to every other rank and agrees on the transport. It returns when the
 // mesh is complete, or with an error when ctx or ConnectTimeout ends first.
 func New(ctx context.Context, s Settings) (*Engine, error) {
-	e := &Engine{s: s, progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	e := newEngine(s)
 	e.doneFn = e.groupDone
 	var err error
-	if e.planner, err = algo.NewPlanner(e.plannerConfig(), algo.Facts{World: s.World}); err != nil {
+	if e.planner, err = algo.NewPlanner(e.plannerConfig(), algo.Facts{World: s.WorldSize}); err != nil {
 		return nil, fmt.Errorf("ringtail: %w", err)
 	}
 	if s.Flight != nil {
 		s.Flight.SetCallLock(&e.mu)
 	}
-	if s.World == 1 {
-		ex, err := exec.New(nil, s.Tunables.ChunkBytes)
+	if s.WorldSize == 1 {
+		ex, err := exec.New(nil, e.tun.ChunkBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -222,14 +183,14 @@ func (e *Engine) connect(ctx context.Context) error {
 	cpu := boundCPU()
 	ep, _ := json.Marshal(advertised{Endpoint: ln.Endpoint(), CPU: &cpu})
 	settings := map[string]string{
-		"channels": strconv.Itoa(s.Tunables.Channels), "chunk_bytes": strconv.Itoa(s.Tunables.ChunkBytes),
-		"small_bytes": strconv.Itoa(s.Tunables.SmallBytes), "piece_bytes": strconv.Itoa(s.Tunables.PieceBytes), "pieces": s.Pieces,
-		"program": s.Program.String(), "streams": strconv.Itoa(s.Streams), "generation": strconv.FormatUint(s.Generation, 10),
-		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder),
-		"debug_detail": strconv.FormatBool(s.Detail),
+		"channels": strconv.Itoa(e.tun.Channels), "chunk_bytes": strconv.Itoa(e.tun.ChunkBytes),
+		"small_bytes": strconv.Itoa(e.tun.SmallBytes), "piece_bytes": strconv.Itoa(e.tun.PieceBytes), "pieces": s.Pieces,
+		"program": e.forced.String(), "streams": strconv.Itoa(s.Streams), "generation": strconv.FormatUint(s.Generation, 10),
+		"shm": strconv.FormatBool(!s.DisableShm), "host_ring_order": strconv.FormatBool(s.HostRingOrder()),
+		"debug_detail": strconv.FormatBool(s.Detail()),
 	}
 	req := rendezvous.Request{
-		Addr: coordAddr, JobID: s.JobID, Secret: s.Secret, World: s.World,
+		Addr: coordAddr, JobID: s.JobID, Secret: s.Secret, World: s.WorldSize,
 		Group:  "generation-" + strconv.FormatUint(s.Generation, 10),
 		Member: rendezvous.Member{Rank: s.Rank, Endpoint: ep, Settings: settings},
 	}
@@ -256,26 +217,26 @@ func (e *Engine) connect(ctx context.Context) error {
 			cpus[i] = *a.CPU
 		}
 	}
-	if s.HostRingOrder {
-		e.s.Tunables.Order = hostRingOrder(eps)
+	if s.HostRingOrder() {
+		e.tun.Order = hostRingOrder(eps)
 	}
 	silence := s.PeerTimeout
-	e.streams = s.Tunables.Channels
+	e.streams = e.tun.Channels
 	if hostIndex(eps) != nil {
 		e.streams = max(e.streams, cmp.Or(s.Streams, DefaultStreams))
 	}
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
-		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.World, Generation: s.Generation, Secret: s.Secret, Frames: s.Frames},
+		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.WorldSize, Generation: s.Generation, Secret: s.Secret, Frames: s.Frames()},
 		Channels: e.streams, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
 		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
-		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: s.Tunables.ChunkBytes, Names: names},
+		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: e.tun.ChunkBytes, Names: names},
 	})
 	if err != nil {
 		return fmt.Errorf("ringtail: %w", err)
 	}
 	e.mesh = mesh
 	e.box.init(mesh)
-	if e.executor, err = exec.New(mesh, s.Tunables.ChunkBytes); err != nil {
+	if e.executor, err = exec.New(mesh, e.tun.ChunkBytes); err != nil {
 		return err
 	}
 	e.executor.SetMailbox(mailboxOf{e})
@@ -329,7 +290,7 @@ func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint,
 	if err := e.Run(ctx, c); err != nil {
 		return fmt.Errorf("ringtail: rank %d: agreeing on the transport: %w", e.s.Rank, err)
 	}
-	f := algo.Facts{World: e.s.World, Fast: all[0] == 1, FastboxBytes: transport.FastboxPayload, Host: hostIndex(eps), CPU: cpus,
+	f := algo.Facts{World: e.s.WorldSize, Fast: all[0] == 1, FastboxBytes: transport.FastboxPayload, Host: hostIndex(eps), CPU: cpus,
 		Streams: e.streams}
 	p, err := algo.NewPlanner(e.plannerConfig(), f)
 	if err != nil {
@@ -348,7 +309,7 @@ func (e *Engine) agreeOnTransport(ctx context.Context, eps []transport.Endpoint,
 
 // plannerConfig is what the settings say about the choice of programs.
 func (e *Engine) plannerConfig() algo.Config {
-	return algo.Config{Tunables: e.s.Tunables, Pieces: e.s.Pieces, Program: e.s.Program}
+	return algo.Config{Tunables: e.tun, Pieces: e.s.Pieces, Program: e.forced}
 }
 
 // hostIndex numbers the endpoints' hosts in order of their first rank, or
@@ -372,7 +333,7 @@ func hostIndex(eps []transport.Endpoint) []int {
 
 func (e *Engine) startCoordinator() error {
 	s := e.s
-	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: s.JobID, Secret: s.Secret, World: s.World, Logger: s.Logger})
+	srv, err := rendezvous.NewServer(rendezvous.ServerConfig{JobID: s.JobID, Secret: s.Secret, World: s.WorldSize, Logger: s.Logger})
 	if err != nil {
 		return err
 	}
@@ -453,7 +414,7 @@ func registerP2P(ctx context.Context, s Settings, req rendezvous.Request) ([]ren
 func (e *Engine) Rank() int { return e.s.Rank }
 
 // Size returns the world size.
-func (e *Engine) Size() int { return e.s.World }
+func (e *Engine) Size() int { return e.s.WorldSize }
 
 // Settings returns the settings the engine runs with.
 func (e *Engine) Settings() Settings { return e.s }

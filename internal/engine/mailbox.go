@@ -194,15 +194,15 @@ func (e *Engine) PostAsyncWith(ctx context.Context, peer int, buf []byte, dt red
 	if e.mesh == nil {
 		return nil, ErrClosed
 	}
-	if peer < 0 || peer >= e.s.World || peer == e.s.Rank {
-		return nil, fmt.Errorf("ringtail: eager message to %d: not another rank of 0..%d", peer, e.s.World-1)
+	if peer < 0 || peer >= e.s.WorldSize || peer == e.s.Rank {
+		return nil, fmt.Errorf("ringtail: eager message to %d: not another rank of 0..%d", peer, e.s.WorldSize-1)
 	}
 	if tag > MaxTag {
 		return nil, fmt.Errorf("ringtail: eager message tag %#x above %#x (bit 31 is reserved)", tag, MaxTag)
 	}
 	p := &Posting{e: e, peer: peer, done: make(chan transport.Result, 1), claim: transport.NewClaim()}
 	d := wire.Desc{Collective: wire.Eager, DType: uint8(dt), Tag: cl.wireTag(tag), Count: uint64(len(buf) / dt.Size())}
-	req := transport.SendReq{Desc: d, Buf: buf, Chunk: e.s.Tunables.ChunkBytes, Done: p.done, Claim: p.claim}
+	req := transport.SendReq{Desc: d, Buf: buf, Chunk: e.tun.ChunkBytes, Done: p.done, Claim: p.claim}
 	if opt.Compress {
 		p.stats = &transport.SendStats{}
 		req.Compress = p.stats

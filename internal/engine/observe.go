@@ -19,11 +19,11 @@ func (e *Engine) Links() []LinkInfo {
 		return nil
 	}
 	var out []LinkInfo
-	for peer := 0; peer < e.s.World; peer++ {
+	for peer := 0; peer < e.s.WorldSize; peer++ {
 		if peer == e.s.Rank {
 			continue
 		}
-		for ch := 0; ch < e.s.Tunables.Channels; ch++ {
+		for ch := 0; ch < e.tun.Channels; ch++ {
 			if l := e.mesh.Link(peer, ch); l != nil {
 				out = append(out, LinkInfo{Peer: peer, Channel: ch, Transport: l.Transport(), Fallback: l.Fallback()})
 			}
@@ -40,7 +40,7 @@ func (e *Engine) ranks(c *Call) int {
 	case c.Spec.Collective == wire.PointToPoint:
 		return 2
 	}
-	return e.s.World
+	return e.s.WorldSize
 }
 
 // traceExecutor gives the executor the tracer when it wants phases.

@@ -136,7 +136,7 @@ func pairKey(src, dst int) string { return "p2p:" + strconv.Itoa(src) + ">" + st
 // keyOf returns the call's program key and group key.
 func (e *Engine) keyOf(c *Call) (progKey, string, error) {
 	sp := &c.Spec
-	k := progKey{collective: sp.Collective, count: sp.Count, root: sp.Root, avg: sp.Avg, small: sp.Small(e.s.Tunables), esize: sp.ElemSize}
+	k := progKey{collective: sp.Collective, count: sp.Count, root: sp.Root, avg: sp.Avg, small: sp.Small(e.tun), esize: sp.ElemSize}
 	var gk string
 	switch {
 	case sp.Collective == wire.PointToPoint:
@@ -147,7 +147,7 @@ func (e *Engine) keyOf(c *Call) (progKey, string, error) {
 			gk = pairKey(sp.Peer, e.s.Rank)
 		}
 	case sp.Members != nil:
-		mk, err := MembersKey(sp.Members, e.s.World, e.s.Rank)
+		mk, err := MembersKey(sp.Members, e.s.WorldSize, e.s.Rank)
 		if err != nil {
 			return k, "", err
 		}
@@ -238,7 +238,7 @@ func (e *Engine) program(k progKey, c *Call) (*plan.Program, error) {
 		return p, nil
 	}
 	sp := c.Spec
-	sp.Rank, sp.World = e.s.Rank, e.s.World
+	sp.Rank, sp.World = e.s.Rank, e.s.WorldSize
 	p, err := e.planner.Program(sp, k.choice)
 	if err != nil {
 		return nil, err
@@ -381,7 +381,7 @@ func (e *Engine) execLocked(ctx context.Context, c *Call, ch algo.Choice, tr exe
 		}
 	}
 	var siteErr error
-	if c.Site != "" && e.s.Detail {
+	if c.Site != "" && e.s.Detail() {
 		var differ bool
 		if differ, siteErr = e.checkSiteLocked(ctx, c); siteErr != nil && !differ {
 			return siteErr // the check's own exchange failed: the call never began
@@ -473,18 +473,18 @@ func (e *Engine) invalidLocked(d wire.Desc, err error) error {
 // the decision point makes first (where it measures candidates, the one
 // the cost model prices best).
 func Program(c *Call, rank int, s Settings, f algo.Facts) (*plan.Program, error) {
-	e := &Engine{s: s}
+	e := newEngine(s)
 	p, err := algo.NewPlanner(e.plannerConfig(), f)
 	if err != nil {
 		return nil, err
 	}
-	if s.World > 1 {
+	if s.WorldSize > 1 {
 		if err := p.CheckProgram(); err != nil {
 			return nil, fmt.Errorf("ringtail: RINGTAIL_ALGORITHM (Config.Algorithm): %w", err)
 		}
 	}
 	sp := c.Spec
-	sp.Rank, sp.World = rank, s.World
+	sp.Rank, sp.World = rank, s.WorldSize
 	d := p.Decide(&sp)
 	if d.Probe {
 		return nil, fmt.Errorf("ringtail: the choice needs the links measured")

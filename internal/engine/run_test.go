@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringtail-ml/ringtail/internal/algo"
-	"github.com/ringtail-ml/ringtail/internal/plan"
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
 	"github.com/ringtail-ml/ringtail/internal/transport"
 	"github.com/ringtail-ml/ringtail/internal/wire"
 )
@@ -17,7 +17,7 @@ import (
 // key must tell apart any two calls whose sizes differ, even when the
 // totals and everything else agree.
 func TestProgramKeyCoversAllToAllSplits(t *testing.T) {
-	e := &Engine{s: Settings{Rank: 1, World: 3, Tunables: algo.Tunables{SmallBytes: 64, Channels: 2}}}
+	e := newEngine(Settings{Comm: envcfg.Comm{Rank: 1, WorldSize: 3, SmallBytes: 64, Channels: 2}})
 	key := func(send, recv []int) progKey {
 		c := &Call{Spec: algo.Spec{Collective: wire.AllToAll, ElemSize: 4, Root: int(wire.AllToAllUneven), SendCounts: send, RecvCounts: recv}}
 		k, gk, err := e.keyOf(c)
@@ -95,8 +95,7 @@ func TestRouteIP(t *testing.T) {
 // point-to-point and tree calls and changes every field the shortcut
 // compares: a stale shortcut would hand a call another call's program.
 func TestLookupShortcutAgreesWithTheFullPath(t *testing.T) {
-	e := &Engine{s: Settings{Rank: 1, World: 4, Tunables: algo.Tunables{SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20, PieceBytes: 128}},
-		progs: map[progKey]*plan.Program{}, groups: map[uint32]*group{}}
+	e := newEngine(Settings{Comm: envcfg.Comm{Rank: 1, WorldSize: 4, SmallBytes: 64, Channels: 1, ChunkBytes: 1 << 20, PieceBytes: 128}})
 	var err error
 	if e.planner, err = algo.NewPlanner(e.plannerConfig(), algo.Facts{World: 4}); err != nil {
 		t.Fatal(err)

@@ -80,7 +80,7 @@ func NewMailbox(e *Engine, bufferLimit int, public func(error) error) (*Mailbox,
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mailbox{e: e, public: public, limit: bufferLimit, me: e.s.Rank,
 		sends: make(chan *Sending, 1024), stop: make(chan struct{}), ctx: ctx, cancel: cancel}
-	if e.s.World == 1 {
+	if e.s.WorldSize == 1 {
 		return m, nil // a world of one: nobody to talk to
 	}
 	b := &e.box
@@ -128,7 +128,7 @@ func (m *Mailbox) Check(what string, r int, any bool, tag int) error {
 }
 
 func (m *Mailbox) checkPeer(what string, r int, any bool) error {
-	w := m.e.s.World
+	w := m.e.s.WorldSize
 	if any && r == AnySource {
 		if w < 2 {
 			return fmt.Errorf("ringtail: %s from any rank: there is no other rank", what)

@@ -44,12 +44,12 @@ func TestReaderReportsEveryMalformedVariable(t *testing.T) {
 // included, is kept.
 func TestAZeroLoggerBecomesTheDefaultWarningLogger(t *testing.T) {
 	c := Default(0, 1)
-	c.withDefaultLogger()
+	c.WithDefaultLogger()
 	if c.Logger.Warn() == nil || c.Logger.Info() != nil {
 		t.Fatal("the zero logger did not become a warn-level logger")
 	}
 	c.Logger = zerolog.Nop()
-	c.withDefaultLogger()
+	c.WithDefaultLogger()
 	if c.Logger.Error() != nil {
 		t.Fatal("zerolog.Nop() was replaced")
 	}
@@ -78,7 +78,7 @@ func TestFrameAuthSetting(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Fatalf("%q: %v", v, err)
 		}
-		if got := c.Settings().Frames; got != want {
+		if got := c.Frames(); got != want {
 			t.Fatalf("%q: frames %v, want %v", v, got, want)
 		}
 	}

@@ -19,52 +19,22 @@ type Setting struct {
 	ReadBy string
 }
 
-// Known returns the table of every RINGTAIL_* variable the project
-// reads or sets: the runtime's (internal/envcfg, internal/logging), the
-// elastic layer's, the launcher's, the PyTorch package's, the tools' and
-// the tests' switches. A test checks that every RINGTAIL_* name in the
-// repository (Go, Python, shell, docs) is here. The slice is new on each
-// call.
+// Known returns the table of the RINGTAIL_* variables the project
+// reads or sets besides a communicator's own (those are declared once,
+// with their defaults and checks, in internal/envcfg's Table, and come
+// to Unknown from there): the logger's, the elastic layer's, the
+// launcher's, the PyTorch package's, the tools' and the tests'
+// switches. A test checks that every RINGTAIL_* name in the repository
+// (Go, Python, shell, docs) is here or in envcfg's table. The slice is
+// new on each call.
 func Known() []Setting {
 	const (
-		runtime = "the runtime (ringtail.ConfigFromEnv, internal/envcfg)"
 		logs    = "the logger (internal/logging)"
 		elastic = "the elastic layer (elastic.ConfigFromEnv)"
 		torch   = "the PyTorch package (integration/torch)"
 		tests   = "a test or benchmark switch"
 	)
 	return []Setting{
-		{"RINGTAIL_MASTER_ADDR", runtime},
-		{"RINGTAIL_MASTER_PORT", runtime},
-		{"RINGTAIL_SECRET", runtime},
-		{"RINGTAIL_SECRET_FILE", runtime},
-		{"RINGTAIL_INSECURE", runtime},
-		{"RINGTAIL_JOB_ID", runtime},
-		{"RINGTAIL_COORDINATOR", runtime},
-		{"RINGTAIL_LISTEN_IP", runtime},
-		{"RINGTAIL_TIMEOUT", runtime},
-		{"RINGTAIL_PEER_TIMEOUT", runtime},
-		{"RINGTAIL_CONNECT_TIMEOUT", runtime},
-		{"RINGTAIL_CHANNELS", runtime},
-		{"RINGTAIL_CHUNK_BYTES", runtime},
-		{"RINGTAIL_SMALL_BYTES", runtime},
-		{"RINGTAIL_PIECE_BYTES", runtime},
-		{"RINGTAIL_PIECES", runtime},
-		{"RINGTAIL_ALGORITHM", runtime},
-		{"RINGTAIL_STREAMS", runtime},
-		{"RINGTAIL_NO_UNIX", runtime},
-		{"RINGTAIL_NO_SHM", runtime},
-		{"RINGTAIL_TOLERATE_DEATHS", runtime},
-		{"RINGTAIL_FAST_SPIN", runtime},
-		{"RINGTAIL_CONTROL_PLANE", runtime},
-		{"RINGTAIL_DATA_PLANE", runtime},
-		{"RINGTAIL_FRAME_AUTH", runtime},
-		{"RINGTAIL_RING_ORDER", runtime},
-		{"RINGTAIL_METRICS_ADDR", runtime},
-		{"RINGTAIL_TIMELINE", runtime},
-		{"RINGTAIL_FLIGHT_DIR", runtime},
-		{"RINGTAIL_FLIGHT_SIZE", runtime},
-		{"RINGTAIL_DEBUG", runtime},
 		{"RINGTAIL_LOG_LEVEL", logs},
 		{"RINGTAIL_LOG_FORMAT", logs},
 		{"RINGTAIL_ELASTIC", elastic},
@@ -168,11 +138,18 @@ func CheckSecret(secret []byte) error {
 
 // Unknown returns one line for each variable of environ (NAME=VALUE
 // entries, as os.Environ gives them) whose name starts with Prefix but is
-// not in Known, naming the known name nearest to it, e.g.
+// neither in Known nor among runtime (a communicator's variables,
+// envcfg.Names), naming the known name nearest to it, e.g.
 // "RINGTAIL_NO_SHMM is not a ringtail setting; did you mean
 // RINGTAIL_NO_SHM?". Lines come in the order of environ.
-func Unknown(environ []string) []string {
-	known := Known()
+func Unknown(environ []string, runtime ...string) []string {
+	var known []Setting
+	for _, name := range runtime {
+		if strings.HasPrefix(name, Prefix) {
+			known = append(known, Setting{Name: name, ReadBy: "the runtime (ringtail.ConfigFromEnv, internal/envcfg)"})
+		}
+	}
+	known = append(known, Known()...)
 	var lines []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")

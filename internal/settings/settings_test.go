@@ -1,4 +1,4 @@
-package settings
+package settings_test
 
 import (
 	"errors"
@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ringtail-ml/ringtail/internal/envcfg"
+	"github.com/ringtail-ml/ringtail/internal/settings"
 )
 
 // misspelt are the names tests and docs misspell on purpose, to show
@@ -61,10 +64,11 @@ func TestTheTableHoldsEveryNameTheRepositoryUses(t *testing.T) {
 	if len(used) < 20 {
 		t.Fatalf("found only %d names from %s: not the repository's root?", len(used), root)
 	}
-	known := Known()
+	known := settings.Known()
+	runtime := envcfg.Names()
 	for name, path := range used {
-		if !slices.ContainsFunc(known, func(s Setting) bool { return s.Name == name }) {
-			t.Errorf("%s (in %s) is not in settings.Known: add it, or every process would warn about it", name, path)
+		if !slices.ContainsFunc(known, func(s settings.Setting) bool { return s.Name == name }) && !slices.Contains(runtime, name) {
+			t.Errorf("%s (in %s) is neither in settings.Known nor in envcfg's table: add it, or every process would warn about it", name, path)
 		}
 	}
 	seen := map[string]bool{}
@@ -72,10 +76,16 @@ func TestTheTableHoldsEveryNameTheRepositoryUses(t *testing.T) {
 		if slices.Contains(misspelt, s.Name) {
 			t.Errorf("%s is a misspelling the tests use, yet in the table", s.Name)
 		}
-		if seen[s.Name] || !strings.HasPrefix(s.Name, Prefix) || s.ReadBy == "" {
-			t.Errorf("table entry %+v: repeated, not %s*, or without a reader", s, Prefix)
+		if seen[s.Name] || !strings.HasPrefix(s.Name, settings.Prefix) || s.ReadBy == "" {
+			t.Errorf("table entry %+v: repeated, not %s*, or without a reader", s, settings.Prefix)
 		}
 		seen[s.Name] = true
+	}
+	for _, name := range runtime {
+		if seen[name] || slices.Contains(misspelt, name) {
+			t.Errorf("%s: in envcfg's table and settings.Known both, or a misspelling the tests use", name)
+		}
+		seen[name] = true
 	}
 }
 
@@ -89,25 +99,25 @@ func TestParseBoolAcceptsAFixedSetAndRefusesTheRest(t *testing.T) {
 		{"1", false, true}, {"true", false, true}, {"TRUE", false, true}, {"Yes", false, true}, {"on", false, true}, {" On ", false, true},
 		{"0", true, false}, {"false", true, false}, {"False", true, false}, {"NO", true, false}, {"off", true, false},
 	} {
-		got, err := ParseBool("RINGTAIL_X", tc.value, tc.def)
+		got, err := settings.ParseBool("RINGTAIL_X", tc.value, tc.def)
 		if err != nil || got != tc.want {
 			t.Errorf("ParseBool(%q, default %t) = %t, %v; want %t", tc.value, tc.def, got, err, tc.want)
 		}
 	}
 	for _, bad := range []string{"2", "y", "n", "enable", "treu", "-1", "none"} {
-		_, err := ParseBool("RINGTAIL_NO_SHM", bad, false)
-		var be *BoolError
-		if !errors.As(err, &be) || be.Name != "RINGTAIL_NO_SHM" || !strings.Contains(err.Error(), BoolValues) {
-			t.Errorf("ParseBool(%q) = %v, want a *BoolError naming the variable and %s", bad, err, BoolValues)
+		_, err := settings.ParseBool("RINGTAIL_NO_SHM", bad, false)
+		var be *settings.BoolError
+		if !errors.As(err, &be) || be.Name != "RINGTAIL_NO_SHM" || !strings.Contains(err.Error(), settings.BoolValues) {
+			t.Errorf("ParseBool(%q) = %v, want a *settings.BoolError naming the variable and %s", bad, err, settings.BoolValues)
 		}
 	}
 }
 
 func TestUnknownNamesTheNearestKnownName(t *testing.T) {
-	got := Unknown([]string{
+	got := settings.Unknown([]string{
 		"PATH=/bin", "RINGTAIL_NO_SHM=1", "RINGTAIL_NO_SHMM=1", "RINGTAIL_SECRT=x", "RINGTAIL_TIMEOUT=5m",
 		"RINGTAIL_LOGLEVEL=debug", "NCCL_ALGO=ring", "RINGTAIL_ELASTIC_MINNP=2",
-	})
+	}, envcfg.Names()...)
 	want := []string{
 		"RINGTAIL_NO_SHMM is not a ringtail setting; did you mean RINGTAIL_NO_SHM?",
 		"RINGTAIL_SECRT is not a ringtail setting; did you mean RINGTAIL_SECRET?",
@@ -121,12 +131,12 @@ func TestUnknownNamesTheNearestKnownName(t *testing.T) {
 
 func TestCheckSecretRefusesShortSecrets(t *testing.T) {
 	for _, s := range []string{"", "s", "fifteen-bytes!!"} {
-		err := CheckSecret([]byte(s))
-		if !errors.Is(err, ErrShortSecret) || !strings.Contains(err.Error(), MakeSecret) {
-			t.Errorf("CheckSecret(%q) = %v, want ErrShortSecret saying %s", s, err, MakeSecret)
+		err := settings.CheckSecret([]byte(s))
+		if !errors.Is(err, settings.ErrShortSecret) || !strings.Contains(err.Error(), settings.MakeSecret) {
+			t.Errorf("CheckSecret(%q) = %v, want settings.ErrShortSecret saying %s", s, err, settings.MakeSecret)
 		}
 	}
-	if err := CheckSecret([]byte("sixteen-bytes-ok")); err != nil {
+	if err := settings.CheckSecret([]byte("sixteen-bytes-ok")); err != nil {
 		t.Fatalf("a 16-byte secret: %v", err)
 	}
 }

@@ -37,7 +37,7 @@ import (
 // to 512 KiB (allreduce up to 1 MiB at 2 ranks, 2 MiB at 4), and larger
 // allreduces in pieces (ring.AllReducePieces) where they measure faster. Measured, 2
 // ranks on 2 CPUs: 16 KiB 60 → 1.4–2.7 µs, 1 MiB 139 → 45–54 µs; 4
-// ranks, 1 MiB 572 → 146–149 µs (docs/benchmarks.md). The slots cost 2 MiB
+// ranks, 1 MiB 572 → 146–149 µs (docs/log.md, run F). The slots cost 2 MiB
 // of shared memory per link, untouched until used.
 const FastboxPayload = 512 << 10
 
@@ -51,7 +51,7 @@ const (
 	// message is one line for the producer to write and the consumer to
 	// read; with the payload on the second line (offset 64) every message
 	// costs two cross-CPU line transfers. Measured, 2 ranks, 8-byte
-	// allreduce: see docs/benchmarks.md.
+	// allreduce: see docs/log.md, run I.
 	slotTaken   = 8
 	slotDesc    = 16 // wire.DescSize bytes
 	slotSize    = slotDesc + wire.DescSize
@@ -177,7 +177,7 @@ const (
 	// (a switch costs about 1.7 µs on the 2-CPU test machine), and
 	// yielding at once would switch back to the rank that just left.
 	// Measured, 4 ranks on 2 CPUs, 8-byte allreduce: 4.8–7.6 µs without,
-	// 3.6–4.8 µs with 3–10 µs (docs/benchmarks.md).
+	// 3.6–4.8 µs with 3–10 µs (docs/log.md, run F).
 	fastResume = 4 * time.Microsecond
 )
 

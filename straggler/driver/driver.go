@@ -124,7 +124,8 @@ type Result struct {
 }
 
 // Tags of the driver's eager messages: the kind in the low two bits, a
-// step or version above.
+// step or version above (its low 30 bits: a tag names a message among the
+// few on their way, the version itself travels in the state header).
 const (
 	kindGradient uint32 = 0 // a child's gradient, up to its parent
 	kindState    uint32 = 1 // parameters (and optimizer state), down to a child
@@ -134,10 +135,6 @@ const (
 )
 
 func tag(kind uint32, n int) uint32 { return uint32(n)<<2 | kind }
-
-// stateHeader is the number of float32s before a state message's data:
-// version, flags.
-const stateHeader = 2
 
 // Driver is the I/O loop of one rank's straggler.Node: call Step once per
 // iteration after filling Buffer with the gradient sum. The Node says what
@@ -446,7 +443,7 @@ func (d *Driver) settle(ctx context.Context) error {
 // stage fills b with a state message: the header, then the parameters
 // (and, with StateFull, every other part).
 func (d *Driver) stage(b []float32, version int, flags straggler.StateFlags) []float32 {
-	b[0], b[1] = float32(version), float32(flags)
+	putStateHeader(b, version, flags)
 	off := stateHeader
 	for i, part := range d.state {
 		if i > 0 && flags&straggler.StateFull == 0 {
@@ -645,8 +642,9 @@ func (d *Driver) replayReports() error {
 func (d *Driver) replay(c *ringtail.Contribution) error {
 	defer c.Release()
 	_, step := d.node.ExpectReport()
-	if got := int(c.Tag >> 2); got != step {
-		return fmt.Errorf("driver: rank %d: report of step %d from rank %d, expected step %d", d.rank, got, c.From, step)
+	// A tag holds a step's low 30 bits: compare those.
+	if got := c.Tag >> 2; got != tag(kindReport, step)>>2 {
+		return fmt.Errorf("driver: rank %d: report of step %d (mod 2³⁰) from rank %d, expected step %d", d.rank, got, c.From, step)
 	}
 	tail := f32(c.Data.Bytes)
 	if len(tail) != d.layout.Tail() {
@@ -668,10 +666,10 @@ func (d *Driver) replay(c *ringtail.Contribution) error {
 func (d *Driver) adopt(c *ringtail.Contribution) (straggler.Adoption, error) {
 	defer c.Release()
 	data := f32(c.Data.Bytes)
-	if len(data) < stateHeader {
-		return straggler.Adoption{}, fmt.Errorf("driver: rank %d: state message of %d elements", d.rank, len(data))
+	version, flags, err := readStateHeader(data)
+	if err != nil {
+		return straggler.Adoption{}, fmt.Errorf("driver: rank %d: %w", d.rank, err)
 	}
-	version, flags := int(data[0]), straggler.StateFlags(data[1])
 	a := d.node.Adopt(version, flags)
 	if !a.Take {
 		return a, nil

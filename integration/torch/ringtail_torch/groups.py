@@ -9,7 +9,7 @@ import secrets
 import socket
 from datetime import timedelta
 
-from _ringtail_torch_autoload import env_bool
+from _ringtail_env import env_bool
 
 
 def local_ip(master_addr):

@@ -14,6 +14,7 @@ about once a second.
 
 import math
 import time
+import weakref
 
 import torch.distributed as dist
 
@@ -22,6 +23,10 @@ from .backend import ProcessGroupRingtail
 # When this process first reported: the clock of points reported without
 # an elapsed time.
 _START = []
+
+# The live straggler hooks (their communicators record progress where the
+# process group is not ringtail's).
+_HOOKS = weakref.WeakSet()
 
 
 def _comm_for(group):
@@ -32,11 +37,15 @@ def _comm_for(group):
         pg = dist.distributed_c10d._get_default_group() if dist.is_initialized() else None
     if isinstance(pg, ProcessGroupRingtail):
         return pg._comm
-    from .straggler import _ACTIVE
-
-    for state in list(_ACTIVE):
+    for state in list(_HOOKS):
         return state._comm
     return None
+
+
+def hook_started(state):
+    """Records a live straggler hook (held weakly): report_progress
+    records through its communicator when no ringtail group is given."""
+    _HOOKS.add(state)
 
 
 def _number(v, default):

@@ -41,8 +41,8 @@ a tensor or tuple of tensors with the batch's rows, the batch not the
 first positional tensor, no_sync, several forwards or models per step)
 the job runs the exact ring and says why.
 
-A policy that evicts first checks the script (the straggler section of
-docs/pytorch.md): at the first step a loop without a DataLoader (unless
+A policy that evicts first checks the script (docs/pytorch-straggler.md,
+"Every rank exits, whatever the script does"): at the first step a loop without a DataLoader (unless
 adaptive trims its rows), several
 batches per optimizer step or two hooked models run the exact ring; the
 first epoch is watched with the exact ring, and a collective of the
@@ -105,10 +105,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import _lib
 from ._lib import RT_FLOAT32, RT_ROLE_CHILD, RT_STRAGGLER_EQUAL_SHARES, RT_STRAGGLER_SAMPLED, RT_SUM
-from _ringtail_torch_autoload import env_bool
+from _ringtail_env import env_bool
 
 from .groups import agree
-from .progress import StepClock
+from .progress import StepClock, hook_started
 from .rows import RowTrim
 from .sampler import split_counts
 
@@ -268,6 +268,7 @@ class StragglerState:
         self._clock = StepClock(self._comm) if self.rank == 0 else None
         self._finalizer = weakref.finalize(self, _shutdown, self._comm, [None])
         _ACTIVE.add(self)
+        hook_started(self)
         _install_loader_patch()
         _install_end_patches()
 

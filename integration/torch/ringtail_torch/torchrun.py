@@ -35,7 +35,7 @@ import socket
 import sys
 from datetime import timedelta
 
-from _ringtail_torch_autoload import env_bool
+from _ringtail_env import env_bool
 from torch.distributed.elastic.rendezvous import RendezvousHandler
 
 from . import rendezvous as _rdzv

@@ -46,8 +46,8 @@ PLUGIN_FEATURES = ("ddp", "subgroup", "plugin")
 
 # The suite's import-time skips that are name checks, by the suite's own
 # message, and the feature of ringtail's each one stands for: in plugin
-# mode ringtail claims them (docs/pytorch.md, "torch's own distributed
-# suite"). A test whose body then branches on the name "gloo" and fails as a
+# mode ringtail claims them (docs/pytorch-tests.md, "torch's own
+# distributed suite"). A test whose body then branches on the name "gloo" and fails as a
 # plugin is an artefact (artefacts.txt), with its reason.
 CLAIMS = {
     "Only gloo backend supports timeouts": "collective timeouts in torch's words (ringtail rank R: Timed out in OP ...)",

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make torch-suite: torch's own distributed suite against ringtail (issue 39),
 # the runs in $TORCH_SUITE (MODE:WORLD, MODE standin or plugin; see
-# docs/pytorch.md for what CI runs and why), each compared with the tests
+# docs/pytorch-tests.md for what CI runs and why), each compared with the tests
 # Gloo passes at that world size (baseline/gloo-w<WORLD>.txt), failing on
 # any test Gloo passes that ringtail fails, except the listed artefacts.
 # Skips cleanly when no Python has torch, except under CI=true (.ci/run
@@ -10,7 +10,7 @@
 # $TORCH_SUITE_ARGS are more run.py arguments (e.g. -k test_get_backend).
 # The default, standin:3 standin:4 plugin:3, is what fits CI's budget after
 # make test: worlds 3 and 4 as Gloo, world 3 as a plugin, about 30 minutes
-# on 2 cores (docs/pytorch.md has plugin:4 too, as last run by hand).
+# on 2 cores (docs/pytorch-tests.md has plugin:4 too, as last run by hand).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 torch_dir=$(cd "$here/.." && pwd)
@@ -43,7 +43,7 @@ for r in $runs; do
 	world=${r#*:}
 	start=$(date +%s)
 	# Gloo's baseline tests only (--only-baseline). The bound is generous:
-	# docs/pytorch.md has each run's duration (plugin:3 took 470 s).
+	# docs/pytorch-tests.md has each run's duration (plugin:3 took 470 s).
 	rc=0
 	# shellcheck disable=SC2086 # TORCH_SUITE_ARGS: more run.py arguments (-k NAME)
 	timeout "${TORCH_SUITE_TIMEOUT:-2400}" "$PY" "$here/run.py" --mode "$mode" --world "$world" --only-baseline ${TORCH_SUITE_ARGS:-} \

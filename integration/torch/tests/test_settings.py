@@ -8,7 +8,8 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _ringtail_torch_autoload import BOOL_VALUES, enabled, env_bool  # noqa: E402
+from _ringtail_env import BOOL_VALUES, env_bool  # noqa: E402
+from _ringtail_torch_autoload import enabled  # noqa: E402
 
 
 class EnvBoolTest(unittest.TestCase):
