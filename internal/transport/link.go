@@ -371,7 +371,7 @@ func (l *Link) readHeader() (wire.Header, bool) {
 	if err != nil {
 		if l.open != nil && errors.Is(err, wire.ErrMalformed) {
 			// The peer's writer only sends headers that parse.
-			l.integrityFailed(fmt.Sprintf("a header that does not parse: %v", err))
+			l.integrityFailed(l.open.ctr, fmt.Sprintf("a header that does not parse: %v", err))
 		} else {
 			l.readFailed(err)
 		}
@@ -391,18 +391,18 @@ func (l *Link) readHeader() (wire.Header, bool) {
 	}
 	body, ok := l.open.open(l.hdrR[:], sealed)
 	if !ok {
-		l.integrityFailed("tag mismatch")
+		l.integrityFailed(l.open.ctr-1, "tag mismatch")
 		return h, false
 	}
 	l.body = body
 	return h, true
 }
 
-// integrityFailed fails the mesh for a frame that failed its check on a
-// sealed link, naming the link both ways.
-func (l *Link) integrityFailed(why string) {
+// integrityFailed fails the mesh for frame number frame that failed its
+// check on a sealed link, naming the link both ways.
+func (l *Link) integrityFailed(frame uint64, why string) {
 	me := l.mesh.id.Rank
-	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: l.open.ctr - 1, Why: why,
+	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: frame, Why: why,
 		LocalAddr: addrOf(l.conn.LocalAddr()), PeerAddr: addrOf(l.conn.RemoteAddr())}
 	// The Detail travels in the aborts and the flight recorder's dumps,
 	// so every rank's error and `ringtail debug analyze` name the link.

@@ -150,6 +150,7 @@ func TestTamperedFramesFailNamingTheLinkAndApplyNothing(t *testing.T) {
 	}{
 		{"payload byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, wire.HeaderSize+5) }, 0, FrameAuthTag},
 		{"header byte (the count)", func(r *rogue) []byte { a, _ := both(r); return flip(a, 16+24) }, 0, FrameAuthTag},
+		{"header that does not parse (the type)", func(r *rogue) []byte { a, _ := both(r); a[0] = 0x7f; return a }, 0, FrameAuthTag},
 		{"tag byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, len(a)-1) }, 0, FrameAuthTag},
 		{"second frame's payload", func(r *rogue) []byte { a, b := both(r); return append(a, flip(b, wire.HeaderSize)...) }, 1, FrameAuthTag},
 		{"replayed frame", func(r *rogue) []byte { a, _ := both(r); return append(a, a...) }, 1, FrameAuthTag},
@@ -186,7 +187,7 @@ func TestTamperedFramesFailNamingTheLinkAndApplyNothing(t *testing.T) {
 				t.Fatalf("got %v (kind %v, rank %d), want an integrity error blaming rank 1", e, e.Kind, e.Rank)
 			}
 			local, peer := m.Link(1, 0).conn.LocalAddr().String(), m.Link(1, 0).conn.RemoteAddr().String()
-			if ie.Local != 0 || ie.Peer != 1 || ie.Channel != 0 || ie.LocalAddr != local || ie.PeerAddr != peer {
+			if ie.Local != 0 || ie.Peer != 1 || ie.Channel != 0 || ie.LocalAddr != local || ie.PeerAddr != peer || ie.Frame > 2 {
 				t.Fatalf("the error names %+v, want rank 1 -> rank 0 on channel 0, %s -> %s", ie, peer, local)
 			}
 			for _, want := range []string{"rank 1 to rank 0", "channel 0", peer + " -> " + local} {
