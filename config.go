@@ -56,6 +56,7 @@ const (
 	EnvFastSpin       = envcfg.VarFastSpin     // fastbox polling before yielding, e.g. "5us"; "0" when ranks outnumber CPUs
 	EnvControlPlane   = envcfg.VarControlPlane // "libp2p" (default with a secret) or "tcp"
 	EnvDataPlane      = envcfg.VarDataPlane    // "sockets" (default) or "libp2p"
+	EnvFrameAuth      = envcfg.VarFrameAuth    // frames between hosts: "integrity" (default), "off" (trusted networks) or "encrypt"
 	EnvRingOrder      = envcfg.VarRingOrder    // "hosts" (default) or "ranks"
 	EnvMetricsAddr    = envcfg.VarMetricsAddr  // serve /metrics and /events on host:port ("host:9400+": 9400 + LOCAL_RANK)
 	EnvTimeline       = envcfg.VarTimeline     // write a Chrome trace to FILE (FILE.rank<r>.ext when world > 1)

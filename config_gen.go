@@ -68,6 +68,16 @@ type Config struct {
 	// Gloo use). Empty means "hosts". It changes only the speed and the order in which floats
 	// are added, never which results land where.
 	RingOrder string
+	// FrameAuth is how the sockets data plane protects frames on links
+	// between hosts (TCP) after the handshake: "integrity" (the default;
+	// "" too: every frame carries an AES-GCM or ChaCha20-Poly1305 tag
+	// over its header and payload with keys derived per link and
+	// direction in the handshake, so a frame changed on the path fails
+	// the call with a KindIntegrity error naming the link and nothing of
+	// it is applied), "off" (trusted networks) or "encrypt" (the payload
+	// encrypted too). Links within a host are never sealed. Every rank
+	// must give the same value (a rank that differs is refused).
+	FrameAuth string
 	// FastSpin is how long a small-message wait polls before yielding the
 	// CPU; 0 yields at once (the launcher sets that when ranks outnumber
 	// CPUs).

@@ -36,6 +36,11 @@ const (
 	KindAuth Kind = Kind(transport.KindAuth)
 	// KindLocal: a local failure (an invalid call) aborted the communicator.
 	KindLocal Kind = Kind(transport.KindLocal)
+	// KindIntegrity: a frame between hosts failed its integrity check
+	// (changed, replayed, reordered or cut on the path; nothing of it was
+	// applied); Detail (or the cause) names the link: both ranks, the
+	// channel and both addresses.
+	KindIntegrity Kind = Kind(transport.KindIntegrity)
 )
 
 // String names the kind ("peer died", "collective mismatch", ...).

@@ -226,7 +226,7 @@ func (e *Engine) connect(ctx context.Context) error {
 		e.streams = max(e.streams, cmp.Or(s.Streams, DefaultStreams))
 	}
 	mesh, err := transport.Connect(ctx, transport.MeshConfig{
-		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.WorldSize, Generation: s.Generation, Secret: s.Secret},
+		Identity: transport.Identity{JobID: s.JobID, Rank: s.Rank, World: s.WorldSize, Generation: s.Generation, Secret: s.Secret, Frames: s.Frames()},
 		Channels: e.streams, Network: network, Listener: ln, Endpoints: eps, Logger: log, SharedMemory: !s.DisableShm,
 		TolerateDeaths: s.TolerateDeaths, FastSpin: s.FastSpin, State: e.idleState,
 		Link: transport.LinkConfig{Silence: silence, Heartbeat: silence / 8, Chunk: e.tun.ChunkBytes, Names: names},

@@ -17,6 +17,7 @@ import (
 	"github.com/ringtail-ml/ringtail/internal/launch/slurm"
 	"github.com/ringtail-ml/ringtail/internal/logging"
 	"github.com/ringtail-ml/ringtail/internal/settings"
+	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 // The variables the placement reads besides the table's own (Decl.Also
@@ -233,6 +234,27 @@ func (c *Comm) ResolvedControlPlane() string {
 // ranks next to each other (RingOrder "hosts" or empty) rather than in
 // rank order.
 func (c *Comm) HostRingOrder() bool { return c.RingOrder != "ranks" }
+
+// Frames is how the sockets data plane protects frames between hosts
+// (FrameAuth; validated).
+func (c *Comm) Frames() transport.FrameAuth {
+	f, _ := frameAuth(c.FrameAuth)
+	return f
+}
+
+// frameAuth maps a FrameAuth value to the transport's protection; false
+// for a value it does not know.
+func frameAuth(v string) (transport.FrameAuth, bool) {
+	switch v {
+	case "", "integrity":
+		return transport.FrameAuthTag, true
+	case "off":
+		return transport.FrameAuthOff, true
+	case "encrypt":
+		return transport.FrameAuthEncrypt, true
+	}
+	return 0, false
+}
 
 // Tunables are the program builders' settings (internal/algo) that c
 // sets: each table entry with a Tune feeds its value.

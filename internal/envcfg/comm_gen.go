@@ -31,6 +31,7 @@ const (
 	VarControlPlane        = "RINGTAIL_CONTROL_PLANE"   // libp2p (default with a secret) or tcp
 	VarDataPlane           = "RINGTAIL_DATA_PLANE"      // sockets or libp2p (Noise-encrypted, slower)
 	VarRingOrder           = "RINGTAIL_RING_ORDER"      // hosts (each host's ranks adjacent) or ranks
+	VarFrameAuth           = "RINGTAIL_FRAME_AUTH"      // frames between hosts: integrity (an AEAD tag on each), off (trusted networks) or encrypt
 	VarFastSpin            = "RINGTAIL_FAST_SPIN"       // fastbox polling before yielding the CPU (0..1s; 0 when ranks outnumber CPUs)
 	VarChannels            = "RINGTAIL_CHANNELS"        // parallel rings (1..16)
 	VarChunkBytes          = "RINGTAIL_CHUNK_BYTES"     // the pipelining unit, bytes (4096..16777216)
@@ -71,6 +72,7 @@ type Comm struct {
 	ControlPlane        string
 	DataPlane           string
 	RingOrder           string
+	FrameAuth           string
 	FastSpin            time.Duration
 	Channels            int
 	ChunkBytes          int

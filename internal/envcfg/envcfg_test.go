@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/ringtail-ml/ringtail/internal/transport"
 )
 
 func TestReaderReportsEveryMalformedVariable(t *testing.T) {
@@ -50,5 +52,39 @@ func TestAZeroLoggerBecomesTheDefaultWarningLogger(t *testing.T) {
 	c.WithDefaultLogger()
 	if c.Logger.Error() != nil {
 		t.Fatal("zerolog.Nop() was replaced")
+	}
+}
+
+// RINGTAIL_FRAME_AUTH reaches the engine's settings as the transport's
+// protection (integrity when unset), and a value it does not know is
+// refused naming the variable.
+func TestFrameAuthSetting(t *testing.T) {
+	for v, want := range map[string]transport.FrameAuth{"": transport.FrameAuthTag, "integrity": transport.FrameAuthTag,
+		"off": transport.FrameAuthOff, "encrypt": transport.FrameAuthEncrypt} {
+		c, err := FromLookup(func(name string) (string, bool) {
+			switch name {
+			case VarFrameAuth:
+				return v, v != ""
+			case VarRank:
+				return "0", true
+			case VarWorldSize:
+				return "1", true
+			}
+			return "", false
+		})
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if got := c.Frames(); got != want {
+			t.Fatalf("%q: frames %v, want %v", v, got, want)
+		}
+	}
+	c := Default(0, 1)
+	c.FrameAuth = "on"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), VarFrameAuth) {
+		t.Fatalf("frame auth %q: %v", c.FrameAuth, err)
 	}
 }

@@ -188,6 +188,23 @@ func Table() []Setting {
 				}
 				return nil
 			}},
+		Of[string]{Decl: Decl{Field: "FrameAuth", Env: "RINGTAIL_FRAME_AUTH", Doc: "frames between hosts: integrity (an AEAD tag on each), off (trusted networks) or encrypt",
+			GoDoc: "FrameAuth is how the sockets data plane protects frames on links\n" +
+				"between hosts (TCP) after the handshake: \"integrity\" (the default;\n" +
+				"\"\" too: every frame carries an AES-GCM or ChaCha20-Poly1305 tag\n" +
+				"over its header and payload with keys derived per link and\n" +
+				"direction in the handshake, so a frame changed on the path fails\n" +
+				"the call with a KindIntegrity error naming the link and nothing of\n" +
+				"it is applied), \"off\" (trusted networks) or \"encrypt\" (the payload\n" +
+				"encrypted too). Links within a host are never sealed. Every rank\n" +
+				"must give the same value (a rank that differs is refused)."}, Default: "integrity",
+			Read: (*Reader).String,
+			Check: func(_ *Comm, name string, v string) error {
+				if _, ok := frameAuth(v); !ok {
+					return errorf("frame auth %q must be integrity, off or encrypt (%s)", v, name)
+				}
+				return nil
+			}},
 		Of[time.Duration]{Decl: Decl{Field: "FastSpin", Env: "RINGTAIL_FAST_SPIN", Doc: "fastbox polling before yielding the CPU (0..1s; 0 when ranks outnumber CPUs)",
 			GoDoc: "FastSpin is how long a small-message wait polls before yielding the\n" +
 				"CPU; 0 yields at once (the launcher sets that when ranks outnumber\n" +

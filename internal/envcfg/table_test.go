@@ -21,6 +21,7 @@ func TestDefaultIsTheHandWrittenOne(t *testing.T) {
 		OpTimeout: 5 * time.Minute, PeerTimeout: 10 * time.Second, ConnectTimeout: 2 * time.Minute,
 		Channels: 1, ChunkBytes: 1 << 20, SmallBytes: 4 << 10,
 		PieceBytes: 1 << 20, Pieces: "auto", DataPlane: "sockets", RingOrder: "hosts", FastSpin: 5 * time.Microsecond,
+		FrameAuth: "integrity", // new since the table (issue 40): frames between hosts sealed by default
 	}
 	if got := Default(2, 4); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default(2, 4) = %+v\nwant %+v", got, want)

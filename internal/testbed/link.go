@@ -158,6 +158,26 @@ func (b *Bed) Stall(i int, d time.Duration) error {
 	return nil
 }
 
+// Flip arms host i's proxy to flip one bit of one byte of a ringtail
+// data-plane connection, as a faulty or hostile device on the path would:
+// the byte after bytes on from now in the first connection (in the
+// dialer-to-listener direction, through host i) that carries that many
+// more. Only connections opened after the proxy was set up (Link.Proxy)
+// pass through it. The returned channel is closed once the byte has been
+// flipped; each call arms one flip, replacing one not yet done.
+func (b *Bed) Flip(i int, after int64) (<-chan struct{}, error) {
+	p := b.proxy(i)
+	if p == nil {
+		return nil, fmt.Errorf("testbed: host %d: %w", i, ErrNoProxy)
+	}
+	if after < 0 {
+		return nil, fmt.Errorf("testbed: flip %d bytes on", after)
+	}
+	a := &flipArm{after: after, done: make(chan struct{})}
+	p.flip.Store(a)
+	return a.done, nil
+}
+
 // proxy returns host i's proxy, or nil.
 func (b *Bed) proxy(i int) *proxy {
 	b.mu.Lock()

@@ -19,6 +19,8 @@ import (
 	"github.com/Shopify/toxiproxy/v2/stream"
 	"github.com/Shopify/toxiproxy/v2/toxics"
 	"golang.org/x/sys/unix"
+
+	"github.com/ringtail-ml/ringtail/internal/wire"
 )
 
 // proxyMark is the firewall mark of the proxy's own outgoing connections,
@@ -37,6 +39,8 @@ type proxy struct {
 	link atomic.Pointer[Link]
 	// stallUntil is the end of the current stall, in Unix nanoseconds.
 	stallUntil atomic.Int64
+	// flip is the armed byte flip (Bed.Flip), or nil.
+	flip atomic.Pointer[flipArm]
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -215,6 +219,7 @@ func (p *proxy) pipe(src, dst *net.TCPConn, l Link) {
 		})
 	}
 	chain = append(chain, &toxics.ToxicWrapper{Toxic: &stallToxic{until: &p.stallUntil}, Type: "stall", Toxicity: 1})
+	chain = append(chain, &toxics.ToxicWrapper{Toxic: &flipToxic{arm: &p.flip}, Type: "flip", Toxicity: 1})
 	in := make(chan *stream.StreamChunk)
 	last := in
 	for _, t := range chain {
@@ -269,6 +274,58 @@ func (t *stallToxic) Pipe(stub *toxics.ToxicStub) {
 					return
 				}
 			}
+			stub.Output <- c
+		}
+	}
+}
+
+// flipArm is one armed flip: the byte After bytes on from the moment a
+// data-plane stream first sees the arm is flipped, in the first stream
+// that gets there; Done is closed then.
+type flipArm struct {
+	after int64
+	taken atomic.Bool
+	done  chan struct{}
+}
+
+// flipToxic is a toxiproxy toxic that flips one bit of one byte of a
+// ringtail data-plane stream when its proxy has a flip armed. A stream is
+// a data-plane one when it opens with a Hello frame (the dialer's side of
+// a link: control-plane and other streams are left alone).
+type flipToxic struct {
+	arm *atomic.Pointer[flipArm]
+}
+
+// Pipe implements toxics.Toxic.
+func (t *flipToxic) Pipe(stub *toxics.ToxicStub) {
+	var (
+		pos, base int64
+		first     = true
+		data      bool
+		seen      *flipArm
+	)
+	for {
+		select {
+		case <-stub.Interrupt:
+			return
+		case c := <-stub.Input:
+			if c == nil {
+				stub.Close()
+				return
+			}
+			if first && len(c.Data) > 0 {
+				first, data = false, c.Data[0] == byte(wire.TypeHello)
+			}
+			if a := t.arm.Load(); data && a != nil && !a.taken.Load() {
+				if seen != a {
+					seen, base = a, pos
+				}
+				if at := base + a.after - pos; at >= 0 && at < int64(len(c.Data)) && a.taken.CompareAndSwap(false, true) {
+					c.Data[at] ^= 0x10
+					close(a.done)
+				}
+			}
+			pos += int64(len(c.Data))
 			stub.Output <- c
 		}
 	}

@@ -142,7 +142,7 @@ func rogueMesh(t *testing.T, frames []byte) *Mesh {
 			return
 		}
 		defer c.Close()
-		if _, err := AcceptHandshake(context.Background(), c, Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s")}); err != nil {
+		if _, _, err := AcceptHandshake(context.Background(), c, Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s")}); err != nil {
 			return
 		}
 		go func() { // drain what rank 0 writes (heartbeats), so its writer never blocks

@@ -3,6 +3,10 @@
 // on one host, or an in-memory twin for tests), keeps one reader and one
 // writer goroutine per connection, watches peers for silence with
 // heartbeats, and turns every failure into an *Error naming the rank to blame.
+// Frames on links that cross hosts (TCP) carry an AEAD tag with keys per
+// link and direction from the handshake (seal.go, FrameAuth): a frame that
+// fails its check is a KindIntegrity error naming the link, and nothing of
+// it is applied.
 //
 // Nothing here knows about collectives: the executor (internal/exec) posts
 // sends and receives on Links, and Links complete them in order. A failure

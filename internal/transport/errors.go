@@ -11,19 +11,20 @@ type Kind uint8
 
 // Failure kinds. The numeric values travel in Abort frames; do not reorder.
 const (
-	KindUnknown  Kind = iota
-	KindPeerDied      // the peer's connection closed or reset
-	KindSilent        // no bytes, not even heartbeats, for the silence timeout: dead or frozen
-	KindTimeout       // the operation timeout passed while waiting on the rank
-	KindMismatch      // ranks called different collectives, counts, types or ops
-	KindCanceled      // the caller's context ended the operation
-	KindProtocol      // malformed or unexpected frame
-	KindClosed        // the communicator (or the peer's) was closed
-	KindAuth          // the peer failed authentication
-	KindLocal         // a local failure (e.g. invalid buffer) aborted the communicator
+	KindUnknown   Kind = iota
+	KindPeerDied       // the peer's connection closed or reset
+	KindSilent         // no bytes, not even heartbeats, for the silence timeout: dead or frozen
+	KindTimeout        // the operation timeout passed while waiting on the rank
+	KindMismatch       // ranks called different collectives, counts, types or ops
+	KindCanceled       // the caller's context ended the operation
+	KindProtocol       // malformed or unexpected frame
+	KindClosed         // the communicator (or the peer's) was closed
+	KindAuth           // the peer failed authentication
+	KindLocal          // a local failure (e.g. invalid buffer) aborted the communicator
+	KindIntegrity      // a frame from the peer failed its integrity check (changed on the path; see IntegrityError)
 )
 
-var kindNames = [...]string{"unknown failure", "peer died", "peer silent", "timeout", "collective mismatch", "canceled", "protocol error", "closed", "authentication failed", "local failure"}
+var kindNames = [...]string{"unknown failure", "peer died", "peer silent", "timeout", "collective mismatch", "canceled", "protocol error", "closed", "authentication failed", "local failure", "frame integrity"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -88,7 +89,8 @@ func (e *Error) Error() string {
 	}
 	// A wait's context error says again what "Timed out" or "Canceled"
 	// said (it stays in the chain: errors.Is finds it).
-	if e.Err != nil && !(waited && (errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled))) {
+	// A Detail that is the cause's own message is said once.
+	if e.Err != nil && !(waited && (errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled))) && e.Err.Error() != e.Detail {
 		b = fmt.Appendf(b, ": %v", e.Err)
 	}
 	return string(b)

@@ -22,6 +22,10 @@ type Identity struct {
 	World      int
 	Generation uint64
 	Secret     []byte
+	// Frames is how frames are protected on links that cross hosts
+	// (the zero value: an AEAD tag on every frame); both ends of a TCP
+	// link must agree.
+	Frames FrameAuth
 }
 
 // Validate checks the identity's fields.
@@ -33,6 +37,8 @@ func (id Identity) Validate() error {
 		return fmt.Errorf("transport: rank %d outside world of %d", id.Rank, id.World)
 	case len(id.JobID) == 0 || len(id.JobID) > wire.MaxJobID:
 		return fmt.Errorf("transport: job id must be 1..%d bytes, got %d", wire.MaxJobID, len(id.JobID))
+	case !id.Frames.Valid():
+		return fmt.Errorf("transport: unknown frame protection %v", id.Frames)
 	}
 	return nil
 }
@@ -87,56 +93,57 @@ const HelloTimeout = 3 * time.Second
 // DialHandshake authenticates a freshly dialed connection to rank peer on
 // the given channel. Both sides prove the secret (HMAC-SHA256 challenge–
 // response over both nonces and the whole Hello), so neither a stranger nor
-// an impostor listener is ever sent a data frame.
-func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channel int) error {
+// an impostor listener is ever sent a data frame. It returns the link's
+// frame keys (used where the link crosses hosts).
+func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channel int) (FrameKeys, error) {
 	_, lift := deadlineFrom(ctx, conn, HandshakeTimeout)
 	defer lift()
 	hello := wire.Hello{Version: wire.Version, Channel: uint16(channel), Rank: uint32(id.Rank), Peer: uint32(peer),
-		World: uint32(id.World), Generation: id.Generation, JobTag: id.JobTag()}
+		World: uint32(id.World), Generation: id.Generation, JobTag: id.JobTag(), Frames: uint8(id.Frames)}
 	if _, err := rand.Read(hello.Nonce[:]); err != nil {
-		return err
+		return FrameKeys{}, err
 	}
 	hb := hello.Marshal()
 	if err := wire.WriteControl(conn, wire.TypeHello, hb); err != nil {
-		return fmt.Errorf("send hello to rank %d: %w", peer, err)
+		return FrameKeys{}, fmt.Errorf("send hello to rank %d: %w", peer, err)
 	}
 	t, p, err := wire.ReadAnyControl(conn)
 	if err != nil {
-		return fmt.Errorf("read challenge from rank %d: %w", peer, err)
+		return FrameKeys{}, fmt.Errorf("read challenge from rank %d: %w", peer, err)
 	}
 	if t == wire.TypeVerdict {
 		v, err := wire.ParseVerdict(p)
 		if err != nil {
-			return err
+			return FrameKeys{}, err
 		}
-		return fmt.Errorf("%w: rank %d refused us: %s", ErrAuth, peer, v.Reason)
+		return FrameKeys{}, fmt.Errorf("%w: rank %d refused us: %s", ErrAuth, peer, v.Reason)
 	}
 	if t != wire.TypeChallenge {
-		return fmt.Errorf("%w: got %v frame from rank %d, want challenge", wire.ErrMalformed, t, peer)
+		return FrameKeys{}, fmt.Errorf("%w: got %v frame from rank %d, want challenge", wire.ErrMalformed, t, peer)
 	}
 	ch, err := wire.ParseChallenge(p)
 	if err != nil {
-		return err
+		return FrameKeys{}, err
 	}
 	if want := mac(id.Secret, "listener", hb, ch.Nonce[:]); !hmac.Equal(want[:], ch.MAC[:]) {
-		return fmt.Errorf("%w: rank %d at %s does not know the job secret", ErrAuth, peer, conn.RemoteAddr())
+		return FrameKeys{}, fmt.Errorf("%w: rank %d at %s does not know the job secret", ErrAuth, peer, conn.RemoteAddr())
 	}
 	resp := mac(id.Secret, "dialer", hb, ch.Nonce[:])
 	if err := wire.WriteControl(conn, wire.TypeResponse, resp[:]); err != nil {
-		return fmt.Errorf("send response to rank %d: %w", peer, err)
+		return FrameKeys{}, fmt.Errorf("send response to rank %d: %w", peer, err)
 	}
 	p, err = wire.ReadControl(conn, wire.TypeVerdict)
 	if err != nil {
-		return fmt.Errorf("read verdict from rank %d: %w", peer, err)
+		return FrameKeys{}, fmt.Errorf("read verdict from rank %d: %w", peer, err)
 	}
 	v, err := wire.ParseVerdict(p)
 	if err != nil {
-		return err
+		return FrameKeys{}, err
 	}
 	if !v.OK {
-		return fmt.Errorf("%w: rank %d refused us: %s", ErrAuth, peer, v.Reason)
+		return FrameKeys{}, fmt.Errorf("%w: rank %d refused us: %s", ErrAuth, peer, v.Reason)
 	}
-	return nil
+	return deriveKeys(id.Secret, &hello, &ch.Nonce, true)
 }
 
 // AcceptHandshake authenticates a connection accepted by rank id.Rank. It
@@ -149,8 +156,10 @@ func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channe
 // fails it is told only that authentication failed, and the reasons that
 // name the job, world, rank or generation go to authenticated dialers
 // alone. The Hello is at most wire.MaxControlPayload bytes, read into one
-// small buffer.
-func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hello, error) {
+// small buffer. It also returns the link's frame keys (used where the link
+// crosses hosts): a dialer that crosses hosts with another protection
+// than id.Frames is refused.
+func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hello, FrameKeys, error) {
 	dl, lift := deadlineFrom(ctx, conn, HandshakeTimeout)
 	defer lift()
 	if h := time.Now().Add(HelloTimeout); h.Before(dl) {
@@ -158,17 +167,17 @@ func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hell
 	}
 	p, err := wire.ReadControl(conn, wire.TypeHello)
 	if err != nil {
-		return wire.Hello{}, fmt.Errorf("read hello: %w", err)
+		return wire.Hello{}, FrameKeys{}, fmt.Errorf("read hello: %w", err)
 	}
 	_ = conn.SetReadDeadline(dl)
 	hello, err := wire.ParseHello(p)
 	if err != nil {
-		return hello, err
+		return hello, FrameKeys{}, err
 	}
-	refuse := func(tell, format string, args ...any) (wire.Hello, error) {
+	refuse := func(tell, format string, args ...any) (wire.Hello, FrameKeys, error) {
 		v := wire.Verdict{Reason: tell}
 		_ = wire.WriteControl(conn, wire.TypeVerdict, v.Marshal())
-		return hello, fmt.Errorf("%w: "+format, append([]any{ErrAuth}, args...)...)
+		return hello, FrameKeys{}, fmt.Errorf("%w: "+format, append([]any{ErrAuth}, args...)...)
 	}
 	if hello.Version != wire.Version {
 		// Versions differ in frame layout: nothing more can be said safely.
@@ -177,19 +186,19 @@ func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hell
 	}
 	var ch wire.Challenge
 	if _, err := rand.Read(ch.Nonce[:]); err != nil {
-		return hello, err
+		return hello, FrameKeys{}, err
 	}
 	ch.MAC = mac(id.Secret, "listener", p, ch.Nonce[:])
 	if err := wire.WriteControl(conn, wire.TypeChallenge, ch.Marshal()); err != nil {
-		return hello, fmt.Errorf("send challenge: %w", err)
+		return hello, FrameKeys{}, fmt.Errorf("send challenge: %w", err)
 	}
 	rp, err := wire.ReadControl(conn, wire.TypeResponse)
 	if err != nil {
-		return hello, fmt.Errorf("read response: %w", err)
+		return hello, FrameKeys{}, fmt.Errorf("read response: %w", err)
 	}
 	got, err := wire.ParseResponse(rp)
 	if err != nil {
-		return hello, err
+		return hello, FrameKeys{}, err
 	}
 	if want := mac(id.Secret, "dialer", p, ch.Nonce[:]); !hmac.Equal(want[:], got[:]) {
 		return refuse("authentication failed", "a dialer claiming rank %d does not know the job secret", hello.Rank)
@@ -206,10 +215,17 @@ func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hell
 	case hello.Generation != id.Generation:
 		return refuse(fmt.Sprintf("generation %d, this rank is at generation %d", hello.Generation, id.Generation),
 			"generation %d, this rank is at generation %d", hello.Generation, id.Generation)
+	case FrameAuth(hello.Frames) != id.Frames && crossesHost(conn):
+		return refuse(fmt.Sprintf("frame protection %v across hosts, this rank uses %v (RINGTAIL_FRAME_AUTH must be the same on every rank)", FrameAuth(hello.Frames), id.Frames),
+			"rank %d protects frames across hosts with %v, this rank with %v", hello.Rank, FrameAuth(hello.Frames), id.Frames)
+	}
+	keys, err := deriveKeys(id.Secret, &hello, &ch.Nonce, false)
+	if err != nil {
+		return hello, FrameKeys{}, err
 	}
 	ok := wire.Verdict{OK: true}
 	if err := wire.WriteControl(conn, wire.TypeVerdict, ok.Marshal()); err != nil {
-		return hello, fmt.Errorf("send verdict: %w", err)
+		return hello, FrameKeys{}, fmt.Errorf("send verdict: %w", err)
 	}
-	return hello, nil
+	return hello, keys, nil
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -169,6 +170,12 @@ const readPiece = 256 << 10
 // claimed asks whether this rank will ever claim it (see Mesh.judgeHeld).
 const heldCheck = 50 * time.Millisecond
 
+// tagAfterBytes is the largest payload whose tag is sent in the frame's
+// one write; a larger frame's tag is computed and written after header
+// and payload (one more write, while they go out), where hashing the
+// payload first would delay the frame by more than a system call.
+const tagAfterBytes = 64 << 10
+
 // ctrlFrame is a control frame queued for the writer (a Query or a State).
 type ctrlFrame struct {
 	t       wire.Type
@@ -203,7 +210,7 @@ type Link struct {
 	zout      []byte // compressed frame (writer-owned; grown by the first compressed send)
 	zin       []byte // compressed payload read (reader-owned; grown by the first compressed frame)
 	bufs      net.Buffers
-	bufArr    [2][]byte
+	bufArr    [3][]byte
 	lastWrite time.Time
 	sendSeq   uint32 // owned by the writer
 	recvSeq   uint32 // owned by the reader
@@ -235,6 +242,14 @@ type Link struct {
 	// fallback says why the link is not shared memory although both
 	// ranks are on one host and wanted it ("": it is, or need not be).
 	fallback string
+
+	// seal and open protect the frames of a link that crosses hosts
+	// (nil: frames go as they are; see FrameAuth): seal is used under
+	// wsem, open by the reader alone. body is the checked payload of the
+	// frame the reader read last: a sealed link reads each frame whole
+	// into scratch and checks it before anything of it is acted on.
+	seal, open *sealer
+	body       []byte
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be
@@ -243,11 +258,11 @@ type inPlaceReader interface {
 	ReadFunc(n, unit int, f func(off int, p []byte)) error
 }
 
-func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
+func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig, keys *FrameKeys) (*Link, error) {
 	l := &Link{
 		mesh: m, peer: peer, channel: channel, conn: conn, cfg: cfg,
 		sends: make(chan SendReq, 64), posts: make(chan RecvReq, 64), ctrl: make(chan ctrlFrame, 4),
-		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 2), peerAborted: make(chan struct{}),
+		wsem: make(chan struct{}, 1), bufs: make(net.Buffers, 0, 3), peerAborted: make(chan struct{}),
 	}
 	l.foldFn = l.applyFold
 	if ip, ok := conn.(inPlaceReader); ok {
@@ -256,7 +271,18 @@ func newLink(m *Mesh, peer, channel int, conn net.Conn, cfg LinkConfig) *Link {
 	} else {
 		l.rd, l.scratch = bufio.NewReaderSize(liveReader{conn, cfg.grace(), &m.halting}, 64<<10), make([]byte, cfg.Chunk)
 	}
-	return l
+	if keys != nil && keys.mode != FrameAuthOff && crossesHost(conn) {
+		enc := keys.mode == FrameAuthEncrypt
+		var err error
+		if l.seal, err = newSealer(&keys.send, enc); err != nil {
+			return nil, err
+		}
+		if l.open, err = newSealer(&keys.recv, enc); err != nil {
+			return nil, err
+		}
+		l.scratch = make([]byte, cfg.Chunk+TagSize)
+	}
+	return l, nil
 }
 
 // liveReader reads a connection whose read deadline marks a silent peer.
@@ -334,9 +360,68 @@ func (l *Link) readFull(p []byte) error {
 	return nil
 }
 
+// readHeader reads the next frame's header. On a sealed link it reads the
+// frame's payload and tag too and checks them (l.body is then the plain
+// payload), so nothing of a frame, its header included, is acted on
+// before the frame has passed its check. It returns false when the link
+// failed.
+func (l *Link) readHeader() (wire.Header, bool) {
+	l.deadline()
+	h, err := wire.ReadHeader(l.rd, &l.hdrR)
+	if err != nil {
+		if l.open != nil && errors.Is(err, wire.ErrMalformed) {
+			// The peer's writer only sends headers that parse.
+			l.integrityFailed(l.open.ctr, fmt.Sprintf("a header that does not parse: %v", err))
+		} else {
+			l.readFailed(err)
+		}
+		return h, false
+	}
+	if l.open == nil {
+		return h, true
+	}
+	n := int(h.Len) + TagSize
+	if n > len(l.scratch) {
+		l.scratch = make([]byte, n) // a peer with a larger chunk; grows once
+	}
+	sealed := l.scratch[:n]
+	if err := l.readFull(sealed); err != nil {
+		l.readFailed(err)
+		return h, false
+	}
+	body, ok := l.open.open(l.hdrR[:], sealed)
+	if !ok {
+		l.integrityFailed(l.open.ctr-1, "tag mismatch")
+		return h, false
+	}
+	l.body = body
+	return h, true
+}
+
+// integrityFailed fails the mesh for frame number frame that failed its
+// check on a sealed link, naming the link both ways.
+func (l *Link) integrityFailed(frame uint64, why string) {
+	me := l.mesh.id.Rank
+	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: frame, Why: why,
+		LocalAddr: addrOf(l.conn.LocalAddr()), PeerAddr: addrOf(l.conn.RemoteAddr())}
+	// The Detail travels in the aborts and the flight recorder's dumps,
+	// so every rank's error and `ringtail debug analyze` name the link.
+	l.mesh.fail(&Error{Kind: KindIntegrity, Rank: l.peer, Reporter: me, Local: me, Detail: ie.Error(), Err: ie})
+}
+
+func addrOf(a net.Addr) string {
+	if a == nil {
+		return "?"
+	}
+	return a.String()
+}
+
 // readControl reads the payload of a control frame; false when the link
 // failed.
 func (l *Link) readControl(h *wire.Header) ([]byte, bool) {
+	if l.open != nil {
+		return bytes.Clone(l.body), true // checked by readHeader; body's memory is reused
+	}
 	p := make([]byte, h.Len)
 	if err := l.readFull(p); err != nil {
 		l.readFailed(err)
@@ -352,10 +437,8 @@ func (l *Link) readLoop() {
 		got  int
 	)
 	for {
-		l.deadline()
-		h, err := wire.ReadHeader(l.rd, &l.hdrR)
-		if err != nil {
-			l.readFailed(err)
+		h, ok := l.readHeader()
+		if !ok {
 			return
 		}
 		switch h.Type {
@@ -446,7 +529,16 @@ func (l *Link) readLoop() {
 		if !cur.Guard.enter() {
 			return // the call failed and took its buffer back (Mesh.TakeBack)
 		}
-		if cur.Reduce && l.inPlace != nil {
+		if l.open != nil {
+			// Read and checked whole by readHeader: only now applied.
+			if !cur.Reduce {
+				copy(dst, l.body)
+			} else if err := reduce.Apply(dst, l.body, cur.DType, cur.Op); err != nil {
+				cur.Guard.leave()
+				l.mesh.fail(&Error{Kind: KindLocal, Rank: NoRank, Reporter: l.mesh.id.Rank, Local: l.mesh.id.Rank, Err: err})
+				return
+			}
+		} else if cur.Reduce && l.inPlace != nil {
 			l.deadline()
 			l.fold = inPlaceFold{dst: dst, dt: cur.DType, op: cur.Op}
 			err := l.inPlace.ReadFunc(n, cur.DType.Size(), l.foldFn)
@@ -559,6 +651,8 @@ func (l *Link) readEager(h *wire.Header) bool {
 				return false
 			}
 			got += n
+		} else if l.open != nil {
+			got += copy(buf[got:got+int(fh.Len)], l.body)
 		} else {
 			if err := l.readFull(buf[got : got+int(fh.Len)]); err != nil {
 				l.readFailed(err)
@@ -569,14 +663,11 @@ func (l *Link) readEager(h *wire.Header) bool {
 		if got == len(buf) {
 			break
 		}
-		l.deadline()
-		next, err := wire.ReadHeader(l.rd, &l.hdrR)
-		for err == nil && next.Type == wire.TypeHeartbeat {
-			l.deadline()
-			next, err = wire.ReadHeader(l.rd, &l.hdrR)
+		next, ok := l.readHeader()
+		for ok && next.Type == wire.TypeHeartbeat {
+			next, ok = l.readHeader()
 		}
-		if err != nil {
-			l.readFailed(err)
+		if !ok {
 			return false
 		}
 		if next.Type != wire.TypeData || next.Desc != h.Desc || next.Seq != h.Seq {
@@ -606,13 +697,16 @@ func (l *Link) readEager(h *wire.Header) bool {
 // failed (a corrupt block fails it with a protocol error naming the peer).
 func (l *Link) readS2(h *wire.Header, rest []byte) (int, bool) {
 	n := int(h.Len)
-	if len(l.zin) < n {
-		l.zin = make([]byte, n) // bounded by wire.MaxS2Len of the message's rest
-	}
-	src := l.zin[:n]
-	if err := l.readFull(src); err != nil {
-		l.readFailed(err)
-		return 0, false
+	src := l.body // read and checked by readHeader
+	if l.open == nil {
+		if len(l.zin) < n {
+			l.zin = make([]byte, n) // bounded by wire.MaxS2Len of the message's rest
+		}
+		src = l.zin[:n]
+		if err := l.readFull(src); err != nil {
+			l.readFailed(err)
+			return 0, false
+		}
 	}
 	got, err := wire.DecodeS2(rest, src)
 	if err != nil {
@@ -741,17 +835,37 @@ func (l *Link) writeFailed(err error) {
 func (l *Link) writeControl(t wire.Type, payload []byte) error {
 	l.lock()
 	var err error
-	if payload == nil {
+	if payload == nil && l.seal == nil {
 		h := wire.Header{Type: t}
 		h.Put(l.hdrW[:])
 		_, err = l.conn.Write(l.hdrW[:])
 	} else {
-		err = wire.WriteControl(l.conn, t, payload)
+		err = l.writeControlLocked(t, payload)
 	}
 	l.unlock()
 	if err == nil {
 		l.lastWrite = time.Now()
 	}
+	return err
+}
+
+// writeControlLocked writes one control frame in one write, sealed on a
+// sealed link; the caller holds wsem.
+func (l *Link) writeControlLocked(t wire.Type, payload []byte) error {
+	if l.seal == nil {
+		return wire.WriteControl(l.conn, t, payload)
+	}
+	if len(payload) > wire.MaxControlPayload {
+		return fmt.Errorf("wire: %v payload of %d bytes exceeds limit %d", t, len(payload), wire.MaxControlPayload)
+	}
+	h := wire.Header{Type: t, Len: uint32(len(payload))}
+	b := make([]byte, wire.HeaderSize, wire.HeaderSize+len(payload)+TagSize)
+	h.Put(b)
+	sealed, tagOnly := l.seal.seal(b, payload)
+	if tagOnly {
+		b = append(b, payload...)
+	}
+	_, err := l.conn.Write(append(b, sealed...))
 	return err
 }
 
@@ -803,10 +917,29 @@ func (l *Link) writeData(req *SendReq) error {
 		}
 		l.lock()
 		h.Put(l.hdrW[:])
-		l.bufArr = [2][]byte{l.hdrW[:], payload}
-		l.bufs = l.bufArr[:]
+		l.bufArr = [3][]byte{l.hdrW[:], payload}
+		l.bufs = l.bufArr[:2]
+		tagAfter := false
+		switch {
+		case l.seal == nil:
+		case l.seal.encrypt:
+			l.bufArr[1], _ = l.seal.seal(l.hdrW[:], payload) // the payload encrypted, and the tag
+		case len(payload) <= tagAfterBytes:
+			l.bufArr[2], _ = l.seal.seal(l.hdrW[:], payload)
+			l.bufs = l.bufArr[:3]
+		default:
+			tagAfter = true
+		}
 		_, err := l.bufs.WriteTo(l.conn) // writev on sockets
-		l.bufArr = [2][]byte{}
+		if err == nil && tagAfter {
+			// A large frame's tag is computed once header and payload
+			// are in the socket's buffer, while they go out: off the
+			// frame's path (the payload cannot change meanwhile: the
+			// guard is held).
+			tag, _ := l.seal.seal(l.hdrW[:], payload)
+			_, err = l.conn.Write(tag)
+		}
+		l.bufArr = [3][]byte{}
 		l.unlock()
 		req.Guard.leave()
 		if err != nil {
@@ -851,7 +984,7 @@ func (l *Link) abort(a *wire.AbortError, grace time.Duration) {
 	case <-l.peerAborted:
 	case l.wsem <- struct{}{}:
 		_ = l.conn.SetWriteDeadline(time.Now().Add(grace))
-		_ = wire.WriteControl(l.conn, wire.TypeAbort, a.Marshal())
+		_ = l.writeControlLocked(wire.TypeAbort, a.Marshal())
 		l.unlock()
 	case <-t.C:
 	}

@@ -170,6 +170,7 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	type arrival struct {
 		peer, channel int
 		conn          net.Conn
+		keys          FrameKeys
 		fallback      string // why the link is not shared memory although it could be
 		err           error
 	}
@@ -179,12 +180,12 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	m.acceptWG.Add(1)
 	go func() {
 		defer m.acceptWG.Done()
-		m.acceptLoop(func(peer, ch int, c net.Conn, fallback string) bool {
+		m.acceptLoop(func(peer, ch int, c net.Conn, keys FrameKeys, fallback string) bool {
 			if formed.Load() {
 				return false
 			}
 			select {
-			case arrivals <- arrival{peer: peer, channel: ch, conn: c, fallback: fallback}:
+			case arrivals <- arrival{peer: peer, channel: ch, conn: c, keys: keys, fallback: fallback}:
 				return true
 			default:
 				return false
@@ -196,8 +197,8 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 	for p := me + 1; p < n; p++ {
 		for ch := 0; ch < cfg.Channels; ch++ {
 			go func(p, ch int) {
-				c, fallback, err := m.dial(dctx, p, ch)
-				arrivals <- arrival{peer: p, channel: ch, conn: c, fallback: fallback, err: err}
+				c, keys, fallback, err := m.dial(dctx, p, ch)
+				arrivals <- arrival{peer: p, channel: ch, conn: c, keys: keys, fallback: fallback, err: err}
 			}(p, ch)
 		}
 	}
@@ -218,8 +219,17 @@ func Connect(ctx context.Context, cfg MeshConfig) (*Mesh, error) {
 				a.conn.Close()
 				continue
 			}
-			m.links[a.peer][a.channel] = newLink(m, a.peer, a.channel, a.conn, cfg.Link)
-			m.links[a.peer][a.channel].fallback = a.fallback
+			l, err := newLink(m, a.peer, a.channel, a.conn, cfg.Link, &a.keys)
+			if err != nil {
+				a.conn.Close()
+				if firstErr == nil {
+					firstErr = err
+				}
+				got++
+				continue
+			}
+			l.fallback = a.fallback
+			m.links[a.peer][a.channel] = l
 			got++
 		case <-ctx.Done():
 			if firstErr == nil {
@@ -293,29 +303,30 @@ func (m *Mesh) missing() string {
 	return strings.Join(miss, ",")
 }
 
-func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, string, error) {
+func (m *Mesh) dial(ctx context.Context, peer, ch int) (net.Conn, FrameKeys, string, error) {
 	backoff := 10 * time.Millisecond
 	for {
 		c, err := m.cfg.Network.Dial(ctx, m.cfg.Endpoints[peer])
 		if err == nil {
-			if err = DialHandshake(ctx, c, m.id, peer, ch); err == nil {
+			var keys FrameKeys
+			if keys, err = DialHandshake(ctx, c, m.id, peer, ch); err == nil {
 				sc, fallback, err := upgradeShm(c, true, m.cfg.SharedMemory)
 				if err != nil {
 					c.Close()
-					return nil, "", fmt.Errorf("rank %d: %w", peer, err)
+					return nil, FrameKeys{}, "", fmt.Errorf("rank %d: %w", peer, err)
 				}
-				return sc, fallback, nil
+				return sc, keys, fallback, nil
 			}
 			c.Close()
 			if errors.Is(err, ErrAuth) || errors.Is(err, wire.ErrMalformed) || ctx.Err() != nil {
-				return nil, "", err // refusals do not heal by retrying
+				return nil, FrameKeys{}, "", err // refusals do not heal by retrying
 			}
 			// Closed before a verdict: the peer is busy refusing strangers
 			// (too many unauthenticated connections); try again.
 		}
 		select {
 		case <-ctx.Done():
-			return nil, "", fmt.Errorf("dial rank %d: %w (last error: %v)", peer, ctx.Err(), err)
+			return nil, FrameKeys{}, "", fmt.Errorf("dial rank %d: %w (last error: %v)", peer, ctx.Err(), err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, time.Second)
@@ -337,7 +348,7 @@ const (
 // acceptLoop authenticates every incoming connection; deliver hands an
 // authenticated one to Connect (false once the mesh is complete). Refusals
 // are logged by the admission gate, rate-limited, with the remote address.
-func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn, fallback string) bool) {
+func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn, keys FrameKeys, fallback string) bool) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer m.gate.Flush()
@@ -352,7 +363,7 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn, fallback string
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), HandshakeTimeout)
 			defer cancel()
-			hello, err := AcceptHandshake(ctx, c, m.id)
+			hello, keys, err := AcceptHandshake(ctx, c, m.id)
 			if err != nil {
 				m.noteRefused(c, err)
 				pass.Refuse("data-plane handshake failed", err)
@@ -369,7 +380,7 @@ func (m *Mesh) acceptLoop(deliver func(peer, ch int, c net.Conn, fallback string
 				return
 			}
 			c = sc
-			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c, fallback) {
+			if int(hello.Rank) >= m.id.Rank || int(hello.Channel) >= m.cfg.Channels || !deliver(int(hello.Rank), int(hello.Channel), c, keys, fallback) {
 				m.log.Warn().Str("remote", c.RemoteAddr().String()).Uint32("rank", hello.Rank).Msg("unexpected connection closed")
 				c.Close()
 			}

@@ -68,7 +68,7 @@ func TestHandshakeRevealsNothingBeforeAuthentication(t *testing.T) {
 		listener := Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s3cret")}
 		errc := make(chan error, 1)
 		go func() {
-			_, err := AcceptHandshake(context.Background(), b, listener)
+			_, _, err := AcceptHandshake(context.Background(), b, listener)
 			errc <- err
 		}()
 		if err := wire.WriteControl(a, wire.TypeHello, hello.Marshal()); err != nil {
@@ -215,7 +215,7 @@ func TestAClaimHandsTheBufferBack(t *testing.T) {
 		if err != nil {
 			return
 		}
-		if _, err := AcceptHandshake(context.Background(), c, id1); err != nil {
+		if _, _, err := AcceptHandshake(context.Background(), c, id1); err != nil {
 			return
 		}
 		<-ctx.Done()

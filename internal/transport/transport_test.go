@@ -225,7 +225,7 @@ func TestConformanceSilentPeerIsDeclaredDead(t *testing.T) {
 		if err != nil {
 			return
 		}
-		if _, err := AcceptHandshake(context.Background(), c, id1); err != nil {
+		if _, _, err := AcceptHandshake(context.Background(), c, id1); err != nil {
 			return
 		}
 		buf := make([]byte, 1024)
@@ -267,7 +267,7 @@ func TestMalformedFrameIsAProtocolError(t *testing.T) {
 		if err != nil {
 			return
 		}
-		if _, err := AcceptHandshake(context.Background(), c, Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s")}); err != nil {
+		if _, _, err := AcceptHandshake(context.Background(), c, Identity{JobID: "job", Rank: 1, World: 2, Secret: []byte("s")}); err != nil {
 			return
 		}
 		garbage := make([]byte, wire.HeaderSize)

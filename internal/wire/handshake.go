@@ -6,8 +6,10 @@ import (
 )
 
 // Version is the data-plane protocol version carried in Hello (2: the
-// 48-byte header with the call descriptor, keyed job tags, stall queries).
-const Version = 2
+// 48-byte header with the call descriptor, keyed job tags, stall queries;
+// 3: the Hello's frame protection, and frames across hosts sealed with an
+// AEAD tag after their payload unless both ends turned that off).
+const Version = 3
 
 // NonceSize and MACSize are the sizes of handshake nonces and HMAC-SHA256 tags.
 const (
@@ -35,10 +37,18 @@ type Hello struct {
 	Generation uint64
 	JobTag     [JobTagSize]byte
 	Nonce      [NonceSize]byte
+	// Frames is how the dialer protects frames on a link that crosses
+	// hosts (transport.FrameAuth: 0 an AEAD tag on every frame, 1 none,
+	// 2 tag and encrypted payload); both ends must agree.
+	Frames uint8
 }
 
-// HelloSize is the size of a Hello payload.
-const HelloSize = 2 + 2 + 4 + 4 + 4 + 8 + JobTagSize + NonceSize
+// HelloSize is the size of a Hello payload (the last byte is reserved,
+// zero).
+const HelloSize = 2 + 2 + 4 + 4 + 4 + 8 + JobTagSize + NonceSize + 2
+
+// MaxFrames bounds Hello.Frames.
+const MaxFrames = 2
 
 // Marshal encodes the Hello.
 func (h *Hello) Marshal() []byte {
@@ -51,6 +61,7 @@ func (h *Hello) Marshal() []byte {
 	le.PutUint64(b[16:], h.Generation)
 	copy(b[24:], h.JobTag[:])
 	copy(b[24+JobTagSize:], h.Nonce[:])
+	b[24+JobTagSize+NonceSize] = h.Frames
 	return b
 }
 
@@ -58,7 +69,7 @@ func (h *Hello) Marshal() []byte {
 func ParseHello(p []byte) (Hello, error) {
 	var h Hello
 	if len(p) != HelloSize {
-		return h, fmt.Errorf("%w: hello of %d bytes, want %d", ErrMalformed, len(p), HelloSize)
+		return h, fmt.Errorf("%w: hello of %d bytes, want %d (another protocol version?)", ErrMalformed, len(p), HelloSize)
 	}
 	h.Version = le.Uint16(p)
 	h.Channel = le.Uint16(p[2:])
@@ -68,6 +79,10 @@ func ParseHello(p []byte) (Hello, error) {
 	h.Generation = le.Uint64(p[16:])
 	copy(h.JobTag[:], p[24:])
 	copy(h.Nonce[:], p[24+JobTagSize:])
+	h.Frames = p[24+JobTagSize+NonceSize]
+	if h.Frames > MaxFrames || p[HelloSize-1] != 0 {
+		return h, fmt.Errorf("%w: hello with frame protection %d (reserved byte %d)", ErrMalformed, h.Frames, p[HelloSize-1])
+	}
 	if h.World == 0 || h.Rank >= h.World || h.Peer >= h.World {
 		return h, fmt.Errorf("%w: hello from rank %d to %d in world %d", ErrMalformed, h.Rank, h.Peer, h.World)
 	}

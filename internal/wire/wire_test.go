@@ -122,7 +122,7 @@ func TestQueryAndStateRoundTrip(t *testing.T) {
 }
 
 func TestHandshakeMessagesRoundTrip(t *testing.T) {
-	h := Hello{Version: Version, Channel: 2, Rank: 1, Peer: 3, World: 4, Generation: 9, JobTag: [JobTagSize]byte{1, 2, 3}}
+	h := Hello{Version: Version, Channel: 2, Rank: 1, Peer: 3, World: 4, Generation: 9, JobTag: [JobTagSize]byte{1, 2, 3}, Frames: MaxFrames}
 	for i := range h.Nonce {
 		h.Nonce[i] = byte(i)
 	}
@@ -145,6 +145,18 @@ func TestHandshakeMessagesRoundTrip(t *testing.T) {
 	ga, err := ParseAbort(a.Marshal())
 	if err != nil || ga.Origin != 2 || ga.Culprit != NoRank || len(ga.Reason) > MaxControlPayload-9 {
 		t.Fatalf("abort: %+v %v", ga, err)
+	}
+}
+
+func TestHelloRejectsUnknownFrameProtection(t *testing.T) {
+	h := Hello{Version: Version, Rank: 0, Peer: 1, World: 2, Frames: MaxFrames + 1}
+	if _, err := ParseHello(h.Marshal()); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("frame protection %d accepted: %v", h.Frames, err)
+	}
+	b := (&Hello{Version: Version, Rank: 0, Peer: 1, World: 2}).Marshal()
+	b[HelloSize-1] = 1
+	if _, err := ParseHello(b); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("reserved byte accepted: %v", err)
 	}
 }
 
@@ -211,6 +223,8 @@ func FuzzParseHeader(f *testing.F) {
 // decoder: they must never panic, and what they accept must round-trip.
 func FuzzHandshake(f *testing.F) {
 	h := Hello{Version: Version, Rank: 0, Peer: 1, World: 2}
+	f.Add(h.Marshal())
+	h.Frames = MaxFrames
 	f.Add(h.Marshal())
 	f.Add((&Challenge{}).Marshal())
 	f.Add((&Verdict{OK: false, Reason: "no"}).Marshal())

@@ -5,6 +5,11 @@
 //	testbed [--hosts 4] [--subnet 10.77.0.0/24] [--links 'link=3:rate=50mbit'] -- CMD ARGS...
 //	testbed --sweep
 //
+// --flip HOST:BYTES routes HOST's link through the bed's proxy and flips
+// one bit of the byte BYTES bytes into the first ringtail data-plane
+// connection through it (a device corrupting a frame on the path: with
+// frames sealed, every rank fails naming the link).
+//
 // CMD runs in the root namespace with these variables:
 //
 //	TB_HUB       the hub namespace (run the launcher in it: ip netns exec $TB_HUB ...)

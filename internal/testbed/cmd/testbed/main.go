@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -27,6 +28,7 @@ func run() int {
 	subnet := fs.String("subnet", testbed.DefaultSubnet.String(), "the hosts' IPv4 `subnet` (hosts .1, .2, ...; the hub the last address)")
 	links := fs.String("links", "", "link clauses of the injection language, e.g. 'link=3:rate=50mbit;link=2:delay=20ms' (rank r = host r)")
 	sweep := fs.Bool("sweep", false, "only remove the beds of processes that are gone, and exit")
+	flip := fs.String("flip", "", "`HOST:BYTES`: flip one bit of the byte BYTES bytes into the first ringtail data-plane connection through HOST's link (Bed.Flip)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -80,6 +82,12 @@ func run() int {
 	if err := shaper.SetLinks(ctx, *links); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if *flip != "" {
+		if err := armFlip(ctx, bed, *flip); err != nil {
+			fmt.Fprintf(os.Stderr, "testbed: --flip: %v\n", err)
+			return 2
+		}
 	}
 	// The control socket: the command (its ranks, through ringtail run -x
 	// TB_CONTROL) reshapes the links and stalls them while the bed stands.
@@ -146,4 +154,30 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// armFlip routes host h's link through the proxy (keeping its shape) and
+// arms a flip of the byte n bytes into the first data-plane connection
+// through it; spec is "h:n". A line on stderr says when it happened.
+func armFlip(ctx context.Context, bed *testbed.Bed, spec string) error {
+	hs, ns, ok := strings.Cut(spec, ":")
+	h, err1 := strconv.Atoi(hs)
+	n, err2 := strconv.ParseInt(ns, 10, 64)
+	if !ok || err1 != nil || err2 != nil || h < 0 || h >= len(bed.Hosts()) {
+		return fmt.Errorf("%q: want HOST:BYTES with a host of the bed", spec)
+	}
+	l := bed.Link(h)
+	l.Proxy = true
+	if err := bed.SetLink(ctx, h, l); err != nil {
+		return err
+	}
+	done, err := bed.Flip(h, n)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-done
+		fmt.Fprintf(os.Stderr, "testbed: flipped a byte %d bytes into a data-plane connection through host %d\n", n, h)
+	}()
+	return nil
 }
