@@ -58,7 +58,7 @@ func TestEveryPackageHasADocGo(t *testing.T) {
 	}
 }
 
-// docs/design.md's import graph is what `go list` says now
+// docs/imports.md's import graph (design.md links it) is what `go list` says now
 // (scripts/import-graph.sh prints it; paste its output after moving code).
 func TestDesignImportGraphIsGoList(t *testing.T) {
 	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -91,17 +91,17 @@ func TestDesignImportGraphIsGoList(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("%-26s ▶%s", short(pkg), deps))
 	}
-	doc, err := os.ReadFile("docs/design.md")
+	doc, err := os.ReadFile("docs/imports.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(doc), "as `scripts/import-graph.sh` (`go list`) prints it:\n\n```\n")
 	block, _, ok2 := strings.Cut(after, "```")
 	if !ok || !ok2 {
-		t.Fatal("docs/design.md: no import-graph block after \"as `scripts/import-graph.sh` (`go list`) prints it:\"")
+		t.Fatal("docs/imports.md: no import-graph block after \"as `scripts/import-graph.sh` (`go list`) prints it:\"")
 	}
 	got := strings.Split(strings.TrimSpace(block), "\n")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("docs/design.md's import graph differs from go list; paste scripts/import-graph.sh's output:\n%s", strings.Join(want, "\n"))
+		t.Errorf("docs/imports.md's import graph differs from go list; paste scripts/import-graph.sh's output:\n%s", strings.Join(want, "\n"))
 	}
 }

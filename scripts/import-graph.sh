@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/import-graph.sh — the import graph of ringtail's own packages, as
 # `go list` shows it: one line per package (test files left out), the
-# module's packages it imports. docs/design.md ("Dependencies point one
+# module's packages it imports. docs/imports.md (linked from docs/design.md, "Dependencies point one
 # way") holds its output; re-run it after moving code between packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
