@@ -17,15 +17,7 @@ import (
 func BenchmarkPolicyObserve(b *testing.B) {
 	for _, n := range []int{1024, 16384} {
 		b.Run(fmt.Sprintf("ranks=%d", n), func(b *testing.B) {
-			cfg, err := Preset(NameAdaptive, n, 64*n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cfg.GradBytes = 16 << 20
-			p, err := NewPolicy(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
+			p := benchPolicy(b, n)
 			report := func() Report {
 				pl := p.Plan()
 				rep := Report{Step: pl.Step, Current: make([]RankReport, n), Child: make([]ChildReport, n)}
@@ -39,20 +31,7 @@ func BenchmarkPolicyObserve(b *testing.B) {
 				}
 				return rep
 			}
-			for range 5 {
-				if _, err := p.Observe(report()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ResetTimer()
-			for range b.N {
-				b.StopTimer()
-				rep := report()
-				b.StartTimer()
-				if _, err := p.Observe(rep); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchObserve(b, p, report)
 		})
 	}
 }
@@ -65,15 +44,7 @@ func BenchmarkPolicyObserve(b *testing.B) {
 //	go test -run '^$' -bench PolicyObservePowerLaw -benchmem ./straggler
 func BenchmarkPolicyObservePowerLaw(b *testing.B) {
 	const n = 16384
-	cfg, err := Preset(NameAdaptive, n, 64*n)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.GradBytes = 16 << 20
-	p, err := NewPolicy(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := benchPolicy(b, n)
 	rng := rand.New(rand.NewPCG(1, 2))
 	report := func() Report {
 		pl := p.Plan()
@@ -85,6 +56,27 @@ func BenchmarkPolicyObservePowerLaw(b *testing.B) {
 		}
 		return rep
 	}
+	benchObserve(b, p, report)
+}
+
+// benchPolicy is the adaptive preset at n ranks, 64 samples a rank, a
+// 16 MiB gradient.
+func benchPolicy(b *testing.B, n int) *Policy {
+	cfg, err := Preset(NameAdaptive, n, 64*n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.GradBytes = 16 << 20
+	p, err := NewPolicy(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// benchObserve warms p with five reports, then times one Observe per
+// iteration, each report built outside the timer.
+func benchObserve(b *testing.B, p *Policy, report func() Report) {
 	for range 5 {
 		if _, err := p.Observe(report()); err != nil {
 			b.Fatal(err)

@@ -104,14 +104,7 @@ func TestIdleStrangersAreBoundedAndTheMeshStillForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln0, err := network.Listen(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln1, err := network.Listen(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln0, ln1 := listenTwo(t, network)
 	eps := []Endpoint{ln0.Endpoint(), ln1.Endpoint()}
 	logs := &syncbuf.Buffer{}
 	mk := func(r int, ln Listener) MeshConfig {

@@ -58,14 +58,7 @@ func (r *rogue) frame(h wire.Header, payload []byte) []byte {
 func rogueTCPMesh(t *testing.T, mode FrameAuth) (*Mesh, *rogue) {
 	t.Helper()
 	network := tcpNetwork(t)
-	ln0, err := network.Listen(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln1, err := network.Listen(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln0, ln1 := listenTwo(t, network)
 	t.Cleanup(func() { ln0.Close(); ln1.Close() })
 	id := func(rank int) Identity {
 		return Identity{JobID: "job", Rank: rank, World: 2, Secret: []byte("0123456789abcdef"), Frames: mode}
@@ -480,4 +473,18 @@ func FuzzOpenSealedFrame(f *testing.F) {
 			t.Fatalf("a sealed frame of %d bytes: passed %v, payload equal %v", len(payload), ok, bytes.Equal(got, payload))
 		}
 	})
+}
+
+// listenTwo opens two listeners on network for a two-rank mesh.
+func listenTwo(t *testing.T, network Network) (Listener, Listener) {
+	t.Helper()
+	var lns [2]Listener
+	for i := range lns {
+		ln, err := network.Listen(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns[i] = ln
+	}
+	return lns[0], lns[1]
 }
