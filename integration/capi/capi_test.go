@@ -114,6 +114,28 @@ func TestConfigOverrides(t *testing.T) {
 	}
 }
 
+// TestEveryKindHasItsCode: each kind of *ringtail.Error maps to a code of
+// its own (none to RT_ERR_OTHER), wrapped or not, so a C or Python caller
+// can branch on every failure the communicator names.
+func TestEveryKindHasItsCode(t *testing.T) {
+	seen := map[int]ringtail.Kind{}
+	for k := ringtail.KindPeerDied; !strings.HasPrefix(k.String(), "kind("); k++ {
+		err := fmt.Errorf("allreduce: %w", &ringtail.Error{Kind: k, Rank: 1})
+		c := code(err)
+		if c == codeOther {
+			t.Errorf("kind %v maps to RT_ERR_OTHER", k)
+			continue
+		}
+		if prev, ok := seen[c]; ok {
+			t.Errorf("kinds %v and %v share code %d", prev, k, c)
+		}
+		seen[c] = k
+	}
+	if c := code(&ringtail.Error{Kind: ringtail.KindIntegrity}); c != codeIntegrity {
+		t.Errorf("KindIntegrity: code %d, want RT_ERR_INTEGRITY (%d)", c, codeIntegrity)
+	}
+}
+
 // TestHeaderMatches keeps include/ringtail.h and the Go constants equal.
 func TestHeaderMatches(t *testing.T) {
 	b, err := os.ReadFile("include/ringtail.h")
@@ -130,7 +152,8 @@ func TestHeaderMatches(t *testing.T) {
 		"RT_ERR_PEER_DIED": codePeerDied, "RT_ERR_SILENT": codeSilent, "RT_ERR_TIMEOUT": codeTimeout,
 		"RT_ERR_MISMATCH": codeMismatch, "RT_ERR_CANCELED": codeCanceled, "RT_ERR_PROTOCOL": codeProtocol,
 		"RT_ERR_CLOSED": codeClosed, "RT_ERR_AUTH": codeAuth, "RT_ERR_LOCAL": codeLocal, "RT_ERR_OTHER": codeOther,
-		"RT_MAX_TAG": ringtail.MaxTag,
+		"RT_ERR_INTEGRITY": codeIntegrity,
+		"RT_MAX_TAG":       ringtail.MaxTag,
 	}
 	for name, code := range map[string]int{"RT_FLOAT32": 1, "RT_FLOAT64": 2, "RT_INT32": 3, "RT_INT64": 4, "RT_FLOAT16": 5, "RT_BFLOAT16": 6, "RT_UINT8": 7} {
 		d, ok := dtypeOf(code)

@@ -32,6 +32,9 @@ const (
 	codeAuth     = 10
 	codeLocal    = 11
 	codeOther    = 12
+	// codeIntegrity came after codeOther within ABI version 2: appended
+	// codes are compatible (callers treat an unknown code as other).
+	codeIntegrity = 13
 )
 
 // abiVersion is RT_ABI_VERSION. Version 2 added all-to-all, tagged
@@ -318,6 +321,8 @@ func code(err error) int {
 			return codeLocal
 		case ringtail.KindAuth:
 			return codeAuth
+		case ringtail.KindIntegrity:
+			return codeIntegrity
 		}
 	}
 	if errors.Is(err, context.Canceled) {

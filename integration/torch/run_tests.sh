@@ -1,6 +1,6 @@
 #!/bin/sh
 # CI entry point of the PyTorch integration: builds libringtail.so and the
-# ringtail launcher, then runs tests/test_settings.py, tests/test_torch.py and tests/test_install.py
+# ringtail launcher, then runs tests/test_settings.py, tests/test_errors.py, tests/test_torch.py and tests/test_install.py
 # with the Python that has torch (find_python.sh: $PYTHON, python3 on PATH,
 # else Debian's /usr/bin/python3 with python3-torch, torch 1.13, CPU).
 # Skips cleanly when none has torch, except under CI (CI=true, which
@@ -28,4 +28,4 @@ cd "$here/tests"
 # About 20 minutes on 2 cores (the straggler hook's script shapes, every
 # policy with and without a slow rank, are about half of it); the bound is
 # generous for a loaded machine.
-timeout 2700 "$PY" -m unittest -v test_settings test_torch test_install test_suite_features
+timeout 2700 "$PY" -m unittest -v test_settings test_errors test_torch test_install test_suite_features

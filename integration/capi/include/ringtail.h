@@ -32,7 +32,10 @@
 extern "C" {
 #endif
 
-/* ABI version: bumped on any incompatible change. */
+/* ABI version: bumped on any incompatible change. New functions and new
+ * RT_ERR_* codes appended after the existing ones are compatible changes
+ * (no bump): a caller that does not know a code treats it as it treats
+ * RT_ERR_OTHER. RT_ERR_INTEGRITY came within version 2. */
 #define RT_ABI_VERSION 2
 
 /* Element types. */
@@ -66,6 +69,9 @@ extern "C" {
 #define RT_ERR_AUTH 10     /* a peer failed authentication */
 #define RT_ERR_LOCAL 11    /* an invalid call on some rank aborted the job */
 #define RT_ERR_OTHER 12
+#define RT_ERR_INTEGRITY 13 /* a frame between hosts failed its integrity
+                             * check (changed on the path; nothing of it
+                             * was applied): the message names the link */
 
 /* A communicator handle; 0 is never a valid handle. */
 typedef uint64_t rt_comm;

@@ -20,7 +20,9 @@ RT_ANY_SOURCE = -1
 RT_MAX_TAG = (1 << 30) - 1
 RT_ERR_TIMEOUT = 5
 
-# Return codes of ringtail.h, by value.
+# Return codes of ringtail.h, by value (tests/test_errors.py checks them
+# against the header). 13, RT_ERR_INTEGRITY: a frame between hosts failed
+# its integrity check, the message naming the link.
 ERROR_NAMES = {
     1: "invalid argument",
     2: "init failed",
@@ -34,6 +36,7 @@ ERROR_NAMES = {
     10: "auth",
     11: "local",
     12: "other",
+    13: "frame integrity",
 }
 
 
