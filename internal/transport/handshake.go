@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -109,6 +110,14 @@ func DialHandshake(ctx context.Context, conn net.Conn, id Identity, peer, channe
 	}
 	t, p, err := wire.ReadAnyControl(conn)
 	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err) {
+			// A listener of this version answers every Hello, even one of
+			// another version, with a challenge or a verdict; one of an
+			// older release that does not know this Hello closes without
+			// a word, and so does one busy refusing strangers.
+			return FrameKeys{}, fmt.Errorf("read challenge from rank %d: %w (closed without an answer: the rank is busy refusing strangers, or runs an older ringtail release that does not speak protocol version %d; upgrade every rank to the same release)",
+				peer, err, wire.Version)
+		}
 		return FrameKeys{}, fmt.Errorf("read challenge from rank %d: %w", peer, err)
 	}
 	if t == wire.TypeVerdict {
@@ -171,18 +180,22 @@ func AcceptHandshake(ctx context.Context, conn net.Conn, id Identity) (wire.Hell
 	}
 	_ = conn.SetReadDeadline(dl)
 	hello, err := wire.ParseHello(p)
-	if err != nil {
-		return hello, FrameKeys{}, err
-	}
 	refuse := func(tell, format string, args ...any) (wire.Hello, FrameKeys, error) {
 		v := wire.Verdict{Reason: tell}
 		_ = wire.WriteControl(conn, wire.TypeVerdict, v.Marshal())
 		return hello, FrameKeys{}, fmt.Errorf("%w: "+format, append([]any{ErrAuth}, args...)...)
 	}
-	if hello.Version != wire.Version {
-		// Versions differ in frame layout: nothing more can be said safely.
-		return refuse(fmt.Sprintf("protocol version %d, want %d", hello.Version, wire.Version),
-			"protocol version %d, want %d", hello.Version, wire.Version)
+	if ve := (*wire.VersionError)(nil); errors.As(err, &ve) {
+		// A rank of another release (a Hello of any length that names
+		// another version): it is told both version numbers and nothing
+		// else, since the versions differ in what follows. The Hello was
+		// read into the one small buffer like any other; the refusal
+		// is one short frame.
+		return refuse(fmt.Sprintf("protocol version %d refused: this rank speaks protocol version %d (ringtail versions differ across ranks; upgrade every rank to the same release)",
+			ve.Peer, ve.Local), "%w", ve)
+	}
+	if err != nil {
+		return hello, FrameKeys{}, err
 	}
 	var ch wire.Challenge
 	if _, err := rand.Read(ch.Nonce[:]); err != nil {

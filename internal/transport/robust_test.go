@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
@@ -93,6 +95,64 @@ func TestHandshakeRevealsNothingBeforeAuthentication(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
+	}
+}
+
+// A rank of protocol version 2 that dials this version is refused with a
+// verdict naming both versions (and nothing else: no challenge, nothing of
+// the job), the listener's error says the same; a rank of this version
+// that dials an older listener, which closes without a word, is told that
+// the peer may run an older release.
+func TestHandshakeNamesBothProtocolVersions(t *testing.T) {
+	listener := Identity{JobID: "secret-job-name", Rank: 1, World: 2, Secret: []byte("s3cret")}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := AcceptHandshake(context.Background(), b, listener)
+		b.Close() // as the mesh does after a refusal
+		errc <- err
+	}()
+	old := wire.Hello{Version: 2, Rank: 0, Peer: 1, World: 2}
+	if err := wire.WriteControl(a, wire.TypeHello, old.Marshal()[:wire.HelloSize-2]); err != nil { // version 2's 72 bytes
+		t.Fatal(err)
+	}
+	p, err := wire.ReadControl(a, wire.TypeVerdict)
+	if err != nil {
+		t.Fatalf("a version-2 dialer got no verdict: %v", err)
+	}
+	v, err := wire.ParseVerdict(p)
+	if err != nil || v.OK {
+		t.Fatalf("verdict %+v (%v), want a refusal", v, err)
+	}
+	for _, want := range []string{"protocol version 2", fmt.Sprintf("protocol version %d", wire.Version), "upgrade every rank"} {
+		if !strings.Contains(v.Reason, want) {
+			t.Errorf("verdict %q does not say %q", v.Reason, want)
+		}
+	}
+	if strings.Contains(v.Reason, listener.JobID) || strings.Contains(v.Reason, "rank 1") || strings.Contains(v.Reason, "world") {
+		t.Errorf("verdict %q tells an unauthenticated dialer more than the versions", v.Reason)
+	}
+	lerr := <-errc
+	var ve *wire.VersionError
+	if !errors.As(lerr, &ve) || ve.Peer != 2 || ve.Local != wire.Version || !errors.Is(lerr, ErrAuth) {
+		t.Errorf("listener error = %v, want an authentication refusal with a VersionError 2/%d", lerr, wire.Version)
+	}
+
+	// This version dials a listener of version 2, which cannot parse the
+	// longer Hello and closes.
+	c, d := net.Pipe()
+	defer c.Close()
+	go func() {
+		_, _, _ = wire.ReadAnyControl(d)
+		d.Close()
+	}()
+	dialer := Identity{JobID: "secret-job-name", Rank: 0, World: 2, Secret: []byte("s3cret")}
+	_, err = DialHandshake(context.Background(), c, dialer, 1, 0)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("does not speak protocol version %d", wire.Version)) ||
+		!strings.Contains(err.Error(), "upgrade every rank") {
+		t.Errorf("dialing an older listener: %v, want it to name this protocol version and the upgrade", err)
 	}
 }
 

@@ -65,9 +65,27 @@ func (h *Hello) Marshal() []byte {
 	return b
 }
 
-// ParseHello decodes and validates a Hello payload.
+// VersionError is ParseHello's error for a Hello of another protocol
+// version. Every version's Hello starts with its version number (2 bytes),
+// whatever its length, so a rank of another ringtail release is told
+// apart from a malformed Hello; the version is all it says.
+type VersionError struct {
+	// Peer is the version the Hello names; Local is Version.
+	Peer, Local uint16
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("the peer speaks ringtail protocol version %d, this rank version %d: ringtail versions differ across ranks; upgrade every rank to the same release",
+		e.Peer, e.Local)
+}
+
+// ParseHello decodes and validates a Hello payload. A Hello of another
+// protocol version is a *VersionError, whatever its length.
 func ParseHello(p []byte) (Hello, error) {
 	var h Hello
+	if len(p) >= 2 && le.Uint16(p) != Version {
+		return h, &VersionError{Peer: le.Uint16(p), Local: Version}
+	}
 	if len(p) != HelloSize {
 		return h, fmt.Errorf("%w: hello of %d bytes, want %d (another protocol version?)", ErrMalformed, len(p), HelloSize)
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -232,11 +233,15 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(MarshalQuery(&Desc{Collective: Barrier, Call: 3}))
 	f.Add((&State{Active: true, Desc: Desc{Collective: Eager, Tag: 1}, Done: 2}).Marshal())
 	f.Add([]byte{})
+	f.Add(helloV2(&Hello{Version: 2, Rank: 0, Peer: 1, World: 2}))
 	f.Fuzz(func(t *testing.T, p []byte) {
-		if hl, err := ParseHello(p); err == nil {
-			if !bytes.Equal(hl.Marshal(), p) {
-				t.Fatal("hello does not round-trip")
-			}
+		hl, err := ParseHello(p)
+		if err == nil && !bytes.Equal(hl.Marshal(), p) {
+			t.Fatal("hello does not round-trip")
+		}
+		var ve *VersionError
+		if errors.As(err, &ve) && (len(p) < 2 || ve.Peer != le.Uint16(p) || ve.Peer == Version || ve.Local != Version) {
+			t.Fatalf("version error %+v from a hello starting %x", ve, p[:min(len(p), 2)])
 		}
 		if c, err := ParseChallenge(p); err == nil && !bytes.Equal(c.Marshal(), p) {
 			t.Fatal("challenge does not round-trip")
@@ -258,4 +263,33 @@ func FuzzHandshake(f *testing.F) {
 		// A stream of arbitrary bytes never panics ReadControl.
 		_, _ = ReadControl(bytes.NewReader(p), TypeHello)
 	})
+}
+
+// helloV2 encodes h as a rank of protocol version 2 did: the same fields
+// without the frame protection and its reserved byte (72 bytes).
+func helloV2(h *Hello) []byte {
+	return h.Marshal()[:HelloSize-2]
+}
+
+// A Hello of another protocol version, shorter or longer than this
+// version's, is a VersionError naming both versions, not a malformed frame.
+func TestHelloOfAnotherVersion(t *testing.T) {
+	v4 := append((&Hello{Version: 4, Rank: 0, Peer: 1, World: 2}).Marshal(), 0, 0, 0, 0)
+	for _, p := range [][]byte{helloV2(&Hello{Version: 2, Rank: 0, Peer: 1, World: 2}), v4} {
+		_, err := ParseHello(p)
+		var ve *VersionError
+		if !errors.As(err, &ve) || ve.Peer != le.Uint16(p) || ve.Local != Version {
+			t.Fatalf("hello of %d bytes, version %d: %v, want a VersionError", len(p), le.Uint16(p), err)
+		}
+		for _, want := range []string{fmt.Sprintf("version %d", ve.Peer), fmt.Sprintf("version %d", Version), "upgrade every rank"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q does not say %q", err, want)
+			}
+		}
+	}
+	// This version's Hello cut short stays malformed.
+	h := (&Hello{Version: Version, Rank: 0, Peer: 1, World: 2}).Marshal()
+	if _, err := ParseHello(h[:len(h)-1]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("short hello of this version: %v, want malformed", err)
+	}
 }
