@@ -250,6 +250,23 @@ type Link struct {
 	// into scratch and checks it before anything of it is acted on.
 	seal, open *sealer
 	body       []byte
+
+	// expect is what the reader of a sealed link knows, before a data
+	// frame's payload is read, of the message the frame must continue
+	// (see tooLong); pending is a posted receive that readHeader took for
+	// a data frame, handed to the read loop with that frame. Reader-owned.
+	expect     frameExpect
+	pending    RecvReq
+	hasPending bool
+}
+
+// frameExpect is the message the next data frame on a link continues: its
+// call, its number on the link and the bytes that remain of it.
+type frameExpect struct {
+	desc Desc
+	seq  uint32
+	rest int
+	set  bool
 }
 
 // inPlaceReader is implemented by connections whose received bytes can be
@@ -380,6 +397,13 @@ func (l *Link) readHeader() (wire.Header, bool) {
 	if l.open == nil {
 		return h, true
 	}
+	if why := l.tooLong(&h); why != "" {
+		// Nothing of the frame is read: its payload and tag would be
+		// waited for, and never come whole, had the length grown on the
+		// path; so the length is refused at once, the frame unread.
+		l.refusedUnread(l.open.ctr, why)
+		return h, false
+	}
 	n := int(h.Len) + TagSize
 	if n > len(l.scratch) {
 		l.scratch = make([]byte, n) // a peer with a larger chunk; grows once
@@ -398,11 +422,62 @@ func (l *Link) readHeader() (wire.Header, bool) {
 	return h, true
 }
 
+// tooLong says why data frame h on a sealed link cannot be what the
+// peer's writer sent ("" when it may be): its header declares more payload
+// than remains of the message it continues, which an honest writer never
+// does (it splits a message into frames that fit it exactly). What this
+// rank knows before the payload: an eager frame's own message size (its
+// Desc's count), the rest of an eager message or of a posted receive
+// whose call and message number the header repeats. A header whose call
+// differs is left to the check and the comparison after it (a mismatch is
+// only named from a checked header). Control frames' lengths are bounded
+// by wire.ParseHeader.
+func (l *Link) tooLong(h *wire.Header) string {
+	if h.Type != wire.TypeData {
+		return ""
+	}
+	if h.Desc.Collective == wire.Eager {
+		if dt := reduce.DType(h.Desc.DType); dt.Valid() && h.Desc.Count <= MaxEager/uint64(dt.Size()) {
+			if size := int(h.Desc.Count) * dt.Size(); !h.FitsMessage(size) {
+				return fmt.Sprintf("its header declares %d payload bytes for an eager message of %d", h.Len, size)
+			}
+		}
+	}
+	e := l.expect
+	if !e.set && h.Desc.Collective != wire.Eager {
+		// The read loop takes the posted receive for this frame next
+		// anyway; taken now, its size bounds the frame before a byte of
+		// the payload is waited for.
+		select {
+		case l.pending = <-l.posts:
+			l.hasPending = true
+			e = frameExpect{desc: l.pending.Desc, seq: l.recvSeq, rest: len(l.pending.Buf), set: true}
+		default:
+		}
+	}
+	if e.set && h.Desc == e.desc && h.Seq == e.seq && !h.FitsMessage(e.rest) {
+		return fmt.Sprintf("its header declares %d payload bytes where %d remain of message %d of %s, which it continues (or the two ranks planned the call differently)",
+			h.Len, e.rest, e.seq, l.describe(&e.desc))
+	}
+	return ""
+}
+
 // integrityFailed fails the mesh for frame number frame that failed its
 // check on a sealed link, naming the link both ways.
 func (l *Link) integrityFailed(frame uint64, why string) {
+	l.failSealed(frame, why, false)
+}
+
+// refusedUnread fails the mesh for frame number frame whose header (see
+// tooLong) declares a length the peer cannot have sent: the frame is not
+// read, so its tag is never checked.
+func (l *Link) refusedUnread(frame uint64, why string) {
+	l.failSealed(frame, why, true)
+}
+
+func (l *Link) failSealed(frame uint64, why string, unread bool) {
 	me := l.mesh.id.Rank
-	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: frame, Why: why,
+	ie := &IntegrityError{Local: me, Peer: l.peer, Channel: l.channel, Frame: frame, Why: why, Unread: unread,
 		LocalAddr: addrOf(l.conn.LocalAddr()), PeerAddr: addrOf(l.conn.RemoteAddr())}
 	// The Detail travels in the aborts and the flight recorder's dumps,
 	// so every rank's error and `ringtail debug analyze` name the link.
@@ -437,6 +512,12 @@ func (l *Link) readLoop() {
 		got  int
 	)
 	for {
+		if l.open != nil {
+			l.expect = frameExpect{}
+			if have {
+				l.expect = frameExpect{desc: cur.Desc, seq: l.recvSeq, rest: len(cur.Buf) - got, set: true}
+			}
+		}
 		h, ok := l.readHeader()
 		if !ok {
 			return
@@ -510,12 +591,16 @@ func (l *Link) readLoop() {
 			continue
 		}
 		if !have {
-			select {
-			case cur = <-l.posts:
-			default:
-				var ok bool
-				if cur, ok = l.hold(&h.Desc); !ok {
-					return
+			if l.hasPending { // taken by readHeader (tooLong) for this frame
+				cur, l.pending, l.hasPending = l.pending, RecvReq{}, false
+			} else {
+				select {
+				case cur = <-l.posts:
+				default:
+					var ok bool
+					if cur, ok = l.hold(&h.Desc); !ok {
+						return
+					}
 				}
 			}
 			have, got = true, 0
@@ -663,6 +748,7 @@ func (l *Link) readEager(h *wire.Header) bool {
 		if got == len(buf) {
 			break
 		}
+		l.expect = frameExpect{desc: h.Desc, seq: h.Seq, rest: len(buf) - got, set: true}
 		next, ok := l.readHeader()
 		for ok && next.Type == wire.TypeHeartbeat {
 			next, ok = l.readHeader()

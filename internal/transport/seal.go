@@ -70,12 +70,21 @@ type IntegrityError struct {
 	// Frame is the frame's number in its direction of the link (0 is
 	// the first frame after the handshake).
 	Frame uint64
-	// Why says what failed ("tag mismatch", or a header that does not
-	// parse).
+	// Why says what failed ("tag mismatch", a header that does not
+	// parse, or a length the peer cannot have sent).
 	Why string
+	// Unread: the frame's header declared a length that the peer's
+	// writer cannot have sent (more than remains of the message it
+	// continues), so the frame was refused at once, unread, instead of
+	// waiting for bytes that would never come; its tag was not checked.
+	Unread bool
 }
 
 func (e *IntegrityError) Error() string {
+	if e.Unread {
+		return fmt.Sprintf("frame %d from rank %d to rank %d on channel %d (%s -> %s) was refused unread (%s): its length was changed on the path between the hosts; nothing of it was applied",
+			e.Frame, e.Peer, e.Local, e.Channel, e.PeerAddr, e.LocalAddr, e.Why)
+	}
 	return fmt.Sprintf("frame %d from rank %d to rank %d on channel %d (%s -> %s) failed its integrity check (%s): changed on the path between the hosts; nothing of it was applied",
 		e.Frame, e.Peer, e.Local, e.Channel, e.PeerAddr, e.LocalAddr, e.Why)
 }

@@ -135,26 +135,47 @@ func TestTamperedFramesFailNamingTheLinkAndApplyNothing(t *testing.T) {
 	type stream func(r *rogue) []byte
 	both := func(r *rogue) ([]byte, []byte) { return r.frame(hdr, first), r.frame(hdr, second) }
 	flip := func(b []byte, i int) []byte { b[i] ^= 0x01; return b }
+	// A length that grew on the path (bit 8 or 16 of the header's
+	// length field) is refused at once, unread, where the receiver knows
+	// the most the peer can have sent: before, it waited for bytes that
+	// never came and blamed a silent peer.
+	grow := func(b []byte, bit uint) []byte { b[4+bit/8] ^= 1 << (bit % 8); return b }
+	eager := func(count int) wire.Header {
+		return wire.Header{Type: wire.TypeData, Desc: wire.Desc{Collective: wire.Eager, DType: uint8(reduce.Float32), Tag: 3, Count: uint64(count)}}
+	}
 	cases := []struct {
 		name    string
 		stream  stream
 		applied int // frames of the message applied before the failure
 		mode    FrameAuth
+		unread  bool // refused before its payload was read
 	}{
-		{"payload byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, wire.HeaderSize+5) }, 0, FrameAuthTag},
-		{"header byte (the count)", func(r *rogue) []byte { a, _ := both(r); return flip(a, 16+24) }, 0, FrameAuthTag},
-		{"header that does not parse (the type)", func(r *rogue) []byte { a, _ := both(r); a[0] = 0x7f; return a }, 0, FrameAuthTag},
-		{"tag byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, len(a)-1) }, 0, FrameAuthTag},
-		{"second frame's payload", func(r *rogue) []byte { a, b := both(r); return append(a, flip(b, wire.HeaderSize)...) }, 1, FrameAuthTag},
-		{"replayed frame", func(r *rogue) []byte { a, _ := both(r); return append(a, a...) }, 1, FrameAuthTag},
-		{"reordered frames", func(r *rogue) []byte { a, b := both(r); return append(b, a...) }, 0, FrameAuthTag},
-		{"dropped frame", func(r *rogue) []byte { _, b := both(r); return b }, 0, FrameAuthTag},
-		{"truncated tag", func(r *rogue) []byte { a, b := both(r); return append(a[:len(a)-1], b...) }, 0, FrameAuthTag},
+		{"payload byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, wire.HeaderSize+5) }, 0, FrameAuthTag, false},
+		{"header byte (the count)", func(r *rogue) []byte { a, _ := both(r); return flip(a, 16+24) }, 0, FrameAuthTag, false},
+		{"header that does not parse (the type)", func(r *rogue) []byte { a, _ := both(r); a[0] = 0x7f; return a }, 0, FrameAuthTag, false},
+		{"tag byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, len(a)-1) }, 0, FrameAuthTag, false},
+		{"second frame's payload", func(r *rogue) []byte { a, b := both(r); return append(a, flip(b, wire.HeaderSize)...) }, 1, FrameAuthTag, false},
+		{"replayed frame", func(r *rogue) []byte { a, _ := both(r); return append(a, a...) }, 1, FrameAuthTag, false},
+		{"reordered frames", func(r *rogue) []byte { a, b := both(r); return append(b, a...) }, 0, FrameAuthTag, false},
+		{"dropped frame", func(r *rogue) []byte { _, b := both(r); return b }, 0, FrameAuthTag, false},
+		{"truncated tag", func(r *rogue) []byte { a, b := both(r); return append(a[:len(a)-1], b...) }, 0, FrameAuthTag, false},
 		{"heartbeat with a bad tag", func(r *rogue) []byte {
 			return flip(r.frame(wire.Header{Type: wire.TypeHeartbeat}, nil), wire.HeaderSize)
-		}, 0, FrameAuthTag},
-		{"encrypted payload byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, wire.HeaderSize+5) }, 0, FrameAuthEncrypt},
-		{"encrypted, header byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, 8) }, 0, FrameAuthEncrypt},
+		}, 0, FrameAuthTag, false},
+		{"encrypted payload byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, wire.HeaderSize+5) }, 0, FrameAuthEncrypt, false},
+		{"encrypted, header byte", func(r *rogue) []byte { a, _ := both(r); return flip(a, 8) }, 0, FrameAuthEncrypt, false},
+		{"grown length, receive posted", func(r *rogue) []byte { a, _ := both(r); return grow(a, 16) }, 0, FrameAuthTag, true},
+		{"grown length of the second frame", func(r *rogue) []byte { a, b := both(r); return append(a, grow(b, 8)...) }, 1, FrameAuthTag, true},
+		{"grown length, encrypted", func(r *rogue) []byte { a, _ := both(r); return grow(a, 8) }, 0, FrameAuthEncrypt, true},
+		{"grown length of an eager frame", func(r *rogue) []byte { return grow(r.frame(eager(4), f32(1, 2, 3, 4)), 8) }, 0, FrameAuthTag, true},
+		{"grown length of an eager message's second frame", func(r *rogue) []byte {
+			h := eager(1004)
+			h.Desc.Count = 1004 // 4016 bytes: 4000 in the first frame, 16 in the second
+			return append(r.frame(h, make([]byte, 4000)), grow(r.frame(h, f32(1, 2, 3, 4)), 8)...)
+		}, 0, FrameAuthTag, true},
+		{"grown length of a query", func(r *rogue) []byte {
+			return grow(r.frame(wire.Header{Type: wire.TypeQuery}, wire.MarshalQuery(&d)), 8)
+		}, 0, FrameAuthTag, false}, // a header that does not parse
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -180,6 +201,9 @@ func TestTamperedFramesFailNamingTheLinkAndApplyNothing(t *testing.T) {
 				t.Fatalf("got %v (kind %v, rank %d), want an integrity error blaming rank 1", e, e.Kind, e.Rank)
 			}
 			local, peer := m.Link(1, 0).conn.LocalAddr().String(), m.Link(1, 0).conn.RemoteAddr().String()
+			if ie.Unread != c.unread {
+				t.Errorf("refused unread = %v (%v), want %v", ie.Unread, ie, c.unread)
+			}
 			if ie.Local != 0 || ie.Peer != 1 || ie.Channel != 0 || ie.LocalAddr != local || ie.PeerAddr != peer || ie.Frame > 2 {
 				t.Fatalf("the error names %+v, want rank 1 -> rank 0 on channel 0, %s -> %s", ie, peer, local)
 			}

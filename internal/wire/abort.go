@@ -9,6 +9,10 @@ import (
 // NoRank marks an Abort that blames no particular rank.
 const NoRank = -1
 
+// abortFixed is the size of an Abort payload's fixed fields (origin,
+// culprit, code) before its reason.
+const abortFixed = 9
+
 // AbortError is the payload of an Abort frame: a rank gave up on the
 // communicator, blaming Culprit (or NoRank) for Reason. It is also the error
 // a receiver of such a frame reports.

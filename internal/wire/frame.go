@@ -144,10 +144,29 @@ func ParseHeader(b []byte) (Header, error) {
 	if h.Len > limit {
 		return Header{}, fmt.Errorf("%w: %v payload of %d bytes exceeds limit %d", ErrMalformed, h.Type, h.Len, limit)
 	}
-	if h.Type == TypeHeartbeat && h.Len != 0 {
-		return Header{}, fmt.Errorf("%w: heartbeat with %d payload bytes", ErrMalformed, h.Len)
+	if lo, hi := controlLen(h.Type); h.Type != TypeData && (h.Len < lo || h.Len > hi) {
+		return Header{}, fmt.Errorf("%w: %v payload of %d bytes, want %d..%d", ErrMalformed, h.Type, h.Len, lo, hi)
 	}
 	return h, nil
+}
+
+// controlLen bounds the payload of a frame type that is only sent after
+// the handshake and has a fixed shape: a heartbeat is empty, a Query and a
+// State have one size, an Abort at least its fixed fields. The handshake's
+// frames keep the general limit (a Hello of another protocol version has
+// another length, and must still parse far enough to be named).
+func controlLen(t Type) (lo, hi uint32) {
+	switch t {
+	case TypeHeartbeat:
+		return 0, 0
+	case TypeQuery:
+		return QuerySize, QuerySize
+	case TypeState:
+		return StateSize, StateSize
+	case TypeAbort:
+		return abortFixed, MaxControlPayload
+	}
+	return 0, MaxControlPayload
 }
 
 // ReadHeader reads and validates one header from r into the caller's

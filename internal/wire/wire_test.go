@@ -293,3 +293,29 @@ func TestHelloOfAnotherVersion(t *testing.T) {
 		t.Errorf("short hello of this version: %v, want malformed", err)
 	}
 }
+
+// A control frame sent after the handshake declares exactly the length its
+// type has (a Query, a State), or at least its fixed fields (an Abort): a
+// length changed on the path is refused with the header, before a
+// receiver waits for bytes that will never come.
+func TestControlFrameLengthsAreExact(t *testing.T) {
+	for _, c := range []struct {
+		t      Type
+		length uint32
+		ok     bool
+	}{
+		{TypeQuery, QuerySize, true}, {TypeQuery, QuerySize + 1, false}, {TypeQuery, 0, false},
+		{TypeState, StateSize, true}, {TypeState, StateSize + 64, false},
+		{TypeAbort, abortFixed, true}, {TypeAbort, MaxControlPayload, true}, {TypeAbort, abortFixed - 1, false},
+		{TypeHeartbeat, 0, true}, {TypeHeartbeat, 1, false},
+		{TypeHello, HelloSize - 2, true}, // another version's Hello still parses
+	} {
+		var b [HeaderSize]byte
+		h := Header{Type: c.t, Len: c.length}
+		h.Put(b[:])
+		_, err := ParseHeader(b[:])
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("%v header of length %d: %v, want ok=%v", c.t, c.length, err, c.ok)
+		}
+	}
+}
