@@ -37,7 +37,8 @@ const (
 	// KindLocal: a local failure (an invalid call) aborted the communicator.
 	KindLocal Kind = Kind(transport.KindLocal)
 	// KindIntegrity: a frame between hosts failed its integrity check
-	// (changed, replayed, reordered or cut on the path; nothing of it was
+	// (changed, replayed, reordered or cut on the path, or refused unread
+	// for a length its sender cannot have written; nothing of it was
 	// applied); Detail (or the cause) names the link: both ranks, the
 	// channel and both addresses.
 	KindIntegrity Kind = Kind(transport.KindIntegrity)
