@@ -222,11 +222,18 @@ func NewReassigner(cfg ReassignConfig, rank, step int, shares []int, expect time
 	if rank < 0 || rank >= len(shares) || expect <= 0 {
 		return nil, fmt.Errorf("straggler: reassigner rank %d of %d, expect %v: %w", rank, len(shares), expect, ErrInvalidConfig)
 	}
-	_, spans := ReassignUnits(shares, cfg.UnitSize)
-	r := &Reassigner{cfg: cfg, rank: rank, n: len(shares), step: step, expect: expect, own: spans[rank].Len(),
+	var span Span
+	for q, sh := range shares[:rank+1] {
+		k := (max(sh, 0) + cfg.UnitSize - 1) / cfg.UnitSize
+		if q < rank {
+			span.Lo += k
+		}
+		span.Hi = span.Lo + k
+	}
+	r := &Reassigner{cfg: cfg, rank: rank, n: len(shares), step: step, expect: expect, own: span.Len(),
 		known: map[[2]int]bool{}, helpeesDone: map[int]bool{}, helperPer: map[int]time.Duration{}}
 	if r.own > 0 {
-		r.mine = []Span{spans[rank]}
+		r.mine = []Span{span}
 	}
 	for _, h := range r.Helpees() {
 		r.helpeesDone[h] = false

@@ -1,0 +1,54 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ringtail-ml/ringtail/straggler"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
+)
+
+// TestReassignPrice: with no straggler nothing moves and a step costs what
+// BSP's does; with a 3× slow rank reassignment lands between FlexRR's
+// Ideal and BSP; a late rank (persistent) hands its units to the others.
+func TestReassignPrice(t *testing.T) {
+	const n, batch, grad = 8, 8 * 64, 1 << 20
+	per := 2 * time.Millisecond
+	net := DefaultNetwork()
+	cfg := straggler.DefaultReassignConfig(2)
+	for _, tc := range []struct {
+		spec  string
+		moved bool
+	}{{"", false}, {"slow=2:3x", true}, {"persistent=1:+128ms", true}} {
+		var in *inject.Injector
+		if tc.spec != "" {
+			spec, err := inject.Parse(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in, err = inject.New(spec, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := Reassign(in, n, 0, 5, batch, per, grad, net, cfg)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.spec, err)
+		}
+		bsp, err := Run(Config{Ranks: n, Policy: straggler.NameBSP, Injector: in, Warmup: 0, Steps: 5, GlobalBatch: batch,
+			PerSample: per, GradBytes: grad, Network: net})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ideal := Ideal(in, n, 0, 5, batch, per, grad, net)
+		if (p.Moved > 0) != tc.moved {
+			t.Errorf("%q: moved %.3f of the units", tc.spec, p.Moved)
+		}
+		if p.PerBatch < ideal || p.PerBatch > bsp.PerBatch+time.Millisecond {
+			t.Errorf("%q: reassignment %v per batch, Ideal %v, BSP %v", tc.spec, p.PerBatch, ideal, bsp.PerBatch)
+		}
+		if tc.moved && p.PerBatch >= bsp.PerBatch*3/4 {
+			t.Errorf("%q: reassignment %v per batch is not well under BSP's %v", tc.spec, p.PerBatch, bsp.PerBatch)
+		}
+		t.Logf("%q: reassign %v, BSP %v, Ideal %v, moved %.3f", tc.spec, p.PerBatch, bsp.PerBatch, ideal, p.Moved)
+	}
+}
