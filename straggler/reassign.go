@@ -208,6 +208,7 @@ type Reassigner struct {
 	out           []ReassignMsg
 	moved         int
 	startedAt     time.Duration
+	current       int                   // the unit started last
 	spent         time.Duration         // compute time of the units computed
 	helperPer     map[int]time.Duration // a helper's last reported time per unit
 }
@@ -325,7 +326,7 @@ func (r *Reassigner) Start(now time.Duration) (unit int, ok bool) {
 		r.maybeClaim()
 		return 0, false
 	}
-	r.busy, r.startedAt = true, now
+	r.busy, r.startedAt, r.current = true, now, unit
 	r.maybeClaim()
 	return unit, true
 }
@@ -344,13 +345,18 @@ func (r *Reassigner) withdraw() {
 	}
 }
 
-// Finish records that the unit started last is computed, at now.
-func (r *Reassigner) Finish(unit int, now time.Duration) {
+// Finish records that the unit started last is computed, at now; any
+// other unit is an error.
+func (r *Reassigner) Finish(unit int, now time.Duration) error {
+	if !r.busy || unit != r.current {
+		return fmt.Errorf("straggler: rank %d finished unit %d, started %d (busy %v): %w", r.rank, unit, r.current, r.busy, ErrInvalidConfig)
+	}
 	r.busy = false
 	r.spent += now - r.startedAt
 	r.computed = append(r.computed, unit)
 	r.report(now)
 	r.checkOwnerDone()
+	return nil
 }
 
 // report sends a progress report at every ReportEvery of the rank's work.

@@ -158,7 +158,9 @@ func SimulateReassign(st ReassignStep) (ReassignOutcome, error) {
 				return out, err
 			}
 		default:
-			rs[e.rank].Finish(e.unit, e.at)
+			if err := rs[e.rank].Finish(e.unit, e.at); err != nil {
+				return out, err
+			}
 		}
 		flush(e.rank, e.at)
 	}

@@ -112,7 +112,9 @@ func TestReassignExactlyOnceAnyOrder(t *testing.T) {
 					}
 				}
 				now = next
-				rs[who].Finish(working[who].unit, time.Duration(now))
+				if err := rs[who].Finish(working[who].unit, time.Duration(now)); err != nil {
+					t.Fatal(err)
+				}
 				delete(working, who)
 				collect(who)
 			}
@@ -183,5 +185,30 @@ func TestSimulateReassignRandom(t *testing.T) {
 		if out.End > bsp+time.Duration(chunk)*worst+10*lat {
 			t.Errorf("seed %d: step ends at %v, BSP's at %v", seed, out.End, bsp)
 		}
+	}
+}
+
+// TestReassignFinishChecksTheUnit: a Finish of a unit not started is the
+// caller's error, not a unit counted.
+func TestReassignFinishChecksTheUnit(t *testing.T) {
+	r, err := NewReassigner(DefaultReassignConfig(1), 0, 0, []int{4, 4}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finish(0, 0); err == nil {
+		t.Fatal("Finish before Start: no error")
+	}
+	u, ok := r.Start(0)
+	if !ok || u != 0 {
+		t.Fatalf("Start = %d, %v; want unit 0", u, ok)
+	}
+	if err := r.Finish(u+1, 1); err == nil {
+		t.Fatal("Finish of another unit: no error")
+	}
+	if err := r.Finish(u, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Computed(); !slices.Equal(got, []int{0}) {
+		t.Fatalf("computed %v, want [0]", got)
 	}
 }
