@@ -78,6 +78,10 @@ type Row struct {
 	Reassign      float64 `json:"reassign_s,omitempty"`
 	ReassignRatio float64 `json:"reassign_ratio,omitempty"`
 	ReassignMoved float64 `json:"reassign_moved,omitempty"`
+	// ReassignShares is in-step reassignment on top of the shares preset's
+	// plans, ReassignSharesRatio it over Ideal.
+	ReassignShares      float64 `json:"reassign_shares_s,omitempty"`
+	ReassignSharesRatio float64 `json:"reassign_shares_ratio,omitempty"`
 }
 
 // Compare simulates BSP and cfg.Policy under each pattern and world size
@@ -154,12 +158,25 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 				if cfg.ReassignHelpers > 0 {
 					rc.Helpers = cfg.ReassignHelpers
 				}
-				rp, err := Reassign(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, rc)
+				rp, err := Reassign(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, rc, nil)
 				if err != nil {
 					return fmt.Errorf("sim: pattern %s: %w", pat.Name, err)
 				}
 				row.Reassign, row.ReassignMoved = rp.PerBatch.Seconds(), rp.Moved
 				row.ReassignRatio = row.Reassign / row.Ideal
+				// On top of the shares preset's plans, as decided in its own
+				// run (the reports it reads carry the same speeds).
+				sh, err := run(straggler.NameShares, nil)
+				if err != nil {
+					return err
+				}
+				rs, err := Reassign(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, rc,
+					func(step int) []int { return sh.Plans[step-1].Shares })
+				if err != nil {
+					return fmt.Errorf("sim: pattern %s: on shares: %w", pat.Name, err)
+				}
+				row.ReassignShares = rs.PerBatch.Seconds()
+				row.ReassignSharesRatio = row.ReassignShares / row.Ideal
 			}
 			if err := emit(row); err != nil {
 				return err

@@ -30,7 +30,7 @@ func TestReassignPrice(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		p, err := Reassign(in, n, 0, 5, batch, per, grad, net, cfg)
+		p, err := Reassign(in, n, 0, 5, batch, per, grad, net, cfg, nil)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.spec, err)
 		}
