@@ -52,3 +52,32 @@ func TestReassignPrice(t *testing.T) {
 		t.Logf("%q: reassign %v, BSP %v, Ideal %v, moved %.3f", tc.spec, p.PerBatch, bsp.PerBatch, ideal, p.Moved)
 	}
 }
+
+// TestCompareReassignColumnsOnlyWhenAsked: without ReassignUnit a row is
+// what it was before reassignment existed (its fields zero, left out of
+// the JSON); with it, the other columns do not change.
+func TestCompareReassignColumnsOnlyWhenAsked(t *testing.T) {
+	rows := func(unit int) []Row {
+		var out []Row
+		cfg := CompareConfig{Ranks: []int{8}, Patterns: []string{"slow-3x", "powerlaw-4"}, Warmup: 2, Steps: 6, BatchPerRank: 32,
+			PerSample: time.Millisecond, GradBytes: 1 << 20, Seed: 1, ReassignUnit: unit}
+		if err := Compare(cfg, func(r Row) error { out = append(out, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	off, on := rows(0), rows(2)
+	for i := range off {
+		if off[i].Reassign != 0 || off[i].ReassignShares != 0 {
+			t.Errorf("%s: reassignment priced without ReassignUnit", off[i].Pattern)
+		}
+		if on[i].Reassign <= 0 || on[i].ReassignShares <= 0 || on[i].Reassign >= on[i].BSP {
+			t.Errorf("%s: reassign %v s, on shares %v s, BSP %v s", on[i].Pattern, on[i].Reassign, on[i].ReassignShares, on[i].BSP)
+		}
+		o := on[i]
+		o.Reassign, o.ReassignRatio, o.ReassignMoved, o.ReassignShares, o.ReassignSharesRatio = 0, 0, 0, 0, 0
+		if o != off[i] {
+			t.Errorf("%s: the other columns changed:\n%+v\n%+v", o.Pattern, o, off[i])
+		}
+	}
+}
