@@ -468,9 +468,10 @@ func (r *Reassigner) pendingTo(h int) bool {
 	return false
 }
 
-// Receive takes a message addressed to this rank, at now. Messages of
-// another step are refused with an error (the caller keeps a later step's
-// until it gets there).
+// Receive takes a message addressed to this rank, at now. A message of
+// another step is refused with an error: the caller keeps a later step's
+// until it gets there and drops an earlier one's (that step is over, its
+// units all accounted for).
 func (r *Reassigner) Receive(m ReassignMsg, now time.Duration) error {
 	if m.Step != r.step || m.To != r.rank || m.From < 0 || m.From >= r.n {
 		return fmt.Errorf("straggler: rank %d step %d got %v of step %d: %w", r.rank, r.step, m, m.Step, ErrInvalidConfig)
