@@ -33,6 +33,10 @@ type CompareConfig struct {
 	Seed uint64
 	// Clock measures decisions (nil: not measured).
 	Clock func() time.Time
+	// ReassignUnit, when above 0, prices in-step reassignment (Reassign)
+	// with units of that many samples beside the other columns, helper
+	// groups of ReassignHelpers ranks (0: FlexRR's 4).
+	ReassignUnit, ReassignHelpers int
 }
 
 // Row is one (pattern, ranks) comparison; times are seconds per global
@@ -68,6 +72,16 @@ type Row struct {
 	CodedS          int     `json:"coded_stragglers"`
 	CodedPick       string  `json:"coded_pick"`
 	CodedDecisionMS float64 `json:"coded_decision_ms"`
+	// Reassign is in-step reassignment's time per batch (with
+	// CompareConfig.ReassignUnit), ReassignRatio it over Ideal,
+	// ReassignMoved the fraction of units moved.
+	Reassign      float64 `json:"reassign_s,omitempty"`
+	ReassignRatio float64 `json:"reassign_ratio,omitempty"`
+	ReassignMoved float64 `json:"reassign_moved,omitempty"`
+	// ReassignShares is in-step reassignment on top of the shares preset's
+	// plans, ReassignSharesRatio it over Ideal.
+	ReassignShares      float64 `json:"reassign_shares_s,omitempty"`
+	ReassignSharesRatio float64 `json:"reassign_shares_ratio,omitempty"`
 }
 
 // Compare simulates BSP and cfg.Policy under each pattern and world size
@@ -138,6 +152,31 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 				}
 				row.Coded, row.CodedS, row.CodedPick = best.Time.Seconds(), best.S, cd.Mode
 				row.CodedDecisionMS = float64(took) / 1e6
+			}
+			if cfg.ReassignUnit > 0 {
+				rc := straggler.DefaultReassignConfig(cfg.ReassignUnit)
+				if cfg.ReassignHelpers > 0 {
+					rc.Helpers = cfg.ReassignHelpers
+				}
+				rp, err := Reassign(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, rc, nil)
+				if err != nil {
+					return fmt.Errorf("sim: pattern %s: %w", pat.Name, err)
+				}
+				row.Reassign, row.ReassignMoved = rp.PerBatch.Seconds(), rp.Moved
+				row.ReassignRatio = row.Reassign / row.Ideal
+				// On top of the shares preset's plans, as decided in its own
+				// run (the reports it reads carry the same speeds).
+				sh, err := run(straggler.NameShares, nil)
+				if err != nil {
+					return err
+				}
+				rs, err := Reassign(in, n, cfg.Warmup, cfg.Warmup+cfg.Steps, m, cfg.PerSample, cfg.GradBytes, cfg.Network, rc,
+					func(step int) []int { return sh.Plans[step-1].Shares })
+				if err != nil {
+					return fmt.Errorf("sim: pattern %s: on shares: %w", pat.Name, err)
+				}
+				row.ReassignShares = rs.PerBatch.Seconds()
+				row.ReassignSharesRatio = row.ReassignShares / row.Ideal
 			}
 			if err := emit(row); err != nil {
 				return err

@@ -40,6 +40,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	bandwidth := fs.Float64("bandwidth", sim.DefaultBytesPerSec, "per-link bandwidth, bytes/s")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks)")
+	reassignUnit := fs.Int("reassign-unit", 0, "price in-step reassignment (FlexRR, exact) with units of this many samples (0: off)")
+	reassignHelpers := fs.Int("reassign-helpers", 4, "in-step reassignment: each rank's helper group size (FlexRR: 4)")
 	if code, ok := cmd.Parse(args, stdout, stderr); !ok {
 		return code
 	}
@@ -48,7 +50,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := sim.CompareConfig{Policy: *policyName, Warmup: *warmup, Steps: *steps, BatchPerRank: *perRank, PerSample: *perSample,
-		Network: sim.Network{Alpha: *alpha, BytesPerSec: *bandwidth}, Seed: *seed, Clock: time.Now}
+		Network: sim.Network{Alpha: *alpha, BytesPerSec: *bandwidth}, Seed: *seed, Clock: time.Now, ReassignUnit: *reassignUnit, ReassignHelpers: *reassignHelpers}
 	var err error
 	if cfg.Ranks, err = parseRanks(*ranks, 1<<16); err != nil {
 		return usage("--ranks: %v", err)
@@ -62,6 +64,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	if _, err := straggler.Preset(*policyName, 1, 1); err != nil {
 		return usage("--policy: %v", err)
 	}
+	if *reassignUnit < 0 || *reassignHelpers < 1 {
+		return usage("need --reassign-unit ≥ 0, --reassign-helpers ≥ 1")
+	}
 	if *perRank < 1 || *steps < 1 || *warmup < 0 || *perSample <= 0 || !(*bandwidth > 0) || *alpha < 0 {
 		return usage("need --batch-per-rank ≥ 1, --steps ≥ 1, --warmup ≥ 0, --sample > 0, --bandwidth > 0, --alpha ≥ 0")
 	}
@@ -72,14 +77,24 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "# coded_s: gradient coding priced (straggler.ChooseCoded) with its s; pick: ring, shares or coded by that price\n")
 		fmt.Fprintf(stdout, "%-16s %6s %9s %9s %9s %8s %8s %10s %10s %6s %9s %2s %7s %9s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s",
 			"ad/ideal", "bsp/id", "decide_ms", "max_ms", "evict", "coded_s", "s", "pick", "price_ms")
+		if *reassignUnit > 0 {
+			fmt.Fprintf(stdout, "# reassign_s: in-step reassignment (straggler.SimulateReassign), units of %d samples, helper groups of %d; re/id its ratio to Ideal; moved: units moved; on-shares: the same on the shares preset's plans\n", *reassignUnit, *reassignHelpers)
+		}
 	}
 	err = sim.Compare(cfg, func(r sim.Row) error {
 		if *asJSON {
 			return printJSONLine(stdout, r)
 		}
-		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d %9.4f %2d %7s %9.3f\n", r.Pattern, r.Ranks,
+		_, err := fmt.Fprintf(stdout, "%-16s %6d %9.4f %9.4f %9.4f %8.3f %8.3f %10.3f %10.3f %6d %9.4f %2d %7s %9.3f", r.Pattern, r.Ranks,
 			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps,
 			r.Coded, r.CodedS, r.CodedPick, r.CodedDecisionMS)
+		if err == nil && *reassignUnit > 0 {
+			_, err = fmt.Fprintf(stdout, " reassign_s %.4f re/id %.3f moved %.1f%% on-shares_s %.4f rs/id %.3f", r.Reassign, r.ReassignRatio,
+				100*r.ReassignMoved, r.ReassignShares, r.ReassignSharesRatio)
+		}
+		if err == nil {
+			_, err = fmt.Fprintln(stdout)
+		}
 		return err
 	})
 	if err != nil {
