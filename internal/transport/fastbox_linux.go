@@ -306,6 +306,14 @@ func (f FastLink) waitFree(c *shmConn, d *Desc, timeout time.Duration, cancel <-
 			return f.err(err)
 		}
 		box.freed = box.ack.Load()
+		if w.i&1023 == 0 && box.sent-box.freed >= 2 && c.fastIn.dead.Load() != 0 {
+			// The peer will never take them: it closed (or failed) while
+			// this rank waited for a slot. A link marked gone by its close
+			// between collectives is used here, as in waitMessage.
+			if err := f.peerFailed(c, false); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
