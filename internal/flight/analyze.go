@@ -154,8 +154,13 @@ func Analyze(dumps []*Dump) Report {
 	return rep
 }
 
+// kindIntegrity is the failure kind of a frame that failed its integrity
+// check (transport.KindIntegrity's name).
+const kindIntegrity = "frame integrity"
+
 // consensus returns the failure most dumps report (by kind and blamed
-// rank) and the ranks reporting a failure.
+// rank), or the lowest rank's integrity failure where one was caught, and
+// the ranks reporting a failure.
 func consensus(byRank map[int]*Dump) (*Failure, []int) {
 	type key struct {
 		kind string
@@ -180,6 +185,15 @@ func consensus(byRank map[int]*Dump) (*Failure, []int) {
 	}
 	if len(ranks) == 0 {
 		return nil, nil
+	}
+	// A frame that failed its integrity check is the cause wherever it
+	// was caught: the rank that caught it fails and leaves, and the others
+	// may report its leaving (a peer that died) before its abort reaches
+	// them, outnumbering it.
+	for _, r := range ranks {
+		if f := byRank[r].Failure; f.Kind == kindIntegrity {
+			return f, ranks
+		}
 	}
 	var best key
 	for k, n := range count {

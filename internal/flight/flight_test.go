@@ -264,6 +264,20 @@ func TestAnalyzeNamesARankThatLeftNoDump(t *testing.T) {
 		"rank 1 left no dump", "ranks 0,2 failed in AllReduce #6", "blaming rank 1")
 }
 
+// The rank that caught a frame failing its integrity check fails and
+// leaves; the others may report its leaving before its abort reaches them
+// and outnumber it. The story is the integrity failure, naming the link.
+func TestAnalyzeTellsAnIntegrityFailureOverTheDeathItCaused(t *testing.T) {
+	dumps := job{world: 3, calls: []int{5, 5, 5}, running: []bool{true, true, true},
+		failure: &Failure{Kind: "peer died", Rank: 1, Reporter: 0, Detail: "connection closed"}}.dumps(t)
+	const link = "frame 9 from rank 0 to rank 1 on channel 0 (a -> b) failed its integrity check (tag mismatch)"
+	dumps[1].Failure = &Failure{Kind: "frame integrity", Rank: 0, Reporter: 1, Detail: link}
+	text := strings.Join(Analyze(dumps).Lines, "\n")
+	if !strings.Contains(text, "failure (ranks 0,1,2): frame integrity blaming rank 0, reported by rank 1: "+link) {
+		t.Errorf("the story does not tell the integrity failure:\n%s", text)
+	}
+}
+
 // BenchmarkBeginEnd is the recorder's cost per call on the path of a small
 // call that does not wait: compare with an 8-byte allreduce (docs/debugging.md).
 func BenchmarkBeginEnd(b *testing.B) {
