@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sort"
 	"strings"
@@ -557,6 +558,27 @@ func (m *Mesh) Halt() {
 	})
 }
 
+// linger reads and discards what each socket link's peer still sends
+// until the peer ends its stream or grace passes, all links at once. The
+// links' readers must have stopped (Halt).
+func (m *Mesh) linger(grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	var wg sync.WaitGroup
+	for _, row := range m.links {
+		for _, l := range row {
+			if l == nil || l.inPlace != nil {
+				continue
+			}
+			wg.Go(func() {
+				if l.conn.SetReadDeadline(deadline) == nil {
+					_, _ = io.Copy(io.Discard, l.conn)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // failingNow reports whether the mesh has started failing (its aborts may
 // still be on their way).
 func (m *Mesh) failingNow() bool { return m.failing.Load() }
@@ -646,6 +668,18 @@ func (m *Mesh) Close() error {
 
 func (m *Mesh) closeAll() {
 	m.cfg.Listener.Close()
+	if e := m.err; e != nil && !(e.Kind == KindClosed && e.Rank == m.id.Rank) {
+		// A failed mesh: its aborts are on their way, and closing a
+		// socket with unread data resets the connection, which can
+		// overtake the abort (a proxy or middlebox that sees the reset
+		// may drop what it still holds for the peer, and the peer's
+		// writes fail before its reader reaches the abort). Wait for
+		// each peer to end its stream — a peer that reads the abort
+		// fails and half-closes every link — draining what it still
+		// sends, for at most the abort grace.
+		m.Halt()
+		m.linger(m.cfg.AbortGrace)
+	}
 	for _, row := range m.links {
 		for _, l := range row {
 			if l != nil {

@@ -54,8 +54,9 @@ func (r *rogue) frame(h wire.Header, payload []byte) []byte {
 }
 
 // rogueTCPMesh forms rank 0's mesh over TCP with protection mode against
-// a hand-written rank 1 and returns both.
-func rogueTCPMesh(t *testing.T, mode FrameAuth) (*Mesh, *rogue) {
+// a hand-written rank 1 and returns both; edit changes rank 0's
+// configuration.
+func rogueTCPMesh(t *testing.T, mode FrameAuth, edit ...func(*MeshConfig)) (*Mesh, *rogue) {
 	t.Helper()
 	network := tcpNetwork(t)
 	ln0, ln1 := listenTwo(t, network)
@@ -88,11 +89,15 @@ func rogueTCPMesh(t *testing.T, mode FrameAuth) (*Mesh, *rogue) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m, err := Connect(ctx, MeshConfig{
+	cfg := MeshConfig{
 		Identity: id(0), Channels: 1, Network: network, Listener: ln0,
 		Endpoints: []Endpoint{ln0.Endpoint(), ln1.Endpoint()}, Logger: zerolog.Nop(),
 		Link: LinkConfig{Silence: 30 * time.Second, Heartbeat: 5 * time.Second, Chunk: 4096},
-	})
+	}
+	for _, f := range edit {
+		f(&cfg)
+	}
+	m, err := Connect(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,6 +226,62 @@ func TestTamperedFramesFailNamingTheLinkAndApplyNothing(t *testing.T) {
 				t.Fatalf("buffer %v after the failure, want %v", buf, want)
 			}
 		})
+	}
+}
+
+// A rank that failed (here: it caught a changed frame) closes its
+// sockets only after its peer has ended its stream, reading and
+// discarding what the peer still sends: closing with unread data would
+// reset the connection, and a reset can overtake the rank's abort (a
+// proxy or middlebox drops what it still holds; the peer's writes fail
+// before its reader reaches the abort). Without the lingering close the
+// peer's write of data the failed rank never reads fails.
+func TestAFailedRankClosesOnlyAfterItsPeerEndsItsStream(t *testing.T) {
+	m, r := rogueTCPMesh(t, FrameAuthTag, func(c *MeshConfig) { c.AbortGrace = 2 * time.Minute })
+	d := allreduceDesc(4)
+	bad := r.frame(wire.Header{Type: wire.TypeData, Desc: d}, f32(1, 2, 3, 4))
+	bad[wire.HeaderSize] ^= 1
+	wrote := make(chan error, 1)
+	go func() {
+		// More than any socket buffers hold: rank 0 reads none of it.
+		_, err := r.conn.Write(append(bad, make([]byte, 64<<20)...))
+		if err == nil {
+			err = r.conn.(*net.TCPConn).CloseWrite()
+		}
+		wrote <- err
+	}()
+	buf := f32(0, 0, 0, 0)
+	if err := m.Link(1, 0).Recv(RecvReq{Desc: d, Buf: buf, Reduce: true, DType: reduce.Float32, Op: reduce.Sum, Done: make(chan Result, 1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.Failed():
+	case <-time.After(time.Minute):
+		t.Fatal("the changed frame was not detected")
+	}
+	if e := m.Failure(); e.Kind != KindIntegrity {
+		t.Fatalf("failed with %v, want an integrity failure", e)
+	}
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("the peer's write failed: %v (the failed rank reset the connection)", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the peer's write did not finish")
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return after the peer ended its stream")
+	}
+	// What rank 0 sent: its abort, naming the integrity failure, then
+	// the end of its stream.
+	got := <-r.got
+	if !bytes.Contains(got, []byte("integrity")) {
+		t.Errorf("the peer did not get the abort (%d bytes)", len(got))
 	}
 }
 
