@@ -215,6 +215,13 @@ func (c *Comm) TakeContributionMatching(ctx context.Context, from int, tag, mask
 	return c.take(ctx, []int{from}, func(_ int, t uint32) bool { return t&mask == tag&mask })
 }
 
+// NextContributionMatching is NextContribution for the contributions
+// whose tag matches tag under mask (t&mask == tag&mask): the earliest
+// arrived from any rank in from. Others stay for later calls.
+func (c *Comm) NextContributionMatching(ctx context.Context, from []int, tag, mask uint32) (*Contribution, error) {
+	return c.take(ctx, from, func(_ int, t uint32) bool { return t&mask == tag&mask })
+}
+
 // wrap makes an eager message taken from the engine a Contribution.
 func (c *Comm) wrap(m transport.Eager) *Contribution {
 	return &Contribution{From: m.From, Tag: m.Tag, Data: Buffer{Bytes: m.Data, DType: DType(m.DType)}, Arrived: m.Arrived, raw: m, e: c.e}

@@ -6,7 +6,7 @@
 # SGD with momentum, held-out accuracy every --eval-every steps.
 #
 #   scripts/bench-tta.sh [--seeds 1,2] [--epochs 6] [--eval-every 6] [--rate 1gbit]
-#        [--cases none,compute3x,link5,link10,lossy,stall] [--modes bsp,shares] [--out DIR]
+#        [--cases none,compute3x,link5,link10,lossy,stall] [--modes bsp,shares] [--unit 1] [--out DIR]
 #
 # For each seed it first runs BSP with every link at --rate and no
 # straggler: its held-out accuracy after epoch 4 is the target, and the
@@ -22,13 +22,20 @@
 #   link10     rank 3's link at --rate/10
 #   lossy      rank 3's link drops 2% of its packets each way
 #   stall      rank 3's link holds its bytes for 3 s, 12 s into the run
+#   powerlaw4  FlexRR's power law, alpha 4, per rank per step (seed=7;powerlaw=4)
+#   flexrr     FlexRR's slow workers at its own p (seed=7;flexrr-slow=0.01:400%)
+#   persistent rank 3 late by 100 ms every step, whatever its share
+#   transient  AntDT's transient stragglers (seed=7;transient=0.5)
+# Modes: bsp, a straggler policy (shares, adaptive, star, exact), or
+# POLICY+reassign: that policy with in-step work reassignment in units of
+# --unit samples (ringtail-train --reassign-unit).
 # Each run's --json report is kept in DIR (default: a new temporary
 # directory). Needs root, iproute2 and nftables, jq, and builds bin/ with
 # make.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
-seeds=1,2 epochs=6 every=6 rate=1gbit cases=none,compute3x,link5,link10,lossy,stall modes=bsp,shares out=""
+seeds=1,2 epochs=6 every=6 rate=1gbit cases=none,compute3x,link5,link10,lossy,stall modes=bsp,shares unit=1 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
@@ -37,8 +44,9 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --cases) cases=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
+    --unit) unit=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "bench-tta: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -60,19 +68,24 @@ run() {
   local c=$1 m=$2 seed=$3 links="link=0,1,2,3:rate=$rate" inj=""
   case "$c" in
     none) ;;
-    compute3x) inj="--inject slow=3:3x" ;;
+    compute3x) inj="slow=3:3x" ;;
     link5) links="link=0,1,2:rate=$rate;link=3:rate=$fifth" ;;
     link10) links="link=0,1,2:rate=$rate;link=3:rate=$tenth" ;;
     lossy) links="link=0,1,2:rate=$rate;link=3:rate=$rate:loss=2%" ;;
     stall) links="link=0,1,2:rate=$rate;link=3:rate=$rate:stall=3s@12s" ;;
+    powerlaw4) inj="seed=7;powerlaw=4" ;;
+    flexrr) inj="seed=7;flexrr-slow=0.01:400%" ;;
+    persistent) inj="persistent=3:+100ms" ;;
+    transient) inj="seed=7;transient=0.5" ;;
     *) echo "bench-tta: unknown case $c" >&2; exit 2 ;;
   esac
-  local mode=adaptive policy=$m
+  local mode=adaptive policy=${m%+reassign} extra=""
   [ "$m" = bsp ] && mode=bsp && policy=shares
+  [ "$m" = "$policy" ] || extra="--reassign-unit $unit"
   local base="$out/$c-$m-s$seed"
   scripts/testbed.sh --hosts 4 --links "$links" -- sh -c "ip netns exec \$TB_HUB bin/ringtail run -H \$TB_HOSTLIST \
     --ssh 'ip netns exec' --master-addr \$TB_HUB_ADDR -- $repo/bin/ringtail-train --hidden 1024,1024 \
-    --epochs $epochs --seed $seed --eval-every $every --mode $mode --policy $policy $inj --json" >"$base.out" 2>"$base.err" || {
+    --epochs $epochs --seed $seed --eval-every $every --mode $mode --policy $policy $extra ${inj:+--inject $(printf '%q' "$inj")} --json" >"$base.out" 2>"$base.err" || {
     echo "bench-tta: $c $m seed $seed failed; see $base.err" >&2; return 1; }
   grep '^\[0\] {' "$base.out" | sed 's/^\[0\] //' >"$base.json"
 }

@@ -61,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	codedScheme := fs.String("coded-scheme", string(gradcode.Hetero), "with --mode coded: the gradcode scheme, hetero, group or cyclic")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
+	reassignUnit := fs.Int("reassign-unit", 0, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact); 0: off")
+	reassignHelpers := fs.Int("reassign-helpers", 4, "with --reassign-unit: the ranks each rank may give units to (its ring successors)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticDefault, elasticErr := settings.ParseBool(elastic.EnvElastic, os.Getenv(elastic.EnvElastic), false)
 	elasticMode := fs.Bool("elastic", elasticDefault, "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
@@ -81,6 +83,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if set := cmd.Given(); *mode != "coded" && (set["coded-s"] || set["coded-scheme"]) {
 		return cmd.Fail(stderr, "--coded-s and --coded-scheme apply to --mode coded")
+	} else if *mode != "adaptive" && (set["reassign-unit"] || set["reassign-helpers"]) {
+		return cmd.Fail(stderr, "--reassign-unit and --reassign-helpers apply to --mode adaptive")
+	}
+	reassign := straggler.DefaultReassignConfig(*reassignUnit)
+	reassign.Helpers = *reassignHelpers
+	if *reassignUnit < 0 {
+		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off)", *reassignUnit)
+	} else if *reassignUnit > 0 {
+		if err := reassign.Validate(); err != nil {
+			return cmd.Fail(stderr, "--reassign-unit %d --reassign-helpers %d: %v", *reassignUnit, *reassignHelpers, err)
+		}
 	}
 	switch gradcode.Scheme(*codedScheme) {
 	case gradcode.Hetero, gradcode.Group, gradcode.Cyclic:
@@ -263,6 +276,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			pol.Memory = &straggler.Memory{MicroCap: caps, MaxAccum: *maxAccum}
 			memory = pol.Memory
 		}
+		if *reassignUnit > 0 {
+			cfg.Reassign = reassign
+		}
 		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))
 	}
@@ -316,7 +332,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			// BusySpread is the slowest rank's time to the reduction over
 			// the fastest's, minus one (Report.Ranks).
 			BusySpread float64 `json:"busy_spread"`
-		}{rep, spec.String(), *mode, policyOf(*mode, *policyName, *codedScheme, *codedS), tel, priors,
+		}{rep, spec.String(), *mode, policyOf(*mode, *policyName, *codedScheme, *codedS, *reassignUnit), tel, priors,
 			models, memory, train.BusySpread(rep.Ranks)})
 		if err != nil {
 			return fail(err)
@@ -333,11 +349,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // policyOf names the policy of a mode in --json: the straggler policy of
 // adaptive, the scheme and s of coded, none for bsp.
-func policyOf(mode, policy, scheme string, s int) string {
-	switch mode {
-	case "adaptive":
+func policyOf(mode, policy, scheme string, s, reassignUnit int) string {
+	switch {
+	case mode == "adaptive" && reassignUnit > 0:
+		return fmt.Sprintf("%s+reassign unit=%d", policy, reassignUnit)
+	case mode == "adaptive":
 		return policy
-	case "coded":
+	case mode == "coded":
 		return fmt.Sprintf("%s s=%d", scheme, s)
 	}
 	return ""

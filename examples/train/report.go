@@ -53,6 +53,11 @@ type EpochStats struct {
 	Evicted    []int          `json:"evicted,omitempty"`
 	Staleness  float64        `json:"staleness,omitempty"`
 	ChildSteps int            `json:"child_steps,omitempty"`
+	// Moved and Helped are, under in-step reassignment, the units of
+	// this rank's shares it gave to helpers and the units of others' it
+	// computed, over the epoch.
+	Moved  int `json:"moved_units,omitempty"`
+	Helped int `json:"helped_units,omitempty"`
 
 	lossSum          float64
 	lossRows, folded int
@@ -87,6 +92,8 @@ func (e *EpochStats) add(st stepStats, rows int) {
 		}
 	}
 	e.folded += st.outcome.Folded
+	e.Moved += st.outcome.Moved
+	e.Helped += st.outcome.Helped
 	e.staleSum += st.outcome.Staleness * float64(st.outcome.Folded)
 }
 

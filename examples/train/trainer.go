@@ -14,6 +14,8 @@ import (
 
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/observe"
+	"github.com/ringtail-ml/ringtail/straggler"
+	"github.com/ringtail-ml/ringtail/straggler/driver"
 	"github.com/ringtail-ml/ringtail/straggler/inject"
 )
 
@@ -83,6 +85,9 @@ type SyncOutcome struct {
 	// Staleness their mean staleness in steps.
 	Folded    int
 	Staleness float64
+	// Moved is the units of this rank's share it gave to helpers in the
+	// step, Helped the units of others' it computed (Config.Reassign).
+	Moved, Helped int
 }
 
 // ErrReplicasDiverged is returned by Run when the ranks' parameters are not
@@ -120,6 +125,12 @@ type Config struct {
 	// Sync, when set, replaces the plain gradient AllReduce (see
 	// GradientSync); nil runs plain synchronous SGD.
 	Sync GradientSync
+	// Reassign, when its UnitSize is > 0 and Sync can (Reassigning),
+	// computes each step's batch in units that move, within the step,
+	// from ranks behind to ranks ahead (FlexRR's in-step reassignment):
+	// the update is synchronous SGD's. Steps whose plan has ranks outside
+	// the reduction compute their shares as usual.
+	Reassign straggler.ReassignConfig
 	// Coded, when set, trains under gradient coding (see Coding) instead
 	// of the plain AllReduce; it excludes Sync.
 	Coded *Coding
@@ -488,6 +499,14 @@ func (t *Trainer) epoch(ctx context.Context, epoch int, step *int) (EpochStats, 
 	return es, nil
 }
 
+// Reassigning is a GradientSync that moves work between ranks within a
+// step (driver.Sync): a step's compute then runs under Reassign, and its
+// Samples go to Reduce.
+type Reassigning interface {
+	CanReassign() bool
+	Reassign(ctx context.Context, in driver.ReassignInput) (driver.ReassignOutput, error)
+}
+
 // stepStats are one step's global loss sum (over applied rows) and
 // timings.
 type stepStats struct {
@@ -514,6 +533,9 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 		lo, hi = t.cfg.Sync.Share(len(batch))
 		base = time.Duration(float64(t.cfg.StepCompute) * float64((hi-lo)*t.world) / float64(len(batch)))
 	}
+	if rs, ok := t.cfg.Sync.(Reassigning); ok && t.cfg.Reassign.UnitSize > 0 && rs.CanReassign() {
+		return t.reassignStep(ctx, step, batch, base, rs)
+	}
 	np := t.model.NumParams()
 	clear(t.grad)
 	t.grad[np] = float32(t.computeShare(batch[lo:hi], t.grad[:np]))
@@ -539,6 +561,56 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 	if st.applied == 0 {
 		st.total = time.Since(begin)
 		return st, nil // every gradient of the step is late: nothing to apply yet
+	}
+	inv := 1 / float32(st.applied)
+	g := t.grad[:np]
+	for i := range g {
+		g[i] *= inv
+	}
+	t.opt.Step(t.model.Params, g)
+	st.total = time.Since(begin)
+	return st, nil
+}
+
+// reassignStep is step under in-step reassignment: the batch's units
+// are computed by whichever rank the reassignment gives them to, each
+// padded to its injected duration (the step's fixed delay first), and
+// the sums reduced as usual. base is this rank's share's unslowed compute.
+func (t *Trainer) reassignStep(ctx context.Context, step int, batch []int, base time.Duration, rs Reassigning) (stepStats, error) {
+	var st stepStats
+	begin := time.Now()
+	delay, factor, err := t.runner.Begin(ctx, step, base)
+	if err != nil {
+		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
+	}
+	np := t.model.NumParams()
+	clear(t.grad)
+	loss := 0.0
+	perRow := float64(t.cfg.StepCompute) * float64(t.world) / float64(len(batch))
+	out, err := rs.Reassign(ctx, driver.ReassignInput{Config: t.cfg.Reassign, Rows: len(batch), Expect: max(base, time.Millisecond), Delay: delay,
+		Compute: func(ctx context.Context, u straggler.Unit) error {
+			t0 := time.Now()
+			loss += t.computeShare(batch[u.Lo:u.Hi], t.grad[:np])
+			return t.runner.Sleep(ctx, time.Duration(factor*perRow*float64(u.Hi-u.Lo))-time.Since(t0))
+		}})
+	if err != nil {
+		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
+	}
+	t.grad[np] = float32(loss)
+	st.compute = out.Compute
+	padded := time.Since(begin)
+	applied, _, done, err := t.cfg.Sync.Reduce(ctx, out.Samples, out.Compute+delay, padded)
+	if err != nil {
+		return st, fmt.Errorf("train: rank %d step %d: gradient sync: %w", t.rank, step, err)
+	}
+	st.applied, st.done, st.outcome = applied, done, t.cfg.Sync.Outcome()
+	st.outcome.Moved, st.outcome.Helped = out.Moved, out.Helped
+	t.arrived(padded, out.Samples, false)
+	st.comm = time.Since(begin) - padded
+	st.loss = float64(t.grad[np])
+	if st.applied == 0 {
+		st.total = time.Since(begin)
+		return st, nil
 	}
 	inv := 1 / float32(st.applied)
 	g := t.grad[:np]

@@ -28,6 +28,7 @@ type Comm interface {
 	ContributeAsync(ctx context.Context, peer int, buf ringtail.Buffer, tag uint32) (*ringtail.Posting, error)
 	TakeContributionMatching(ctx context.Context, from int, tag, mask uint32) (*ringtail.Contribution, error)
 	TryContribution(from int, tag, mask uint32) (*ringtail.Contribution, bool)
+	NextContributionMatching(ctx context.Context, from []int, tag, mask uint32) (*ringtail.Contribution, error)
 	Probe(ctx context.Context, cfg ringtail.ProbeConfig) (topology.LinkEstimates, error)
 }
 
@@ -123,18 +124,20 @@ type Result struct {
 	Wire WireStats
 }
 
-// Tags of the driver's eager messages: the kind in the low two bits, a
-// step or version above (its low 30 bits: a tag names a message among the
+// Tags of the driver's eager messages: the kind in the low three bits, a
+// step or version above (its low 29 bits: a tag names a message among the
 // few on their way, the version itself travels in the state header).
 const (
 	kindGradient uint32 = 0 // a child's gradient, up to its parent
 	kindState    uint32 = 1 // parameters (and optimizer state), down to a child
 	kindReport   uint32 = 2 // a step's report, down to a child
 	kindMarker   uint32 = 3 // a child's last gradient before it rejoins or ends
-	kindMask     uint32 = 3
+	kindReassign uint32 = 4 // in-step reassignment's messages (reassign.go)
+	kindMask     uint32 = 7
+	kindBits            = 3
 )
 
-func tag(kind uint32, n int) uint32 { return uint32(n)<<2 | kind }
+func tag(kind uint32, n int) uint32 { return uint32(n)<<kindBits&ringtail.MaxContributionTag | kind }
 
 // Driver is the I/O loop of one rank's straggler.Node: call Step once per
 // iteration after filling Buffer with the gradient sum. The Node says what
@@ -372,9 +375,9 @@ func (d *Driver) reduce(ctx context.Context, c straggler.Call, stepStart time.Ti
 
 // post sends an eager message to peer.
 func (d *Driver) post(ctx context.Context, peer int, data []float32, t uint32) error {
-	d.log.Trace().Int("to", peer).Uint32("kind", t&kindMask).Uint32("n", t>>2).Int("len", len(data)).Msg("driver: post")
+	d.log.Trace().Int("to", peer).Uint32("kind", t&kindMask).Uint32("n", t>>kindBits).Int("len", len(data)).Msg("driver: post")
 	if err := d.comm.Contribute(ctx, peer, ringtail.Float32s(data), t); err != nil {
-		return fmt.Errorf("driver: rank %d: message %d/%d to rank %d: %w", d.rank, t&kindMask, t>>2, peer, err)
+		return fmt.Errorf("driver: rank %d: message %d/%d to rank %d: %w", d.rank, t&kindMask, t>>kindBits, peer, err)
 	}
 	return nil
 }
@@ -643,7 +646,7 @@ func (d *Driver) replay(c *ringtail.Contribution) error {
 	defer c.Release()
 	_, step := d.node.ExpectReport()
 	// A tag holds a step's low 30 bits: compare those.
-	if got := c.Tag >> 2; got != tag(kindReport, step)>>2 {
+	if got := c.Tag >> kindBits; got != tag(kindReport, step)>>kindBits {
 		return fmt.Errorf("driver: rank %d: report of step %d (mod 2³⁰) from rank %d, expected step %d", d.rank, got, c.From, step)
 	}
 	tail := f32(c.Data.Bytes)

@@ -64,6 +64,15 @@ func (s *Sync) Reduce(ctx context.Context, rows int, compute, arrival time.Durat
 	return res.Applied, res.StateReplaced, res.Done, err
 }
 
+// CanReassign reports whether the next step can run under Reassign.
+func (s *Sync) CanReassign() bool { return s.d.CanReassign() }
+
+// Reassign runs the next step's compute with in-step work reassignment
+// (Driver.Reassign); then call Reduce with the output's Samples.
+func (s *Sync) Reassign(ctx context.Context, in ReassignInput) (ReassignOutput, error) {
+	return s.d.Reassign(ctx, in)
+}
+
 // Last returns the Result of the last Reduce.
 func (s *Sync) Last() Result { return s.last }
 

@@ -127,6 +127,38 @@ func (r *Runner) Pad(ctx context.Context, step int, base, elapsed time.Duration)
 	return eff, nil
 }
 
+// Begin starts step for this rank when its compute is done in pieces
+// (in-step reassignment): it performs the step's fault, as Pad does, and
+// returns the step's effect as an affine function of unslowed compute,
+// Effect.Compute(b) = delay + factor·b for a share whose unslowed compute
+// is base — a fixed delay (a late loader, a pause) and a rate. The caller
+// starts computing after delay and pads each piece of unslowed compute p
+// to factor·p (Sleep).
+func (r *Runner) Begin(ctx context.Context, step int, base time.Duration) (delay time.Duration, factor float64, err error) {
+	base = max(base, time.Millisecond)
+	one, two := Effect{Compute: base}, Effect{Compute: 2 * base}
+	if r.cfg.Injector != nil {
+		one, two = r.cfg.Injector.At(r.cfg.Rank, step, base), r.cfg.Injector.At(r.cfg.Rank, step, 2*base)
+	}
+	if err := r.fault(ctx, one.Fault); err != nil {
+		return 0, 1, err
+	}
+	factor = max(float64(two.Compute-one.Compute)/float64(base), 0)
+	delay = max(one.Compute-time.Duration(factor*float64(base)), 0)
+	return delay, factor, nil
+}
+
+// Sleep waits for d (a timer, no CPU) or until ctx is done.
+func (r *Runner) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if err := r.cfg.Sleep(ctx, d); err != nil {
+		return fmt.Errorf("inject: rank %d padding: %w", r.cfg.Rank, err)
+	}
+	return nil
+}
+
 func (r *Runner) fault(ctx context.Context, f Fault) error {
 	switch f.Kind {
 	case FaultKill:
