@@ -58,6 +58,40 @@ func TestRunnerPadsTheStepToTheInjectedCompute(t *testing.T) {
 	}
 }
 
+// Begin splits a step's effect into a fixed delay and a rate, so that a
+// step computed in pieces (in-step reassignment) takes what Pad would
+// give the whole share: a slow rank's rate, a persistent rank's delay,
+// both for both, and a kill at its step.
+func TestRunnerBeginSplitsTheStepIntoDelayAndRate(t *testing.T) {
+	in := mustInjector(t, "slow=1:3x;persistent=2:+100ms;slow=3:2x;persistent=3:+50ms;kill=0@1", 4)
+	for _, c := range []struct {
+		rank   int
+		delay  time.Duration
+		factor float64
+	}{{0, 0, 1}, {1, 0, 3}, {2, 100 * time.Millisecond, 1}, {3, 50 * time.Millisecond, 2}} {
+		var p fakeProcess
+		r, err := NewRunner(p.config(in, c.rank))
+		if err != nil {
+			t.Fatal(err)
+		}
+		delay, factor, err := r.Begin(context.Background(), 0, base)
+		if err != nil || delay != c.delay || factor != c.factor {
+			t.Errorf("rank %d: Begin = %v, %v, %v; want %v, %v", c.rank, delay, factor, err, c.delay, c.factor)
+		}
+		if eff := in.At(c.rank, 0, base); delay+time.Duration(factor*float64(base)) != eff.Compute {
+			t.Errorf("rank %d: delay + factor·base = %v, Pad's compute %v", c.rank, delay+time.Duration(factor*float64(base)), eff.Compute)
+		}
+	}
+	var p fakeProcess
+	r, err := NewRunner(p.config(in, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Begin(context.Background(), 1, base); !errors.Is(err, ErrKilled) || fmt.Sprint(p.exits) != "[137]" {
+		t.Fatalf("step 1: err %v, exits %v; want the kill", err, p.exits)
+	}
+}
+
 func TestRunnerKillsAndFreezesAtTheirStep(t *testing.T) {
 	var p fakeProcess
 	in := mustInjector(t, "kill=0@2;freeze=0@1:300ms", 1)
