@@ -2,6 +2,7 @@
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) for the tests and bench.py."""
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -14,7 +15,33 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
+    """A port free now for the job's rendezvous, below the kernel's
+    ephemeral range: a port the kernel handed out (bind to 0) may be
+    handed out again, as the local end of any process's outgoing
+    connection — one of the ranks' own — before rank 0 listens on it
+    ("address already in use"). A port below the range is never taken
+    that way."""
+    lo, _ = _ephemeral_range()
+    first = 10000 if lo > 11000 else 1024
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(first, lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
