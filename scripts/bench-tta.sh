@@ -81,7 +81,7 @@ run() {
   esac
   local mode=adaptive policy=${m%+reassign} extra=""
   [ "$m" = bsp ] && mode=bsp && policy=shares
-  [ "$m" = "$policy" ] || extra="--reassign-unit $unit"
+  [ "$m" = "${m%+reassign}" ] || extra="--reassign-unit $unit"
   local base="$out/$c-$m-s$seed"
   scripts/testbed.sh --hosts 4 --links "$links" -- sh -c "ip netns exec \$TB_HUB bin/ringtail run -H \$TB_HOSTLIST \
     --ssh 'ip netns exec' --master-addr \$TB_HUB_ADDR -- $repo/bin/ringtail-train --hidden 1024,1024 \

@@ -586,19 +586,29 @@ func (t *Trainer) reassignStep(ctx context.Context, step int, batch []int, base 
 	np := t.model.NumParams()
 	clear(t.grad)
 	loss := 0.0
+	// The units' padding keeps to the rows' running total, as Pad does
+	// for a whole share: a unit whose real compute overran its time is
+	// made up by the next ones' padding, not added to the step.
 	perRow := float64(t.cfg.StepCompute) * float64(t.world) / float64(len(batch))
+	var owed, busy time.Duration
+	call := time.Now()
 	out, err := rs.Reassign(ctx, driver.ReassignInput{Config: t.cfg.Reassign, Rows: len(batch), Expect: max(base, time.Millisecond), Delay: delay,
 		Compute: func(ctx context.Context, u straggler.Unit) error {
 			t0 := time.Now()
 			loss += t.computeShare(batch[u.Lo:u.Hi], t.grad[:np])
-			return t.runner.Sleep(ctx, time.Duration(factor*perRow*float64(u.Hi-u.Lo))-time.Since(t0))
+			owed += time.Duration(factor * perRow * float64(u.Hi-u.Lo))
+			err := t.runner.Sleep(ctx, owed-busy-time.Since(t0))
+			busy += time.Since(t0)
+			return err
 		}})
 	if err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: %w", t.rank, step, err)
 	}
 	t.grad[np] = float32(loss)
 	st.compute = out.Compute
-	padded := time.Since(begin)
+	// This rank's arrival: the end of its last unit. The wait for the
+	// others' ends that Reassign made after it is the step's wait.
+	padded := call.Sub(begin) + out.Elapsed
 	applied, _, done, err := t.cfg.Sync.Reduce(ctx, out.Samples, out.Compute+delay, padded)
 	if err != nil {
 		return st, fmt.Errorf("train: rank %d step %d: gradient sync: %w", t.rank, step, err)

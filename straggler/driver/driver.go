@@ -171,6 +171,7 @@ type Driver struct {
 	gradNext int
 
 	lastPost time.Time // a child's previous gradient post
+	lastFull bool      // every rank was a member of the last step's plain reduction (CanReassign)
 	gradWire gradientWire
 }
 
@@ -231,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{cfg: cfg, comm: cfg.Comm, rank: rank, world: world, layout: l, buf: make([]float32, l.Len()),
+	return &Driver{cfg: cfg, comm: cfg.Comm, lastFull: true, rank: rank, world: world, layout: l, buf: make([]float32, l.Len()),
 		node: node, pol: pol.Config(), stateN: stateHeader, stateOut: map[int]*outgoing{},
 		log: cfg.Logger.With().Int("rank", rank).Logger()}, nil
 }
@@ -286,6 +287,7 @@ func (d *Driver) Step(ctx context.Context, in StepInput) (Result, error) {
 	opCtx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancel()
 	rd := d.node.Ready()
+	d.lastFull = rd.Role == straggler.RoleMember && d.full(rd.Plan)
 	if rd.Role == straggler.RoleChild {
 		return d.childStep(opCtx, rd, in)
 	}

@@ -21,7 +21,9 @@ type rankRun struct {
 	replaced int               // states adopted as a child
 	flush    Result
 	computed int // samples this rank computed
-	params   []float32
+	// reassigned is how many of its steps ran under Reassign.
+	reassigned int
+	params     []float32
 	// lastChild: it flushed as a child without a Step's Done (evicted by
 	// the last member step's decision).
 	lastChild bool
@@ -42,6 +44,13 @@ func runJob(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps in
 // between steps (an evaluation, a checkpoint, logging): the rank arrives
 // late at the step with no slower compute to show for it.
 func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64, pause func(r, i int) time.Duration) []rankRun {
+	t.Helper()
+	return runJobWith(t, comms, pol, steps, perSample, slow, pause, nil)
+}
+
+// runJobWith is runJobPausing whose steps run under Reassign with
+// reassign's configuration, when it is not nil and the step can.
+func runJobWith(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, steps int, perSample time.Duration, slow func(r, i int) float64, pause func(r, i int) time.Duration, reassign *straggler.ReassignConfig) []rankRun {
 	t.Helper()
 	n := len(comms)
 	runs := make([]rankRun, n)
@@ -82,7 +91,20 @@ func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, s
 			tau := time.Duration(float64(perSample) * slow(r, i))
 			samples := p.Shares[r]
 			compute := time.Duration(samples) * tau
-			if err := ringtail.Sleep(ctx, compute); err != nil {
+			arrival := func() time.Duration { return time.Since(stepStart) }
+			if reassign != nil && d.CanReassign() {
+				call := time.Now()
+				out, err := d.Reassign(ctx, ReassignInput{Config: *reassign, Rows: total(p.Shares), Expect: max(compute, time.Millisecond),
+					Compute: func(ctx context.Context, u straggler.Unit) error {
+						return ringtail.Sleep(ctx, time.Duration(u.Hi-u.Lo)*tau)
+					}})
+				if err != nil {
+					return err
+				}
+				samples, compute = out.Samples, out.Compute
+				arrival = func() time.Duration { return call.Sub(stepStart) + out.Elapsed }
+				run.reassigned++
+			} else if err := ringtail.Sleep(ctx, compute); err != nil {
 				return err
 			}
 			buf := d.Buffer()
@@ -91,7 +113,7 @@ func runJobPausing(t *testing.T, comms []*ringtail.Comm, pol straggler.Config, s
 				buf[k] = float32(samples)
 			}
 			run.computed += samples
-			res, err := d.Step(ctx, StepInput{Samples: samples, Compute: compute, Arrival: time.Since(stepStart)})
+			res, err := d.Step(ctx, StepInput{Samples: samples, Compute: compute, Arrival: arrival()})
 			stepStart = time.Now()
 			if err != nil {
 				return err
@@ -303,6 +325,55 @@ func TestAChildRejoinsWhenItIsNoLongerSlow(t *testing.T) {
 	}
 }
 
+// In-step reassignment beside eviction: a rank evicted for its slowness
+// computes at its own pace while the members' steps are not reassigned,
+// and rejoins through a plain step (its parent sends it the parameters
+// after its compute: a reassigned step would have the parent wait for the
+// rejoining rank's messages and the rank for the parameters); the other
+// steps reassign, nothing is lost or folded twice, and every rank ends
+// with the same state. The reassignment here never offers work (its
+// trigger is out of reach), so that the slow rank is evicted as without
+// it, but its ranks still wait for each other's messages every step.
+func TestReassignBesideEvictionAndRejoin(t *testing.T) {
+	const n, steps = 4, 40
+	comms := startComms(t, n)
+	pol, err := straggler.Preset(straggler.NameSTAR, n, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := straggler.DefaultReassignConfig(1)
+	cfg.Trigger = 1e9
+	runs := runJobWith(t, comms, pol, steps, 2*time.Millisecond, func(r, i int) float64 {
+		if r == 1 && i < 4 {
+			return 4
+		}
+		return 1
+	}, nil, &cfg)
+	view := checkRun(t, runs, steps)
+	evicted, rejoined, full := false, false, 0
+	for _, res := range view {
+		switch {
+		case res.Plan.Mode == straggler.ModeEvict:
+			evicted = true
+		case evicted && res.Plan.IsMember(1):
+			rejoined = true
+		}
+		if len(res.Plan.Members) == n {
+			full++
+		}
+	}
+	if !evicted || !rejoined {
+		var modes []string
+		for _, res := range view {
+			modes = append(modes, fmt.Sprintf("%s%v(τ1=%v a1=%v)", res.Plan.Mode, res.Plan.Evicted, res.Plan.PerSample[1], res.Plan.Predicted[1]))
+		}
+		t.Fatalf("rank 1 (4× slow for 4 iterations) evicted %v, rejoined %v; modes by step: %v", evicted, rejoined, modes)
+	}
+	if runs[0].reassigned == 0 || runs[0].reassigned >= full {
+		t.Fatalf("rank 0 reassigned %d steps of %d with every rank a member; want some, not the rejoining one", runs[0].reassigned, full)
+	}
+}
+
 // A training loop whose rank 0 evaluates every few steps (a pause between
 // steps, three steps long) ends cleanly under every policy: the ranks
 // agree on the last step, a rank evicted for its pauses finishes or is
@@ -366,4 +437,13 @@ func TestAnExcludedRankComputesNothingWhileTheMembersApplyTheWholeBatch(t *testi
 	if excluded == 0 {
 		t.Fatalf("rank 3, 30 ms late at every step, was never excluded")
 	}
+}
+
+// total is the sum of shares.
+func total(shares []int) int {
+	t := 0
+	for _, s := range shares {
+		t += s
+	}
+	return t
 }

@@ -43,8 +43,10 @@ type ReassignOutput struct {
 	// step's Samples for Step.
 	Samples int
 	// Compute is the time spent computing them (Delay and waits
-	// excluded); Elapsed the time from the call to the end of the step's
-	// compute on this rank (its arrival).
+	// excluded); Elapsed the time from the call to the end of this rank's
+	// last unit (or of its Delay, when it computed none): its arrival, as
+	// Step wants it — the wait for the other ranks' ends that follows is
+	// the step's wait, like the reduction's.
 	Compute, Elapsed time.Duration
 	// Units are the units computed, in order.
 	Units []straggler.Unit
@@ -61,10 +63,18 @@ type ReassignOutput struct {
 var ErrNotReassignable = errors.New("driver: this step's plan does not reassign work")
 
 // CanReassign reports whether the next step can run under Reassign: every
-// rank is a member of a plain reduction.
+// rank is a member of a plain reduction in it and was in the step before.
+// (A rank that rejoins from its own pace enters its first member step
+// only once its parent has sent it the parameters, which the parent does
+// after its compute: were that step reassigned, the parent would wait
+// for the rejoining rank's messages and the rank for the parameters.)
 func (d *Driver) CanReassign() bool {
-	p := d.node.Plan()
-	return d.node.Role() == straggler.RoleMember && len(p.Members) == d.world && len(p.Parents) == 0 && len(p.Shares) == d.world
+	return d.lastFull && d.node.Role() == straggler.RoleMember && d.full(d.node.Plan())
+}
+
+// full reports whether every rank is a member of p's plain reduction.
+func (d *Driver) full(p straggler.Plan) bool {
+	return len(p.Members) == d.world && len(p.Parents) == 0 && len(p.Shares) == d.world
 }
 
 // Reassign runs this rank's compute of the next step with in-step work
@@ -98,7 +108,7 @@ func (d *Driver) Reassign(ctx context.Context, in ReassignInput) (ReassignOutput
 	if err := r.run(ctx, in, units, &out); err != nil {
 		return out, fmt.Errorf("driver: rank %d step %d: reassignment: %w", d.rank, step, err)
 	}
-	out.Elapsed = time.Since(r.start)
+	out.Elapsed = max(r.lastEnd, in.Delay)
 	out.Moved, out.Messages = ra.Moved(), r.sent
 	return out, nil
 }
@@ -112,6 +122,9 @@ type reassignRun struct {
 	start time.Time
 	sent  int
 	posts []*ringtail.Posting
+	// lastEnd is when, from start, the last unit this rank computed
+	// ended.
+	lastEnd time.Duration
 }
 
 func (r *reassignRun) now() time.Duration { return time.Since(r.start) }
@@ -138,7 +151,8 @@ func (r *reassignRun) run(ctx context.Context, in ReassignInput, units []straggl
 					return err
 				}
 				out.Compute += time.Since(t0)
-				if err := r.ra.Finish(u, r.now()); err != nil {
+				r.lastEnd = r.now()
+				if err := r.ra.Finish(u, r.lastEnd); err != nil {
 					return err
 				}
 				out.Units = append(out.Units, units[u])
