@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	codedScheme := fs.String("coded-scheme", string(gradcode.Hetero), "with --mode coded: the gradcode scheme, hetero, group or cyclic")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
-	reassignUnit := fs.Int("reassign-unit", 0, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact); 0: off")
+	reassignUnit := fs.Int("reassign-unit", 0, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact; ranks then stay in the ring: the policy's eviction and exclusion are off); 0: off")
 	reassignHelpers := fs.Int("reassign-helpers", 4, "with --reassign-unit: the ranks each rank may give units to (its ring successors)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticDefault, elasticErr := settings.ParseBool(elastic.EnvElastic, os.Getenv(elastic.EnvElastic), false)
@@ -277,7 +277,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			memory = pol.Memory
 		}
 		if *reassignUnit > 0 {
+			// Units move to whoever is ahead within the step, so no rank
+			// needs to leave the ring: a step with a rank evicted or
+			// excluded could not reassign (driver.CanReassign).
 			cfg.Reassign = reassign
+			pol.Evict, pol.Exclude = false, false
 		}
 		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))
