@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	codedScheme := fs.String("coded-scheme", string(gradcode.Hetero), "with --mode coded: the gradcode scheme, hetero, group or cyclic")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
-	reassignUnit := fs.Int("reassign-unit", 0, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact; ranks then stay in the ring: the policy's eviction and exclusion are off); 0: off")
+	reassignUnit := fs.Int("reassign-unit", -1, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact; ranks then stay in the ring: the policy's eviction and exclusion are off); 0: off; -1 (default): with --policy shares, a sixteenth of an equal share (at least 1), else off")
 	reassignHelpers := fs.Int("reassign-helpers", 4, "with --reassign-unit: the ranks each rank may give units to (its ring successors)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticDefault, elasticErr := settings.ParseBool(elastic.EnvElastic, os.Getenv(elastic.EnvElastic), false)
@@ -86,11 +86,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else if *mode != "adaptive" && (set["reassign-unit"] || set["reassign-helpers"]) {
 		return cmd.Fail(stderr, "--reassign-unit and --reassign-helpers apply to --mode adaptive")
 	}
-	reassign := straggler.DefaultReassignConfig(*reassignUnit)
+	if *reassignUnit < -1 {
+		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off, -1: the default)", *reassignUnit)
+	}
+	reassign := straggler.DefaultReassignConfig(max(*reassignUnit, 1))
 	reassign.Helpers = *reassignHelpers
-	if *reassignUnit < 0 {
-		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off)", *reassignUnit)
-	} else if *reassignUnit > 0 {
+	if *reassignUnit != 0 {
 		if err := reassign.Validate(); err != nil {
 			return cmd.Fail(stderr, "--reassign-unit %d --reassign-helpers %d: %v", *reassignUnit, *reassignHelpers, err)
 		}
@@ -276,10 +277,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			pol.Memory = &straggler.Memory{MicroCap: caps, MaxAccum: *maxAccum}
 			memory = pol.Memory
 		}
+		if *reassignUnit == -1 {
+			*reassignUnit = 0
+			if *policyName == straggler.NameShares {
+				// The default: the shares policy, its batch in units of a
+				// sixteenth of an equal share moving within each step.
+				*reassignUnit = max(1, *batch/(16*comm.Size()))
+			}
+		}
 		if *reassignUnit > 0 {
 			// Units move to whoever is ahead within the step, so no rank
 			// needs to leave the ring: a step with a rank evicted or
 			// excluded could not reassign (driver.CanReassign).
+			reassign.UnitSize = *reassignUnit
 			cfg.Reassign = reassign
 			pol.Evict, pol.Exclude = false, false
 		}
@@ -306,7 +316,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	if comm.Rank() == 0 {
-		fmt.Fprintf(cfg.Out, "ringtail-train: %s  inject %q  mode %s\n", tr.Describe(), spec.String(), *mode)
+		fmt.Fprintf(cfg.Out, "ringtail-train: %s  inject %q  mode %s\n", tr.Describe(), spec.String(), strings.TrimSpace(*mode+" "+policyOf(*mode, *policyName, *codedScheme, *codedS, *reassignUnit)))
 	}
 	rep, err := tr.Run(ctx)
 	if err != nil {
