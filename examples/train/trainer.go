@@ -556,20 +556,27 @@ func (t *Trainer) step(ctx context.Context, step int, batch []int) (stepStats, e
 		return st, fmt.Errorf("train: rank %d step %d: gradient allreduce: %w", t.rank, step, err)
 	}
 	t.arrived(padded, hi-lo, st.outcome.Child)
+	t.apply(&st, begin, padded)
+	return st, nil
+}
+
+// apply ends a step whose reduced sums are in t.grad: it records the
+// step's loss and times (padded: when the rank arrived at the reduction)
+// and applies the mean gradient over the rows applied — nothing when
+// every gradient of the step is late.
+func (t *Trainer) apply(st *stepStats, begin time.Time, padded time.Duration) {
+	np := t.model.NumParams()
 	st.comm = time.Since(begin) - padded
 	st.loss = float64(t.grad[np])
-	if st.applied == 0 {
-		st.total = time.Since(begin)
-		return st, nil // every gradient of the step is late: nothing to apply yet
+	if st.applied > 0 {
+		inv := 1 / float32(st.applied)
+		g := t.grad[:np]
+		for i := range g {
+			g[i] *= inv
+		}
+		t.opt.Step(t.model.Params, g)
 	}
-	inv := 1 / float32(st.applied)
-	g := t.grad[:np]
-	for i := range g {
-		g[i] *= inv
-	}
-	t.opt.Step(t.model.Params, g)
 	st.total = time.Since(begin)
-	return st, nil
 }
 
 // reassignStep is step under in-step reassignment: the batch's units
@@ -616,19 +623,7 @@ func (t *Trainer) reassignStep(ctx context.Context, step int, batch []int, base 
 	st.applied, st.done, st.outcome = applied, done, t.cfg.Sync.Outcome()
 	st.outcome.Moved, st.outcome.Helped = out.Moved, out.Helped
 	t.arrived(padded, out.Samples, false)
-	st.comm = time.Since(begin) - padded
-	st.loss = float64(t.grad[np])
-	if st.applied == 0 {
-		st.total = time.Since(begin)
-		return st, nil
-	}
-	inv := 1 / float32(st.applied)
-	g := t.grad[:np]
-	for i := range g {
-		g[i] *= inv
-	}
-	t.opt.Step(t.model.Params, g)
-	st.total = time.Since(begin)
+	t.apply(&st, begin, padded)
 	return st, nil
 }
 
