@@ -70,6 +70,10 @@ type BenchConfig struct {
 	LinkRate int64
 	// Probe makes the drivers measure the links when each run starts.
 	Probe bool
+	// Reassign, when its UnitSize is > 0, runs the policies' (not BSP's)
+	// steps under in-step reassignment (Config.Reassign); their rows say
+	// POLICY+reassign.
+	Reassign straggler.ReassignConfig
 }
 
 // BenchRow is one (pattern, ranks, policy) result. Times are seconds per
@@ -186,9 +190,19 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 					return Result{}, fmt.Errorf("setting the links %q: %w", links, err)
 				}
 			}
-			return Run(ctx, Config{Ranks: n, Policy: policy, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps,
+			rc := Config{Ranks: n, Policy: policy, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps,
 				GlobalBatch: cfg.GlobalBatch, PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Logger: cfg.Logger,
-				Join: cfg.Join, Links: cfg.Links, Probe: cfg.Probe})
+				Join: cfg.Join, Links: cfg.Links, Probe: cfg.Probe}
+			if policy != straggler.NameBSP {
+				rc.Reassign = cfg.Reassign
+			}
+			return Run(ctx, rc)
+		}
+		name := func(policy string) string {
+			if cfg.Reassign.UnitSize > 0 {
+				return policy + "+reassign"
+			}
+			return policy
 		}
 		base := ""
 		if cfg.Links != nil {
@@ -225,7 +239,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 					none[policy] = ad.PerBatch
 				}
 				idealRow := ideal + ad.Reduction
-				row := BenchRow{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: policy, Links: links[i],
+				row := BenchRow{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: name(policy), Links: links[i],
 					BSP: bsp.PerBatch.Seconds(), Adaptive: ad.PerBatch.Seconds(), Ideal: idealRow.Seconds(),
 					Collective: ad.Reduction.Seconds(), CleanCollective: coll.Seconds(), AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps),
 					EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, Folded: ad.Folded, Staleness: ad.Staleness, Cut: ad.Cut,

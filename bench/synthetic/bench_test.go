@@ -15,7 +15,9 @@ import (
 	"github.com/ringtail-ml/ringtail"
 	"github.com/ringtail-ml/ringtail/internal/commtest"
 	"github.com/ringtail-ml/ringtail/internal/launch"
+	"github.com/ringtail-ml/ringtail/straggler"
 	"github.com/ringtail-ml/ringtail/straggler/driver"
+	"github.com/ringtail-ml/ringtail/straggler/inject"
 	"github.com/ringtail-ml/ringtail/straggler/workload"
 )
 
@@ -170,5 +172,28 @@ func TestBenchRefusesNetworkPatternsWithoutLinks(t *testing.T) {
 	cfg := BenchConfig{Ranks: []int{4, 8}, Join: func(context.Context) (*ringtail.Comm, error) { return nil, errors.New("unused") }}
 	if err := RunBench(context.Background(), cfg, func(BenchRow) error { return nil }); !errors.Is(err, driver.ErrInvalidConfig) {
 		t.Errorf("two worlds for ranks in processes: %v, want driver.ErrInvalidConfig", err)
+	}
+}
+
+// A run under in-step reassignment applies every sample of every step
+// exactly once (Run checks the samples computed against those applied)
+// whatever a power law does to the ranks, with every rank in the ring.
+func TestRunWithReassignmentAppliesEveryBatchWhole(t *testing.T) {
+	const n, warm, steps, batch = 4, 2, 6, 64
+	spec, err := inject.Parse("seed=3;powerlaw=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := inject.New(spec, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Config{Ranks: n, Policy: straggler.NameShares, Injector: in, Warmup: warm, Steps: steps,
+		GlobalBatch: batch, PerSample: 200 * time.Microsecond, GradBytes: 4 << 10, Reassign: straggler.DefaultReassignConfig(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Applied != steps*batch || r.Total != r.TotalApplied || r.EvictSteps != 0 {
+		t.Fatalf("applied %d samples in %d steps of %d (computed %d, applied over the run %d), %d steps evicting", r.Applied, steps, batch, r.Total, r.TotalApplied, r.EvictSteps)
 	}
 }

@@ -53,6 +53,12 @@ type Config struct {
 	// Probe makes every rank's Driver measure the links when it starts
 	// (Config.Probe), so that the policy sees a rank behind a slow link.
 	Probe bool
+	// Reassign, when its UnitSize is > 0, runs every step that can under
+	// in-step reassignment (driver.Reassign): each unit a timer sleep of
+	// its rows at the rank's injected rate, after the step's injected
+	// fixed delay; every rank stays in the ring (the policy's eviction
+	// and exclusion off).
+	Reassign straggler.ReassignConfig
 }
 
 func (c Config) validate() error {
@@ -303,6 +309,9 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 	if err != nil {
 		return err
 	}
+	if cfg.Reassign.UnitSize > 0 {
+		pol.Evict, pol.Exclude = false, false
+	}
 	d, err := driver.New(ctx, driver.Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, Probe: cfg.Probe, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
 	if err != nil {
 		return err
@@ -354,14 +363,27 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 		if member {
 			rec.start[s] = stepStart
 		}
-		if err := ringtail.Sleep(ctx, time.Until(stepStart.Add(busy))); err != nil {
+		entered := time.Time{}
+		if cfg.Reassign.UnitSize > 0 && !cut && d.CanReassign() {
+			call := time.Now()
+			out, err := reassignStep(ctx, cfg, d, r, s)
+			if err != nil {
+				return err
+			}
+			n, compute, entered = out.Samples, out.Compute, call.Add(out.Elapsed)
+			if len(buf) > 0 {
+				buf[0] = float32(n)
+			}
+		} else if err := ringtail.Sleep(ctx, time.Until(stepStart.Add(busy))); err != nil {
 			return fmt.Errorf("driver: synthetic rank %d step %d: %w", r, s, err)
 		}
 		rec.computedAll += int64(n)
 		if s >= cfg.Warmup {
 			rec.computed += int64(n)
 		}
-		entered := time.Now()
+		if entered.IsZero() {
+			entered = time.Now()
+		}
 		res, err := d.Step(ctx, driver.StepInput{Samples: n, Compute: compute, Arrival: entered.Sub(stepStart), Cut: cut})
 		stepStart = time.Now()
 		if err != nil {
@@ -399,6 +421,27 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 }
 
 // linkStall is the link stall the injector puts on rank at step (0: none).
+// reassignStep computes rank's step s under in-step reassignment: the
+// injected fixed delay first (messages answered meanwhile), then each unit
+// a sleep of its rows at the rank's injected rate (workload's patterns are
+// affine in the rows: Compute(n) = delay + rate·n).
+func reassignStep(ctx context.Context, cfg Config, d *driver.Driver, r, s int) (driver.ReassignOutput, error) {
+	const probe = 64
+	delay := workload.Compute(cfg.Injector, r, s, 0, cfg.PerSample)
+	rate := float64(workload.Compute(cfg.Injector, r, s, probe, cfg.PerSample)-delay) / probe
+	own := d.Share(r)
+	out, err := d.Reassign(ctx, driver.ReassignInput{Config: cfg.Reassign, Rows: cfg.GlobalBatch, Delay: delay,
+		Expect: max(time.Duration(rate*float64(own)), time.Millisecond),
+		Compute: func(ctx context.Context, u straggler.Unit) error {
+			return ringtail.Sleep(ctx, time.Duration(rate*float64(u.Hi-u.Lo)))
+		}})
+	if err != nil {
+		return out, fmt.Errorf("driver: synthetic rank %d step %d: %w", r, s, err)
+	}
+	out.Compute += delay // the policy's compute: the whole of the rank's own time, as without reassignment
+	return out, nil
+}
+
 func linkStall(in *inject.Injector, rank, step int) time.Duration {
 	if in == nil {
 		return 0

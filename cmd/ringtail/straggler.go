@@ -82,6 +82,7 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	linkRate := fs.String("link-rate", "1gbit", "on a test bed: every link's rate (0: unshaped); slow-link-10x is a tenth of it")
+	reassignUnit := fs.Int("reassign-unit", 0, "run the policies' steps under in-step reassignment in units of N samples (every rank in the ring; BSP unchanged); 0: off")
 	probe := fs.Bool("probe", false, "drivers measure the links when each run starts (default: on when the ranks are processes, off in one process)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks, policy)")
 	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
@@ -157,6 +158,11 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	where := "in this process"
 	rank0 := true
 	cfg.Probe = *probe
+	if *reassignUnit < 0 {
+		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off)", *reassignUnit)
+	} else if *reassignUnit > 0 {
+		cfg.Reassign = straggler.DefaultReassignConfig(*reassignUnit)
+	}
 	if external {
 		base, err := ringtail.ConfigFromEnv()
 		if err != nil {
