@@ -69,6 +69,11 @@ const (
 	DefaultMaxStaleness = 8
 	// DefaultNoiseAlpha is Config.NoiseAlpha's default.
 	DefaultNoiseAlpha = 0.1
+	// DefaultReassignAt is Config.ReassignAt's default: in-step
+	// reassignment costs a few percent of a step where predictions hold
+	// (docs/reassign.md), so it is chosen once they miss by more than
+	// twice that.
+	DefaultReassignAt = 0.08
 )
 
 // Config configures a Policy. Zero fields take defaults (WithDefaults);
@@ -150,6 +155,22 @@ type Config struct {
 	Lambda                  float64   `json:"lambda,omitempty"`
 	ShortWindow, LongWindow int       `json:",omitempty"`
 	Prior                   []float64 `json:"prior,omitempty"`
+	// Reassign tells the policy that its caller can run a step under
+	// in-step work reassignment (driver.Reassign): a plan whose every
+	// rank is in the ring then says whether to (Plan.Reassign), priced by
+	// ReassignAt.
+	Reassign bool `json:"reassign,omitempty"`
+	// ReassignAt is the surprise — how much later than predicted the
+	// slowest rank would have finished its share, smoothed over the
+	// recent steps, as a fraction of the predicted compute — at which
+	// plans reassign (default DefaultReassignAt; they go on until it
+	// falls below half of it). Shares remove what is predicted, in-step
+	// reassignment what is not, at a cost of its own; a plan that
+	// reassigns on its surprise weighs only the modes that keep every
+	// rank in the ring. A negative value reassigns every step whose plan
+	// keeps every rank in the ring, the other modes weighed as without
+	// reassignment.
+	ReassignAt float64 `json:"reassign_at,omitempty"`
 	// Memory bounds each rank's micro-batch by its device's memory
 	// (AntDT-DD, accumulation.go); nil: no bound, one pass per share.
 	Memory *Memory `json:"memory,omitempty"`
@@ -191,6 +212,7 @@ func (c Config) WithDefaults() Config {
 	set(&c.Hysteresis, DefaultHysteresis)
 	set(&c.ModeHysteresis, DefaultModeHysteresis)
 	set(&c.NoiseAlpha, DefaultNoiseAlpha)
+	set(&c.ReassignAt, DefaultReassignAt)
 	set(&c.Threshold, DefaultThreshold)
 	set(&c.MaxEvictFraction, DefaultMaxEvictFraction)
 	set(&c.Lambda, DefaultLambda)
@@ -240,6 +262,8 @@ func (c Config) Validate() error {
 		return bad("max children %d must be ≥ 0", c.MaxChildren)
 	case c.GradBytes < 0:
 		return bad("gradient of %d bytes", c.GradBytes)
+	case math.IsNaN(c.ReassignAt) || math.IsInf(c.ReassignAt, 0):
+		return bad("reassign-at %v must be finite", c.ReassignAt)
 	case c.Predictor != PredictRLS && c.Predictor != PredictEWMA:
 		return bad("unknown predictor %v", c.Predictor)
 	case c.Bandwidth != nil && len(c.Bandwidth) != c.World:

@@ -47,6 +47,9 @@ type estimator struct {
 	clocks []clockScale
 	// fits are the ranks' affine fits, compute = a + b·samples.
 	fits []affineFit
+	// surp is how much the predictions miss (surprise.go), measured only
+	// for a policy that may reassign.
+	surp surprise
 }
 
 // estimates is what the decision reads of the estimation, and all it
@@ -66,6 +69,7 @@ type estimates struct {
 	fits     []affineFit     // compute = a + b·samples, where material
 
 	phi        func() float64                    // the gradient noise scale in effect
+	surprise   func() float64                    // how much the predictions miss (surprise.go)
 	collective func(members []int) time.Duration // the predicted reduction among members
 	classes    func(dst []RankClass) []RankClass // the Monitor's classes, appended to dst
 	forgetLate func(r int)                       // restart r's count of late reports
@@ -80,7 +84,8 @@ func newEstimator(cfg Config) (*estimator, error) {
 	}
 	n := cfg.World
 	es := &estimator{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
-		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), lateRun: filled(n, 0), fits: make([]affineFit, n)}
+		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), lateRun: filled(n, 0), fits: make([]affineFit, n),
+		surp: surprise{alpha: surpriseAlpha}}
 	if cfg.Predictor == PredictEWMA {
 		e, err := NewEWMA(cfg.EWMAAlpha)
 		if err != nil {
@@ -104,15 +109,18 @@ func newEstimator(cfg Config) (*estimator, error) {
 // estimates returns the decision's view of es (see estimates).
 func (es *estimator) estimates() estimates {
 	return estimates{tau: es.tau, over: es.over, cycles: es.cycles, seen: es.seen, lateRun: es.lateRun, lastFold: es.lastFold,
-		fits: es.fits, phi: es.phi, collective: es.collective, classes: es.monitor.appendClassed,
+		fits: es.fits, phi: es.phi, surprise: es.surp.value, collective: es.collective, classes: es.monitor.appendClassed,
 		forgetLate: func(r int) { es.lateRun[r] = 0 }}
 }
 
-// observe takes a step's report (validated: of the step the plan whose
-// budget is given governs, an entry per rank); prevMembers are the
-// members of the step before it, whose reduction the members' Wait
-// measured.
-func (es *estimator) observe(rep Report, budget time.Duration, prevMembers []int) {
+// observe takes a step's report (validated: of the step plan governs, an
+// entry per rank); prevMembers are the members of the step before it,
+// whose reduction the members' Wait measured.
+func (es *estimator) observe(rep Report, plan Plan, prevMembers []int) {
+	budget := plan.Budget
+	if es.cfg.Reassign {
+		es.surp.observe(rep, plan, es.over) // before the overheads take this step
+	}
 	// One pass over the report after the earliest arrival is known: at
 	// 16,384 ranks the report is over a megabyte, and every rank's state
 	// is visited once.

@@ -131,6 +131,12 @@ type Plan struct {
 	// Costs lists every mode weighed.
 	Cost  float64    `json:"cost"`
 	Costs []ModeCost `json:"costs,omitempty"`
+	// Reassign says the step runs under in-step work reassignment (set
+	// only under Config.Reassign, in a plan whose every rank is in the
+	// ring); Surprise is the smoothed surprise it was decided on
+	// (Config.ReassignAt).
+	Reassign bool    `json:"reassign,omitempty"`
+	Surprise float64 `json:"surprise,omitempty"`
 	// Stragglers are the ranks predicted to arrive more than Threshold
 	// after the fastest.
 	Stragglers []int `json:"stragglers,omitempty"`

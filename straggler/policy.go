@@ -94,6 +94,7 @@ func NewPolicy(cfg Config) (*Policy, error) {
 		}
 		p.next.Shares = shares
 	}
+	p.decideReassign(&p.next)
 	p.prev = p.next
 	return p, nil
 }
@@ -144,7 +145,7 @@ func (p *Policy) Observe(rep Report) (Plan, error) {
 		return p.next, fmt.Errorf("straggler: report of step %d has %d/%d entries for %d ranks: %w",
 			rep.Step, len(rep.Current), len(rep.Child), n, ErrInvalidConfig)
 	}
-	p.obs.observe(rep, p.next.Budget, p.prev.Members)
+	p.obs.observe(rep, p.next, p.prev.Members)
 	plan, err := p.decide(rep.Step + 1)
 	if err != nil {
 		return p.next, err
@@ -226,6 +227,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 			predicted.set(r, 0)
 		}
 		plan.Predicted = predicted.out
+		p.decideReassign(&plan)
 		return plan, nil
 	}
 	balanced := BalancedTime(cfg.GlobalBatch, p.est.tau, 0)
@@ -275,9 +277,17 @@ func (p *Policy) decide(step int) (Plan, error) {
 		predicted.set(r, c+time.Duration(math.Round(p.est.over[r])))
 	}
 	plan.Predicted = predicted.out
+	p.decideReassign(&plan)
 	if !cfg.Evict && !cfg.Overlap && !cfg.Exclude {
 		return plan, nil
 	}
+	// A step the surprise makes reassign keeps every rank in the ring:
+	// what the predictions miss, reassignment removes within the step,
+	// and ranks taken out on predictions that miss would be taken out for
+	// nothing. Once the predictions hold again, the modes that take ranks
+	// out are weighed as before. (Reassigning every step, ReassignAt < 0,
+	// weighs them always: a step with a rank out computes shares.)
+	keepRing := plan.Reassign && cfg.ReassignAt >= 0
 	cycles := p.est.cycles
 	var pinned []int
 	for _, e := range p.next.Parents {
@@ -309,8 +319,8 @@ func (p *Policy) decide(step int) (Plan, error) {
 	confirmed = append(confirmed, slow...)
 	in := ModeInput{
 		Arrivals: plan.Predicted, Shares: plan.Shares, Collective: p.est.collective, Cycle: cycles,
-		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict, Overlap: cfg.Overlap,
-		Exclude: cfg.Exclude, DiscountStale: cfg.DiscountStale,
+		Phi: plan.Phi, Threshold: cfg.Threshold, MaxEvict: cfg.maxEvict(), Evict: cfg.Evict && !keepRing, Overlap: cfg.Overlap,
+		Exclude: cfg.Exclude && !keepRing, DiscountStale: cfg.DiscountStale,
 		WorstLinks: slow, Pinned: pinned, Confirmed: confirmed, LateUnits: cost.LateUnits(cfg.GradBytes, n),
 		Ranks: p.all,
 	}
@@ -356,6 +366,7 @@ func (p *Policy) decide(step int) (Plan, error) {
 		}
 	}
 	plan.Mode, plan.Cost = pick.Mode, pick.Cost
+	plan.Reassign = plan.Reassign && !pick.Mode.evicts() // a rank outside the ring cannot take part
 	switch pick.Mode {
 	case ModeOverlap:
 		plan.Late = pick.Late
@@ -383,6 +394,18 @@ func (p *Policy) decide(step int) (Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// decideReassign sets whether plan (its mode a ring, its budget decided)
+// reassigns work within its step, and the surprise it decided on: under
+// Config.Reassign, never under a budget (a rank computes for a time, not
+// its rows), while the predictions miss by ReassignAt (surprise.go).
+func (p *Policy) decideReassign(plan *Plan) {
+	if !p.cfg.Reassign || plan.Budget > 0 {
+		return
+	}
+	plan.Surprise = p.est.surprise()
+	plan.Reassign = reassignNext(p.next.Reassign, plan.Surprise, p.cfg.ReassignAt)
 }
 
 // filled returns n copies of v, every element written. A policy's state is

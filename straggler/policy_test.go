@@ -319,6 +319,11 @@ func TestPolicyRejectsReportsOutOfOrder(t *testing.T) {
 	if _, err := NewPolicy(Config{World: 4, GlobalBatch: 8, Budget: true}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("budget without shares: %v", err)
 	}
+	for _, at := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, err := NewPolicy(Config{World: 4, GlobalBatch: 8, Shares: true, Reassign: true, ReassignAt: at}); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("reassign-at %v: %v", at, err)
+		}
+	}
 }
 
 // Every rank feeds its own Policy the same reports (they come out of one

@@ -114,6 +114,17 @@ func (s *script) policy(t *testing.T, d *datadriven.TestData) string {
 	}
 	d.MaybeScanArgs(t, "grad-bytes", &cfg.GradBytes)
 	d.MaybeScanArgs(t, "max-staleness", &cfg.MaxStaleness)
+	if d.HasArg("reassign-at") {
+		// The caller can reassign in-step (Config.Reassign); the plans say
+		// when to.
+		cfg.Reassign = true
+		d.ScanArgs(t, "reassign-at", &cfg.ReassignAt)
+	}
+	if d.HasArg("keep-ring") {
+		// Every rank stays in the ring, as ringtail-train keeps it under
+		// in-step reassignment.
+		cfg.Evict, cfg.Exclude = false, false
+	}
 	if d.HasArg("predictor") {
 		var p string
 		d.ScanArgs(t, "predictor", &p)
@@ -380,6 +391,7 @@ func summary(p Plan, rep Report) string {
 	if p.Budget > 0 {
 		fmt.Fprintf(&b, " budget=%s", fmtMs(p.Budget))
 	}
+	b.WriteString(reassignOf(p))
 	folded := 0
 	for _, c := range rep.Child {
 		folded += c.Count
@@ -421,6 +433,9 @@ func describePlan(p Plan, costs bool) string {
 	if p.Budget > 0 {
 		fmt.Fprintf(&b, "budget: %s\n", fmtMs(p.Budget))
 	}
+	if r := reassignOf(p); r != "" {
+		fmt.Fprintf(&b, "in-step:%s\n", r)
+	}
 	if slices.ContainsFunc(p.PerSample, func(d time.Duration) bool { return d > 0 }) {
 		fmt.Fprintf(&b, "per sample: %s\n", msList(p.PerSample))
 		fmt.Fprintf(&b, "predicted: %s\n", msList(p.Predicted))
@@ -448,4 +463,17 @@ func describePlan(p Plan, costs bool) string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// reassignOf prints whether p reassigns within its step and the surprise
+// it decided on ("" for a policy that is not told its caller can).
+func reassignOf(p Plan) string {
+	out := ""
+	if p.Reassign {
+		out = " reassign"
+	}
+	if p.Surprise > 0 {
+		out += fmt.Sprintf(" surprise=%.3f", p.Surprise)
+	}
+	return out
 }

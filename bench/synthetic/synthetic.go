@@ -53,12 +53,15 @@ type Config struct {
 	// Probe makes every rank's Driver measure the links when it starts
 	// (Config.Probe), so that the policy sees a rank behind a slow link.
 	Probe bool
-	// Reassign, when its UnitSize is > 0, runs every step that can under
-	// in-step reassignment (driver.Reassign): each unit a timer sleep of
-	// its rows at the rank's injected rate, after the step's injected
-	// fixed delay; every rank stays in the ring (the policy's eviction
-	// and exclusion off).
+	// Reassign, when its UnitSize is > 0, runs every step whose plan says
+	// so under in-step reassignment (driver.Reassign; the policy's
+	// Config.Reassign on): each unit a timer sleep of its rows at the
+	// rank's injected rate, after the step's injected fixed delay; every
+	// rank stays in the ring (the policy's eviction and exclusion off).
 	Reassign straggler.ReassignConfig
+	// ReassignAt is the policy's Config.ReassignAt under Reassign (0: its
+	// default; negative: every step that can).
+	ReassignAt float64
 }
 
 func (c Config) validate() error {
@@ -100,11 +103,14 @@ type Result struct {
 	// EvictSteps and OverlapSteps count measured steps run in those
 	// modes; Folded the children's samples folded in them and Staleness
 	// their mean staleness (steps); Cut the rank-steps the budget ended.
-	EvictSteps   int     `json:"evict_steps"`
-	OverlapSteps int     `json:"overlap_steps"`
-	Folded       int64   `json:"folded"`
-	Staleness    float64 `json:"staleness"`
-	Cut          int64   `json:"cut"`
+	EvictSteps   int `json:"evict_steps"`
+	OverlapSteps int `json:"overlap_steps"`
+	// ReassignSteps counts measured steps whose plan reassigned work
+	// within the step (Plan.Reassign).
+	ReassignSteps int     `json:"reassign_steps"`
+	Folded        int64   `json:"folded"`
+	Staleness     float64 `json:"staleness"`
+	Cut           int64   `json:"cut"`
 	// Total is every sample any rank computed in the run, warm-up
 	// included; TotalApplied every sample the run applied: they are equal
 	// (no gradient is lost or folded twice), which Run checks.
@@ -280,6 +286,11 @@ func summarize(cfg Config, recs []rankRecord) (Result, error) {
 		out.Reduction += lv.Sub(in)
 	}
 	out.Reduction /= time.Duration(cfg.Steps)
+	for s := max(cfg.Warmup, 1); s < total; s++ {
+		if out.Plans[s-1].Reassign { // the plan decided from step s−1's report governs step s
+			out.ReassignSteps++
+		}
+	}
 	if staleN > 0 {
 		out.Staleness = staleSum / float64(staleN)
 	}
@@ -310,7 +321,7 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 		return err
 	}
 	if cfg.Reassign.UnitSize > 0 {
-		pol.Evict, pol.Exclude = false, false
+		pol.Reassign, pol.ReassignAt = true, cfg.ReassignAt
 	}
 	d, err := driver.New(ctx, driver.Config{Comm: comm, Payload: cfg.GradBytes / 4, Policy: pol, Probe: cfg.Probe, OpTimeout: cfg.OpTimeout, Logger: cfg.Logger})
 	if err != nil {
@@ -381,8 +392,14 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 		if s >= cfg.Warmup {
 			rec.computed += int64(n)
 		}
+		// The reduction is entered now: after a reassigned step's compute,
+		// when every rank's units are done (the wait for the others' ends
+		// is the step's, not the reduction's: Ideal takes the reduction
+		// from Reduction). The policy's arrival is the end of this rank's
+		// own work.
+		reducing := time.Now()
 		if entered.IsZero() {
-			entered = time.Now()
+			entered = reducing
 		}
 		res, err := d.Step(ctx, driver.StepInput{Samples: n, Compute: compute, Arrival: entered.Sub(stepStart), Cut: cut})
 		stepStart = time.Now()
@@ -400,7 +417,7 @@ func syntheticRank(ctx context.Context, cfg Config, comm *ringtail.Comm, rec *ra
 		}
 		st := res.Step
 		rec.applied[st], rec.folded[st], rec.stale[st], rec.mode[st] = res.Applied, res.Report.ChildSamples(), res.Staleness, res.Plan.Mode
-		rec.enter[st], rec.leave[st] = entered, stepStart
+		rec.enter[st], rec.leave[st] = reducing, stepStart
 		rec.reports[st], rec.plans[st] = res.Report, res.Next
 		for _, rr := range res.Report.Current {
 			if rr.Cut {
@@ -430,10 +447,18 @@ func reassignStep(ctx context.Context, cfg Config, d *driver.Driver, r, s int) (
 	delay := workload.Compute(cfg.Injector, r, s, 0, cfg.PerSample)
 	rate := float64(workload.Compute(cfg.Injector, r, s, probe, cfg.PerSample)-delay) / probe
 	own := d.Share(r)
+	// The units' sleeps keep to the rows' running total: a timer that
+	// overran is made up by the next unit's, as one sleep for a whole
+	// share would be (the emulation's overshoot is not the protocol's).
+	var owed, busy time.Duration
 	out, err := d.Reassign(ctx, driver.ReassignInput{Config: cfg.Reassign, Rows: cfg.GlobalBatch, Delay: delay,
 		Expect: max(time.Duration(rate*float64(own)), time.Millisecond),
 		Compute: func(ctx context.Context, u straggler.Unit) error {
-			return ringtail.Sleep(ctx, time.Duration(rate*float64(u.Hi-u.Lo)))
+			t0 := time.Now()
+			owed += time.Duration(rate * float64(u.Hi-u.Lo))
+			err := ringtail.Sleep(ctx, owed-busy)
+			busy += time.Since(t0)
+			return err
 		}})
 	if err != nil {
 		return out, fmt.Errorf("driver: synthetic rank %d step %d: %w", r, s, err)

@@ -51,7 +51,9 @@ func TestHelpAndUsageErrorsAreOneStyle(t *testing.T) {
 		{[]string{"--mode", "bsp", "--coded-s", "2"}, "ringtail-train: --coded-s and --coded-scheme apply to --mode coded"},
 		{[]string{"--mode", "coded", "--coded-scheme", "fountain"}, `ringtail-train: --coded-scheme "fountain": want hetero, group or cyclic`},
 		{[]string{"--eval-every", "-1"}, "ringtail-train: --eval-every -1: want a number of steps ≥ 0"},
-		{[]string{"--mode", "bsp", "--reassign-unit", "2"}, "ringtail-train: --reassign-unit and --reassign-helpers apply to --mode adaptive"},
+		{[]string{"--mode", "bsp", "--reassign-unit", "2"}, "ringtail-train: --reassign-unit, --reassign-helpers and --reassign-at apply to --mode adaptive"},
+		{[]string{"--mode", "coded", "--reassign-at", "0.1"}, "ringtail-train: --reassign-unit, --reassign-helpers and --reassign-at apply to --mode adaptive"},
+		{[]string{"--reassign-at", "NaN"}, "ringtail-train: --reassign-at NaN: want a finite fraction"},
 		{[]string{"--reassign-unit", "-2"}, "ringtail-train: --reassign-unit -2: want ≥ 0 samples (0: off, -1: the default)"},
 		{[]string{"--reassign-helpers", "-1"}, "ringtail-train: --reassign-unit -1 --reassign-helpers -1: straggler: reassign config"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -61,8 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	codedScheme := fs.String("coded-scheme", string(gradcode.Hetero), "with --mode coded: the gradcode scheme, hetero, group or cyclic")
 	policyName := fs.String("policy", straggler.NameShares, "straggler policy of --mode adaptive: "+strings.Join(straggler.Names(), ", "))
 	predictor := fs.String("predictor", "ewma", "per-sample time forecast of --mode adaptive: ewma, or rls (regression on each rank's CPU/GPU telemetry)")
-	reassignUnit := fs.Int("reassign-unit", -1, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact; ranks then stay in the ring: the policy's eviction and exclusion are off); 0: off; -1 (default): with --policy shares, a sixteenth of an equal share (at least 1), else off")
+	reassignUnit := fs.Int("reassign-unit", -1, "with --mode adaptive: cut each step's batch into units of N samples that move, within the step, from ranks behind to ranks ahead (FlexRR's in-step reassignment; exact), in the steps whose slowest rank the policy's predictions miss (--reassign-at); 0: off; -1 (default): with --policy shares, a sixteenth of an equal share (at least 1), else off")
 	reassignHelpers := fs.Int("reassign-helpers", 4, "with --reassign-unit: the ranks each rank may give units to (its ring successors)")
+	reassignAt := fs.Float64("reassign-at", 0, "with --reassign-unit: reassign while the policy's predictions miss the slowest rank's compute by this fraction (0: the default, 0.08; negative: every step)")
 	probe := fs.Bool("probe", true, "measure the links between ranks at start (--mode adaptive): slow links become eviction candidates and choose parents")
 	elasticDefault, elasticErr := settings.ParseBool(elastic.EnvElastic, os.Getenv(elastic.EnvElastic), false)
 	elasticMode := fs.Bool("elastic", elasticDefault, "train as a rank of an elastic job (ringtail run --elastic sets $"+elastic.EnvElastic+"=1): data from the shard service, the ring re-formed when ranks come and go; BSP gradient averaging only")
@@ -83,11 +85,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if set := cmd.Given(); *mode != "coded" && (set["coded-s"] || set["coded-scheme"]) {
 		return cmd.Fail(stderr, "--coded-s and --coded-scheme apply to --mode coded")
-	} else if *mode != "adaptive" && (set["reassign-unit"] || set["reassign-helpers"]) {
-		return cmd.Fail(stderr, "--reassign-unit and --reassign-helpers apply to --mode adaptive")
+	} else if *mode != "adaptive" && (set["reassign-unit"] || set["reassign-helpers"] || set["reassign-at"]) {
+		return cmd.Fail(stderr, "--reassign-unit, --reassign-helpers and --reassign-at apply to --mode adaptive")
 	}
 	if *reassignUnit < -1 {
 		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off, -1: the default)", *reassignUnit)
+	}
+	if math.IsNaN(*reassignAt) || math.IsInf(*reassignAt, 0) {
+		return cmd.Fail(stderr, "--reassign-at %v: want a finite fraction", *reassignAt)
 	}
 	reassign := straggler.DefaultReassignConfig(max(*reassignUnit, 1))
 	reassign.Helpers = *reassignHelpers
@@ -286,12 +291,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if *reassignUnit > 0 {
-			// Units move to whoever is ahead within the step, so no rank
-			// needs to leave the ring: a step with a rank evicted or
-			// excluded could not reassign (driver.CanReassign).
+			// The policy reassigns the steps its predictions miss
+			// (straggler.Config.ReassignAt), every rank in the ring; where
+			// they hold, its shares alone are cheaper, and its modes that
+			// take a rank out (exclusion) are weighed as without.
 			reassign.UnitSize = *reassignUnit
 			cfg.Reassign = reassign
-			pol.Evict, pol.Exclude = false, false
+			pol.Reassign, pol.ReassignAt = true, *reassignAt
 		}
 		cfg.Sync = train.StragglerSync(driver.NewSync(driver.Config{Comm: comm, Policy: pol, Probe: *probe, Logger: logger,
 			Telemetry: func() (cpu, gpu, clock float64) { return telemetryOf(telemetry.Latest()) }}))

@@ -92,6 +92,7 @@ func TestUsageErrorsNameTheFix(t *testing.T) {
 		{[]string{"bench", "allreduce", "--foo"}, "ringtail bench allreduce: unknown flag --foo (run 'ringtail bench allreduce --help')"},
 		{[]string{"bench", "balance", "--foo"}, "ringtail bench balance: unknown flag --foo"},
 		{[]string{"bench", "straggler", "--jsn"}, "ringtail bench straggler: unknown flag --jsn; did you mean --json?"},
+		{[]string{"bench", "straggler", "--reassign-at", "0.1"}, "ringtail bench straggler: --reassign-at applies with --reassign-unit"},
 		{[]string{"bench", "recovery", "--pace", "5"}, "ringtail bench recovery: --pace 5: a duration needs a unit: use 5s"},
 		{[]string{"bench", "allreduce", "-np", "0"}, "-np 0: the number of ranks must be in 1..256"},
 		{[]string{"bench", "allreduce", "-f", "1"}, "-f \"1\": the size factor must be a whole number ≥ 2"},

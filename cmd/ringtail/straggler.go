@@ -82,7 +82,8 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	grad := fs.String("grad", "16M", "gradient size in bytes (K, M suffixes)")
 	seed := fs.Uint64("seed", 1, "seed of the random patterns")
 	linkRate := fs.String("link-rate", "1gbit", "on a test bed: every link's rate (0: unshaped); slow-link-10x is a tenth of it")
-	reassignUnit := fs.Int("reassign-unit", 0, "run the policies' steps under in-step reassignment in units of N samples (every rank in the ring; BSP unchanged); 0: off")
+	reassignUnit := fs.Int("reassign-unit", 0, "let the policies run steps under in-step reassignment in units of N samples (every rank in the ring; BSP unchanged); 0: off")
+	reassignAt := fs.Float64("reassign-at", 0, "with --reassign-unit: reassign while the predictions miss by this fraction of a step (0: the policy's default; negative: every step)")
 	probe := fs.Bool("probe", false, "drivers measure the links when each run starts (default: on when the ranks are processes, off in one process)")
 	asJSON := fs.Bool("json", false, "print one JSON object per (pattern, ranks, policy)")
 	logLevel := fs.String("log-level", "", "driver log level (debug prints every decision; default: $RINGTAIL_LOG_LEVEL, else warn)")
@@ -161,7 +162,9 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 	if *reassignUnit < 0 {
 		return cmd.Fail(stderr, "--reassign-unit %d: want ≥ 0 samples (0: off)", *reassignUnit)
 	} else if *reassignUnit > 0 {
-		cfg.Reassign = straggler.DefaultReassignConfig(*reassignUnit)
+		cfg.Reassign, cfg.ReassignAt = straggler.DefaultReassignConfig(*reassignUnit), *reassignAt
+	} else if set["reassign-at"] {
+		return cmd.Fail(stderr, "--reassign-at applies with --reassign-unit")
 	}
 	if external {
 		base, err := ringtail.ConfigFromEnv()
@@ -195,8 +198,8 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 			where, cfg.GlobalBatch, cfg.PerSample, *grad, cfg.Warmup, cfg.Steps, cfg.Probe, cfg.Seed)
 		fmt.Fprintf(stdout, "# seconds per global batch of applied samples; vs_none: over the same policy's run without straggler\n")
 		fmt.Fprintf(stdout, "# exact_s: the floor of schedules applying the whole batch fresh each step (a per-step delay charged every step; Ideal amortizes it)\n")
-		fmt.Fprintf(stdout, "%-16s %5s %-8s %9s %9s %9s %8s %8s %8s %8s %9s %6s %9s %8s\n", "pattern", "ranks", "policy",
-			"bsp_s", "policy_s", "ideal_s", "pol/id", "bsp/id", "pol/none", "bsp/none", "applied", "evict", "exact_s", "pol/ex")
+		fmt.Fprintf(stdout, "%-16s %5s %-8s %9s %9s %9s %8s %8s %8s %8s %9s %6s %9s %8s %6s\n", "pattern", "ranks", "policy",
+			"bsp_s", "policy_s", "ideal_s", "pol/id", "bsp/id", "pol/none", "bsp/none", "applied", "evict", "exact_s", "pol/ex", "reasgn")
 	}
 	err = synthetic.RunBench(ctx, cfg, func(row synthetic.BenchRow) error {
 		switch {
@@ -205,9 +208,9 @@ func runBenchStraggler(args []string, stdout, stderr io.Writer) int {
 		case *asJSON:
 			return printJSONLine(stdout, row)
 		}
-		_, err := fmt.Fprintf(stdout, "%-16s %5d %-8s %9.4f %9.4f %9.4f %8.3f %8.3f %8s %8s %9.1f %6d %9.4f %8.3f\n", row.Pattern, row.Ranks, row.Policy,
+		_, err := fmt.Fprintf(stdout, "%-16s %5d %-8s %9.4f %9.4f %9.4f %8.3f %8.3f %8s %8s %9.1f %6d %9.4f %8.3f %6d\n", row.Pattern, row.Ranks, row.Policy,
 			row.BSP, row.Adaptive, row.Ideal, row.Ratio, row.BSPRatio, ratio(row.VsNone), ratio(row.BSPVsNone), row.AppliedPerStep, row.EvictSteps,
-			row.Exact, row.ExactRatio)
+			row.Exact, row.ExactRatio, row.ReassignSteps)
 		return err
 	})
 	if err != nil {

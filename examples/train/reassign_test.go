@@ -40,6 +40,7 @@ func TestReassignTrainsLikeOneRank(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pol.Reassign, pol.ReassignAt = true, -1 // every step that can, whatever the predictions
 		runner, err := inject.NewRunner(inject.RunnerConfig{Injector: in, Rank: r, Logger: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)

@@ -342,6 +342,7 @@ func TestReassignBesideEvictionAndRejoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := straggler.DefaultReassignConfig(1)
+	pol.Reassign, pol.ReassignAt = true, -1 // every step that can, whatever the predictions
 	cfg.Trigger = 1e9
 	runs := runJobWith(t, comms, pol, steps, 2*time.Millisecond, func(r, i int) float64 {
 		if r == 1 && i < 4 {

@@ -62,14 +62,18 @@ type ReassignOutput struct {
 // share (Sync.Share) as usual.
 var ErrNotReassignable = errors.New("driver: this step's plan does not reassign work")
 
-// CanReassign reports whether the next step can run under Reassign: every
-// rank is a member of a plain reduction in it and was in the step before.
+// CanReassign reports whether the next step runs under Reassign: its plan
+// says so (Plan.Reassign: the policy's Config.Reassign is set and its
+// predictions miss by more than reassignment costs, Config.ReassignAt),
+// every rank is a member of a plain reduction in it and was in the step
+// before.
 // (A rank that rejoins from its own pace enters its first member step
 // only once its parent has sent it the parameters, which the parent does
 // after its compute: were that step reassigned, the parent would wait
 // for the rejoining rank's messages and the rank for the parameters.)
 func (d *Driver) CanReassign() bool {
-	return d.lastFull && d.node.Role() == straggler.RoleMember && d.full(d.node.Plan())
+	p := d.node.Plan()
+	return p.Reassign && d.lastFull && d.node.Role() == straggler.RoleMember && d.full(p)
 }
 
 // full reports whether every rank is a member of p's plain reduction.
@@ -121,7 +125,6 @@ type reassignRun struct {
 	peers []int
 	start time.Time
 	sent  int
-	posts []*ringtail.Posting
 	// lastEnd is when, from start, the last unit this rank computed
 	// ended.
 	lastEnd time.Duration
@@ -130,7 +133,6 @@ type reassignRun struct {
 func (r *reassignRun) now() time.Duration { return time.Since(r.start) }
 
 func (r *reassignRun) run(ctx context.Context, in ReassignInput, units []straggler.Unit, out *ReassignOutput) error {
-	defer r.reap()
 	for {
 		if err := r.poll(); err != nil {
 			return err
@@ -232,20 +234,14 @@ func (r *reassignRun) take(c *ringtail.Contribution) error {
 // send posts the messages the Reassigner has ready.
 func (r *reassignRun) send(ctx context.Context) error {
 	for _, m := range r.ra.Ready() {
-		post, err := r.d.comm.ContributeAsync(ctx, m.To, ringtail.Int64s(encodeReassign(m)), tag(kindReassign, r.step))
-		if err != nil {
+		// The posting is not waited for: its buffer is the message's own,
+		// and a failed send fails the communicator, which every wait sees.
+		if _, err := r.d.comm.ContributeAsync(ctx, m.To, ringtail.Int64s(encodeReassign(m)), tag(kindReassign, r.step)); err != nil {
 			return fmt.Errorf("%v to rank %d: %w", m, m.To, err)
 		}
-		r.posts = append(r.posts, post)
 		r.sent++
 	}
 	return nil
-}
-
-// reap forgets the postings already handed to the transport (their
-// buffers are the messages' own; nothing waits for them).
-func (r *reassignRun) reap() {
-	r.posts = slices.DeleteFunc(r.posts, (*ringtail.Posting).Done)
 }
 
 // The wire form of a ReassignMsg: int64 words kind, from, to, step, frac

@@ -30,6 +30,7 @@ func TestReassignComputesEveryRowOnceAndMovesWorkFromTheSlowRank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pol.Reassign, pol.ReassignAt = true, -1 // every step that can, whatever the predictions
 	cfg := straggler.DefaultReassignConfig(2)
 	type rankOut struct {
 		sums [][]float32
@@ -109,20 +110,28 @@ func TestReassignComputesEveryRowOnceAndMovesWorkFromTheSlowRank(t *testing.T) {
 	}
 }
 
-// Bad input is refused, not run.
+// Bad input is refused, not run; a step whose plan does not reassign (the
+// policy not told its caller can, or its predictions holding) is refused
+// with ErrNotReassignable.
 func TestReassignRefusesBadInput(t *testing.T) {
-	comms := startComms(t, 1)
-	pol, err := straggler.Preset(straggler.NameBSP, 1, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := New(context.Background(), Config{Comm: comms[0], Payload: 8, Policy: pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.Reassign(context.Background(), ReassignInput{Config: straggler.DefaultReassignConfig(1), Rows: 8, Expect: time.Millisecond})
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("no compute function: %v, want ErrInvalidConfig", err)
+	for _, at := range []float64{0, -1} {
+		comms := startComms(t, 1)
+		pol, err := straggler.Preset(straggler.NameBSP, 1, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol.Reassign, pol.ReassignAt = at != 0, at
+		d, err := New(context.Background(), Config{Comm: comms[0], Payload: 8, Policy: pol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Reassign(context.Background(), ReassignInput{Config: straggler.DefaultReassignConfig(1), Rows: 8, Expect: time.Millisecond})
+		switch {
+		case at == 0 && (d.CanReassign() || !errors.Is(err, ErrNotReassignable)):
+			t.Fatalf("a policy not told its caller reassigns: CanReassign %v, %v, want ErrNotReassignable", d.CanReassign(), err)
+		case at != 0 && !errors.Is(err, ErrInvalidConfig):
+			t.Fatalf("no compute function: %v, want ErrInvalidConfig", err)
+		}
 	}
 }
 

@@ -1,0 +1,86 @@
+package straggler
+
+import "math"
+
+// surpriseAlpha smooths the steps' surprise: about the last five steps
+// count, so a pattern that turns unpredictable is met within a few steps
+// and one late step alone does not turn reassignment on.
+const surpriseAlpha = 0.2
+
+// surprise is the estimation of what predictions miss: over the recent
+// steps, how much later than predicted the slowest rank would have
+// finished its planned share. Shares balance what the estimator predicts;
+// in-step reassignment (Reassigner) removes what it does not, at a cost
+// of its own (a unit in progress cannot move, messages, a wait for the
+// owners' grants), so the decision reassigns only while the predictions
+// miss by more than that cost (Config.ReassignAt).
+//
+// A step's surprise is max(0, M_would/M_pred − 1): M_pred the largest
+// predicted compute of a member's share under the plan that governed the
+// step, M_would the largest compute a member would have spent on its
+// share at the rate it showed in the step — its compute scaled from the
+// rows it computed to its share (under reassignment a rank computes
+// more or fewer rows than its share), or, for a rank whose every unit
+// moved away, the time it spent before computing any plus its predicted
+// compute. Scaling a fixed delay with the rows overstates a rank that
+// gave rows away: it was late, which is what surprise measures.
+type surprise struct {
+	alpha float64
+	mean  float64
+	n     int
+}
+
+// observe adds one step's report under plan (the plan that governed it),
+// with over the overheads the plan's predictions were made with. A step
+// without predictions, or under a budget (a rank computes for a time, not
+// a share), adds nothing.
+func (s *surprise) observe(rep Report, plan Plan, over []float64) {
+	if plan.Budget > 0 || len(plan.Predicted) != len(rep.Current) || len(plan.Shares) != len(rep.Current) {
+		return
+	}
+	var pred, would float64
+	for r := range rep.Current {
+		rr := &rep.Current[r]
+		share := plan.Shares[r]
+		if !rr.Present || share <= 0 || rr.Cut {
+			continue
+		}
+		p := float64(plan.Predicted[r]) - math.Round(over[r])
+		if plan.Predicted[r] <= 0 || p <= 0 {
+			return // a member without a prediction: nothing was predicted
+		}
+		w := float64(rr.Compute) + p // nothing computed: its wait, then its share as predicted
+		if rr.Samples > 0 {
+			w = float64(rr.Compute) * float64(share) / float64(rr.Samples)
+		}
+		pred, would = max(pred, p), max(would, w)
+	}
+	if pred <= 0 {
+		return
+	}
+	v := max(0, would/pred-1)
+	if s.n == 0 {
+		s.mean = v
+	} else {
+		s.mean += s.alpha * (v - s.mean)
+	}
+	s.n++
+}
+
+// value is the smoothed surprise (0 before any step was predicted).
+func (s *surprise) value() float64 { return s.mean }
+
+// reassignNext decides whether the next plan reassigns: while the
+// smoothed surprise is at least at, and, once on, until it falls below
+// half of it (a step's surprise is noisy; switching costs nothing, but a
+// flapping choice pays reassignment's cost without its gain). A negative
+// at reassigns every step.
+func reassignNext(on bool, value, at float64) bool {
+	switch {
+	case at < 0:
+		return true
+	case on:
+		return value >= at/2
+	}
+	return value >= at
+}
