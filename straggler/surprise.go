@@ -3,9 +3,17 @@ package straggler
 import "math"
 
 // surpriseAlpha smooths the steps' surprise: about the last five steps
-// count, so a pattern that turns unpredictable is met within a few steps
-// and one late step alone does not turn reassignment on.
-const surpriseAlpha = 0.2
+// count, so a pattern that turns unpredictable is met within a step or
+// two. surpriseLongAlpha is the long memory's: rare, heavy misses (FlexRR's
+// slow workers, a rank 4× slow for a few steps every few dozen) cost on
+// average what their mean says, and reassignment that waits for each
+// episode's first late step has already lost it; the long memory is the
+// plain mean until it has seen 1/surpriseLongAlpha steps, so one early
+// miss does not hold it up for long.
+const (
+	surpriseAlpha     = 0.2
+	surpriseLongAlpha = 0.02
+)
 
 // surprise is the estimation of what predictions miss: over the recent
 // steps, how much later than predicted the slowest rank would have
@@ -24,10 +32,14 @@ const surpriseAlpha = 0.2
 // moved away, the time it spent before computing any plus its predicted
 // compute. Scaling a fixed delay with the rows overstates a rank that
 // gave rows away: it was late, which is what surprise measures.
+//
+// Two smoothings are kept, and the larger counts: a short one that meets
+// a pattern turning unpredictable, and a long one that keeps the mean of
+// rare misses.
 type surprise struct {
-	alpha float64
-	mean  float64
-	n     int
+	alpha      float64
+	mean, long float64
+	n          int
 }
 
 // observe adds one step's report under plan (the plan that governed it),
@@ -65,10 +77,12 @@ func (s *surprise) observe(rep Report, plan Plan, over []float64) {
 		s.mean += s.alpha * (v - s.mean)
 	}
 	s.n++
+	s.long += max(surpriseLongAlpha, 1/float64(s.n)) * (v - s.long)
 }
 
-// value is the smoothed surprise (0 before any step was predicted).
-func (s *surprise) value() float64 { return s.mean }
+// value is the smoothed surprise, the larger of the short and the long
+// memory's (0 before any step was predicted).
+func (s *surprise) value() float64 { return max(s.mean, s.long) }
 
 // reassignNext decides whether the next plan reassigns: while the
 // smoothed surprise is at least at, and, once on, until it falls below

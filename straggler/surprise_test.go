@@ -86,3 +86,37 @@ func TestReassignTurnsOnAtTheThresholdAndOffBelowHalfOfIt(t *testing.T) {
 		}
 	}
 }
+
+// Rare heavy misses keep reassignment on between them (the long memory's
+// mean), where the short memory alone would turn it off before each
+// episode's first late step; one early miss alone does not hold it on.
+func TestSurpriseKeepsTheMeanOfRareMisses(t *testing.T) {
+	ms := time.Millisecond
+	on := []RankReport{{Present: true, Samples: 16, Compute: 16 * ms}, {Present: true, Samples: 16, Compute: 16 * ms},
+		{Present: true, Samples: 16, Compute: 16 * ms}, {Present: true, Samples: 16, Compute: 16 * ms}}
+	late := append([]RankReport(nil), on...)
+	late[2].Compute = 64 * ms // 4× slow: a surprise of 3
+	plan, over := surprisePlan()
+	s := surprise{alpha: surpriseAlpha}
+	for step := range 200 {
+		rep := on
+		if step%25 == 0 {
+			rep = late
+		}
+		s.observe(Report{Current: rep}, plan, over)
+		if step >= 50 && s.value() < DefaultReassignAt {
+			t.Fatalf("step %d: surprise %v (short %v, long %v) under a 4× episode every 25 steps, want ≥ %v", step, s.value(), s.mean, s.long, DefaultReassignAt)
+		}
+	}
+	if s.mean >= DefaultReassignAt/2 {
+		t.Fatalf("the short memory alone (%v) should have let the episodes go", s.mean)
+	}
+	one := surprise{alpha: surpriseAlpha}
+	one.observe(Report{Current: late}, plan, over)
+	for range 79 {
+		one.observe(Report{Current: on}, plan, over)
+	}
+	if one.value() >= DefaultReassignAt/2 {
+		t.Fatalf("one early miss of 3 still holds the surprise at %v after 80 steps", one.value())
+	}
+}
