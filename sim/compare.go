@@ -82,6 +82,15 @@ type Row struct {
 	// plans, ReassignSharesRatio it over Ideal.
 	ReassignShares      float64 `json:"reassign_shares_s,omitempty"`
 	ReassignSharesRatio float64 `json:"reassign_shares_ratio,omitempty"`
+	// Priced is the shares preset with the policy choosing reassignment
+	// per step (straggler.Config.Reassign at its default threshold, the
+	// training default), PricedRatio it over Ideal, PricedSteps the
+	// measured steps it reassigned, PricedDecisionMeanMS its decisions'
+	// mean wall time.
+	Priced               float64 `json:"priced_s,omitempty"`
+	PricedRatio          float64 `json:"priced_ratio,omitempty"`
+	PricedSteps          int     `json:"priced_steps,omitempty"`
+	PricedDecisionMeanMS float64 `json:"priced_decision_mean_ms,omitempty"`
 }
 
 // Compare simulates BSP and cfg.Policy under each pattern and world size
@@ -177,6 +186,15 @@ func Compare(cfg CompareConfig, emit func(Row) error) error {
 				}
 				row.ReassignShares = rs.PerBatch.Seconds()
 				row.ReassignSharesRatio = row.ReassignShares / row.Ideal
+				// The policy choosing per step, in the simulation itself.
+				pr, err := Run(Config{Ranks: n, Policy: straggler.NameShares, Injector: in, Warmup: cfg.Warmup, Steps: cfg.Steps, GlobalBatch: m,
+					PerSample: cfg.PerSample, GradBytes: cfg.GradBytes, Network: cfg.Network, Clock: cfg.Clock, Reassign: rc})
+				if err != nil {
+					return fmt.Errorf("sim: pattern %s: priced: %w", pat.Name, err)
+				}
+				row.Priced, row.PricedSteps = pr.PerBatch.Seconds(), pr.ReassignSteps
+				row.PricedRatio = row.Priced / row.Ideal
+				row.PricedDecisionMeanMS = float64(pr.DecisionMean) / 1e6
 			}
 			if err := emit(row); err != nil {
 				return err

@@ -76,8 +76,59 @@ func TestCompareReassignColumnsOnlyWhenAsked(t *testing.T) {
 		}
 		o := on[i]
 		o.Reassign, o.ReassignRatio, o.ReassignMoved, o.ReassignShares, o.ReassignSharesRatio = 0, 0, 0, 0, 0
+		o.Priced, o.PricedRatio, o.PricedSteps, o.PricedDecisionMeanMS = 0, 0, 0, 0
 		if o != off[i] {
 			t.Errorf("%s: the other columns changed:\n%+v\n%+v", o.Pattern, o, off[i])
 		}
+	}
+}
+
+// TestRunReassignsTheStepsThePolicyChooses: with Config.Reassign the
+// simulation runs the steps whose plan reassigns under
+// straggler.SimulateReassign — none where the predictions hold (a steady
+// 3× rank: the same timeline as shares alone), most where they miss (a
+// power law: faster than shares alone) — and every sample computed is
+// applied once (Run checks it), whatever rows each rank computed.
+func TestRunReassignsTheStepsThePolicyChooses(t *testing.T) {
+	const n, batch, grad = 8, 8 * 32, 1 << 20
+	per := time.Millisecond
+	for _, tc := range []struct {
+		spec     string
+		reassign bool
+	}{{"slow=2:3x", false}, {"seed=7;powerlaw=4", true}} {
+		spec, err := inject.Parse(tc.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := inject.New(spec, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(rc straggler.ReassignConfig) Result {
+			res, err := Run(Config{Ranks: n, Policy: straggler.NameShares, Injector: in, Warmup: 3, Steps: 20, GlobalBatch: batch,
+				PerSample: per, GradBytes: grad, Reassign: rc})
+			if err != nil {
+				t.Fatalf("%q: %v", tc.spec, err)
+			}
+			return res
+		}
+		shares, priced := run(straggler.ReassignConfig{}), run(straggler.DefaultReassignConfig(2))
+		moved := false
+		for _, rep := range priced.Reports[3:] {
+			for r, rr := range rep.Current {
+				moved = moved || rr.Samples != priced.Plans[rep.Step-1].Shares[r]
+			}
+		}
+		switch {
+		case !tc.reassign && (priced.ReassignSteps != 0 || priced.PerBatch != shares.PerBatch):
+			t.Errorf("%q: %d steps reassigned, %v per batch against shares' %v", tc.spec, priced.ReassignSteps, priced.PerBatch, shares.PerBatch)
+		case tc.reassign && (priced.ReassignSteps < 15 || !moved || priced.PerBatch >= shares.PerBatch):
+			t.Errorf("%q: %d of 20 steps reassigned (rows moved: %v), %v per batch against shares' %v", tc.spec, priced.ReassignSteps, moved, priced.PerBatch, shares.PerBatch)
+		}
+		t.Logf("%q: %d steps reassigned, %v per batch, shares %v", tc.spec, priced.ReassignSteps, priced.PerBatch, shares.PerBatch)
+	}
+	if _, err := Run(Config{Ranks: 2, Policy: straggler.NameShares, Steps: 1, GlobalBatch: 4, PerSample: per,
+		Reassign: straggler.ReassignConfig{UnitSize: 1, Initial: -1}}); err == nil {
+		t.Fatal("an invalid reassignment configuration ran")
 	}
 }

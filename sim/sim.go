@@ -115,6 +115,14 @@ type Config struct {
 	// its report rather than from the simulated one, so the run decides
 	// what the recorded run decided (the timeline follows those plans).
 	Reports []straggler.Report
+	// Reassign, when its UnitSize is > 0, tells the policy its ranks can
+	// reassign work within a step (straggler.Config.Reassign, with
+	// ReassignAt): a step whose plan says so is simulated by
+	// straggler.SimulateReassign over the plan's shares (each rank's
+	// compute affine in its rows, as Work gives it), every rank's report
+	// carrying the rows it computed.
+	Reassign   straggler.ReassignConfig
+	ReassignAt float64
 }
 
 func (c *Config) validate() error {
@@ -132,6 +140,11 @@ func (c *Config) validate() error {
 		return fmt.Errorf("sim: injector for %d ranks, %d simulated: %w", c.Injector.World(), c.Ranks, ErrInvalidConfig)
 	case !(c.Network.BytesPerSec > 0) || c.Network.Alpha < 0:
 		return fmt.Errorf("sim: network %+v: %w", c.Network, ErrInvalidConfig)
+	}
+	if c.Reassign.UnitSize > 0 {
+		if err := c.Reassign.Validate(); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
 	}
 	return nil
 }
@@ -156,6 +169,9 @@ type Result struct {
 	OverlapSteps int     `json:"overlap_steps"`
 	Folded       int64   `json:"folded"`
 	Staleness    float64 `json:"staleness"`
+	// ReassignSteps counts measured steps simulated under in-step
+	// reassignment (Config.Reassign).
+	ReassignSteps int `json:"reassign_steps,omitempty"`
 	// Total and TotalApplied are every sample computed and applied over the
 	// whole run, warm-up included: equal, since nothing is lost.
 	Total, TotalApplied int64 `json:"-"`
@@ -296,6 +312,9 @@ func Run(cfg Config) (Result, error) {
 			}
 			pc.GradBytes = cfg.GradBytes
 		}
+		if cfg.Reassign.UnitSize > 0 {
+			pc.Reassign, pc.ReassignAt = true, cfg.ReassignAt
+		}
 		var err error
 		if pol, err = straggler.NewPolicy(pc); err != nil {
 			return Result{}, err
@@ -397,6 +416,9 @@ func (s *simulation) step(step int) error {
 		}
 		s.member(m, step, &rep)
 	}
+	if err := s.reassign(step, p, &rep); err != nil {
+		return err
+	}
 	for _, m := range p.Members {
 		k := &s.ranks[m]
 		for _, c := range k.drain {
@@ -481,6 +503,59 @@ func (s *simulation) step(step int) error {
 			s.res.Folded += int64(cr.Samples)
 			s.stale += cr.Staleness(step) * float64(cr.Count)
 		}
+	}
+	return nil
+}
+
+// reassign re-runs the members' compute of a step whose plan reassigns
+// (with Config.Reassign, every rank a member starting together): the
+// plan's shares cut into units, straggler.SimulateReassign steps every
+// rank's Reassigner in virtual time, each rank computing a unit of n rows
+// in b_r·n after its late start a_r (Work's compute, affine in the rows),
+// each message one Network.Send of ReassignMsgBytes; a rank arrives when
+// its step is over, and reports the rows it computed in the time they
+// took.
+func (s *simulation) reassign(step int, p straggler.Plan, rep *straggler.Report) error {
+	if s.cfg.Reassign.UnitSize <= 0 || !p.Reassign || len(p.Members) != s.n || len(p.Parents) > 0 {
+		return nil
+	}
+	start := s.ranks[0].start
+	for r := range s.ranks {
+		if s.ranks[r].start != start || !rep.Current[r].Present {
+			return nil // a rank rejoining this step: it computes its share (driver.CanReassign)
+		}
+	}
+	if step >= s.first+s.cfg.Warmup {
+		s.res.ReassignSteps++
+	}
+	const probe = 64
+	begin, per := make([]time.Duration, s.n), make([]float64, s.n)
+	expect := time.Duration(0)
+	for r := range s.n {
+		begin[r] = s.cfg.Work.Compute(r, step, 0)
+		per[r] = float64(s.cfg.Work.Compute(r, step, probe)-begin[r]) / probe
+		expect = max(expect, p.Predicted[r])
+	}
+	out, err := straggler.SimulateReassign(straggler.ReassignStep{Config: s.cfg.Reassign, Step: step, Shares: p.Shares,
+		Expect: max(expect, time.Millisecond), Begin: begin, Latency: s.cfg.Network.Send(ReassignMsgBytes),
+		UnitTime: func(r int, u straggler.Unit, _ time.Duration) time.Duration {
+			return time.Duration(per[r] * float64(u.Hi-u.Lo))
+		}})
+	if err != nil {
+		return fmt.Errorf("reassigning: %w", err)
+	}
+	units, _ := straggler.ReassignUnits(p.Shares, s.cfg.Reassign.UnitSize)
+	for r := range s.n {
+		rows := 0
+		for _, u := range out.Computed[r] {
+			rows += units[u].Hi - units[u].Lo
+		}
+		k := &s.ranks[r]
+		late := s.cfg.Work.Late(r, step)
+		k.arrive = start + out.Done[r] + late
+		k.ready = k.arrive
+		rr := &rep.Current[r]
+		rr.Samples, rr.Compute, rr.Arrival = rows, begin[r]+time.Duration(per[r]*float64(rows)), out.Done[r]+late
 	}
 	return nil
 }

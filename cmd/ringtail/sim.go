@@ -78,7 +78,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%-16s %6s %9s %9s %9s %8s %8s %10s %10s %6s %9s %2s %7s %9s\n", "pattern", "ranks", "bsp_s", "adapt_s", "ideal_s",
 			"ad/ideal", "bsp/id", "decide_ms", "max_ms", "evict", "coded_s", "s", "pick", "price_ms")
 		if *reassignUnit > 0 {
-			fmt.Fprintf(stdout, "# reassign_s: in-step reassignment (straggler.SimulateReassign), units of %d samples, helper groups of %d; re/id its ratio to Ideal; moved: units moved; on-shares: the same on the shares preset's plans\n", *reassignUnit, *reassignHelpers)
+			fmt.Fprintf(stdout, "# reassign_s: in-step reassignment (straggler.SimulateReassign), units of %d samples, helper groups of %d; re/id its ratio to Ideal; moved: units moved; on-shares: the same on the shares preset's plans; priced: the shares preset choosing it per step (its surprise, the training default), steps reassigned, decision ms\n", *reassignUnit, *reassignHelpers)
 		}
 	}
 	err = sim.Compare(cfg, func(r sim.Row) error {
@@ -89,8 +89,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 			r.BSP, r.Adaptive, r.Ideal, r.Ratio, r.BSPRatio, r.DecisionMeanMS, r.DecisionMaxMS, r.EvictSteps,
 			r.Coded, r.CodedS, r.CodedPick, r.CodedDecisionMS)
 		if err == nil && *reassignUnit > 0 {
-			_, err = fmt.Fprintf(stdout, " reassign_s %.4f re/id %.3f moved %.1f%% on-shares_s %.4f rs/id %.3f", r.Reassign, r.ReassignRatio,
-				100*r.ReassignMoved, r.ReassignShares, r.ReassignSharesRatio)
+			_, err = fmt.Fprintf(stdout, " reassign_s %.4f re/id %.3f moved %.1f%% on-shares_s %.4f rs/id %.3f priced_s %.4f pr/id %.3f steps %d decide_ms %.3f",
+				r.Reassign, r.ReassignRatio, 100*r.ReassignMoved, r.ReassignShares, r.ReassignSharesRatio,
+				r.Priced, r.PricedRatio, r.PricedSteps, r.PricedDecisionMeanMS)
 		}
 		if err == nil {
 			_, err = fmt.Fprintln(stdout)
