@@ -164,7 +164,8 @@ type Config struct {
 	// slowest rank would have finished its share, smoothed over the
 	// recent steps, as a fraction of the predicted compute — at which
 	// plans reassign (default DefaultReassignAt; they go on until it
-	// falls below half of it). Shares remove what is predicted, in-step
+	// falls below half of it; until three steps' surprise is measured,
+	// every plan reassigns). Shares remove what is predicted, in-step
 	// reassignment what is not, at a cost of its own; a plan that
 	// reassigns on its surprise weighs only the modes that keep every
 	// rank in the ring. A negative value reassigns every step whose plan

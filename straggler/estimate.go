@@ -69,7 +69,7 @@ type estimates struct {
 	fits     []affineFit     // compute = a + b·samples, where material
 
 	phi        func() float64                    // the gradient noise scale in effect
-	surprise   func() float64                    // how much the predictions miss (surprise.go)
+	surprise   func() (float64, bool)            // how much the predictions miss, and whether measured long enough to trust (surprise.go)
 	collective func(members []int) time.Duration // the predicted reduction among members
 	classes    func(dst []RankClass) []RankClass // the Monitor's classes, appended to dst
 	forgetLate func(r int)                       // restart r's count of late reports
@@ -109,7 +109,7 @@ func newEstimator(cfg Config) (*estimator, error) {
 // estimates returns the decision's view of es (see estimates).
 func (es *estimator) estimates() estimates {
 	return estimates{tau: es.tau, over: es.over, cycles: es.cycles, seen: es.seen, lateRun: es.lateRun, lastFold: es.lastFold,
-		fits: es.fits, phi: es.phi, surprise: es.surp.value, collective: es.collective, classes: es.monitor.appendClassed,
+		fits: es.fits, phi: es.phi, surprise: func() (float64, bool) { return es.surp.value(), es.surp.trusted() }, collective: es.collective, classes: es.monitor.appendClassed,
 		forgetLate: func(r int) { es.lateRun[r] = 0 }}
 }
 

@@ -398,14 +398,16 @@ func (p *Policy) decide(step int) (Plan, error) {
 
 // decideReassign sets whether plan (its mode a ring, its budget decided)
 // reassigns work within its step, and the surprise it decided on: under
-// Config.Reassign, never under a budget (a rank computes for a time, not
-// its rows), while the predictions miss by ReassignAt (surprise.go).
+// Config.Reassign, never for a policy with a budget (a rank computes for a
+// time, not its rows), until the predictions are trusted and then while
+// they miss by ReassignAt (surprise.go).
 func (p *Policy) decideReassign(plan *Plan) {
-	if !p.cfg.Reassign || plan.Budget > 0 {
+	if !p.cfg.Reassign || p.cfg.Budget || plan.Budget > 0 {
 		return
 	}
-	plan.Surprise = p.est.surprise()
-	plan.Reassign = reassignNext(p.next.Reassign, plan.Surprise, p.cfg.ReassignAt)
+	var trusted bool
+	plan.Surprise, trusted = p.est.surprise()
+	plan.Reassign = reassignNext(p.next.Reassign, trusted, plan.Surprise, p.cfg.ReassignAt)
 }
 
 // filled returns n copies of v, every element written. A policy's state is

@@ -10,9 +10,15 @@ import "math"
 // episode's first late step has already lost it; the long memory is the
 // plain mean until it has seen 1/surpriseLongAlpha steps, so one early
 // miss does not hold it up for long.
+//
+// surpriseWarmup is how many steps' surprise must be measured before the
+// predictions are trusted: until then every plan reassigns (nothing yet
+// says the predictions hold, and a rank slow from the first step would
+// otherwise hold up the steps that measure it).
 const (
 	surpriseAlpha     = 0.2
 	surpriseLongAlpha = 0.02
+	surpriseWarmup    = 3
 )
 
 // surprise is the estimation of what predictions miss: over the recent
@@ -84,14 +90,19 @@ func (s *surprise) observe(rep Report, plan Plan, over []float64) {
 // memory's (0 before any step was predicted).
 func (s *surprise) value() float64 { return max(s.mean, s.long) }
 
+// trusted reports whether enough steps' surprise has been measured to
+// trust the predictions (surpriseWarmup).
+func (s *surprise) trusted() bool { return s.n >= surpriseWarmup }
+
 // reassignNext decides whether the next plan reassigns: while the
-// smoothed surprise is at least at, and, once on, until it falls below
-// half of it (a step's surprise is noisy; switching costs nothing, but a
-// flapping choice pays reassignment's cost without its gain). A negative
-// at reassigns every step.
-func reassignNext(on bool, value, at float64) bool {
+// predictions are not yet trusted, and then while the smoothed surprise
+// is at least at and, once on, until it falls below half of it (a step's
+// surprise is noisy; switching costs nothing, but a flapping choice pays
+// reassignment's cost without its gain). A negative at reassigns every
+// step.
+func reassignNext(on, trusted bool, value, at float64) bool {
 	switch {
-	case at < 0:
+	case at < 0 || !trusted:
 		return true
 	case on:
 		return value >= at/2

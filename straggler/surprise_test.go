@@ -70,7 +70,8 @@ func TestSurpriseMeasuresTheRatesNotTheRowsComputed(t *testing.T) {
 }
 
 // Reassignment turns on at the threshold and off below half of it; a
-// negative threshold is every step.
+// negative threshold is every step, and so is every step before the
+// predictions are trusted.
 func TestReassignTurnsOnAtTheThresholdAndOffBelowHalfOfIt(t *testing.T) {
 	cases := []struct {
 		on        bool
@@ -81,8 +82,11 @@ func TestReassignTurnsOnAtTheThresholdAndOffBelowHalfOfIt(t *testing.T) {
 		{true, 0.04, 0.08, true}, {true, 0.039, 0.08, false}, {false, 0, -1, true}, {true, 0, -1, true},
 	}
 	for _, c := range cases {
-		if got := reassignNext(c.on, c.value, c.at); got != c.want {
+		if got := reassignNext(c.on, true, c.value, c.at); got != c.want {
 			t.Errorf("on %v, surprise %v, threshold %v: %v, want %v", c.on, c.value, c.at, got, c.want)
+		}
+		if !reassignNext(c.on, false, c.value, c.at) {
+			t.Errorf("on %v, surprise %v, threshold %v: predictions not yet trusted, and no reassignment", c.on, c.value, c.at)
 		}
 	}
 }
