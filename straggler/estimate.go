@@ -84,8 +84,7 @@ func newEstimator(cfg Config) (*estimator, error) {
 	}
 	n := cfg.World
 	es := &estimator{cfg: cfg, tau: filled(n, 0.0), over: filled(n, 0.0), cycle: filled(n, 0.0), cycles: filled(n, time.Duration(0)),
-		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), lateRun: filled(n, 0), fits: make([]affineFit, n),
-		surp: surprise{alpha: surpriseAlpha}}
+		seen: filled(n, false), monitor: mon, lastFold: filled(n, -1), lateRun: filled(n, 0), fits: make([]affineFit, n)}
 	if cfg.Predictor == PredictEWMA {
 		e, err := NewEWMA(cfg.EWMAAlpha)
 		if err != nil {

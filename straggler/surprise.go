@@ -43,7 +43,6 @@ const (
 // a pattern turning unpredictable, and a long one that keeps the mean of
 // rare misses.
 type surprise struct {
-	alpha      float64
 	mean, long float64
 	n          int
 }
@@ -80,7 +79,7 @@ func (s *surprise) observe(rep Report, plan Plan, over []float64) {
 	if s.n == 0 {
 		s.mean = v
 	} else {
-		s.mean += s.alpha * (v - s.mean)
+		s.mean += surpriseAlpha * (v - s.mean)
 	}
 	s.n++
 	s.long += max(surpriseLongAlpha, 1/float64(s.n)) * (v - s.long)

@@ -41,7 +41,7 @@ func TestSurpriseMeasuresTheRatesNotTheRowsComputed(t *testing.T) {
 	}
 	for _, c := range cases {
 		plan, over := surprisePlan()
-		s := surprise{alpha: 0.5}
+		s := surprise{}
 		s.observe(Report{Current: c.reps}, plan, over)
 		if math.Abs(s.value()-c.want) > 1e-9 || s.n != 1 {
 			t.Errorf("%s: surprise %v after %d steps, want %v after 1", c.name, s.value(), s.n, c.want)
@@ -51,7 +51,7 @@ func TestSurpriseMeasuresTheRatesNotTheRowsComputed(t *testing.T) {
 	// Steps without predictions, or under a budget, add nothing.
 	plan, over := surprisePlan()
 	late := []RankReport{member(16, 16*ms), member(16, 64*ms), member(16, 16*ms), member(16, 16*ms)}
-	s := surprise{alpha: 0.5}
+	s := surprise{}
 	budget := plan
 	budget.Budget = 16 * ms
 	s.observe(Report{Current: late}, budget, over)
@@ -61,11 +61,12 @@ func TestSurpriseMeasuresTheRatesNotTheRowsComputed(t *testing.T) {
 	if s.n != 0 || s.value() != 0 {
 		t.Fatalf("a budget's and an unpredicted step's reports moved the surprise to %v (%d steps)", s.value(), s.n)
 	}
-	// The steps are smoothed: 3, then 3 + ½(0 − 3).
+	// The steps are smoothed: 3, then 3 + 0.2·(0 − 3) in the short
+	// memory, the mean 1.5 in the long one; the larger counts.
 	s.observe(Report{Current: late}, plan, over)
 	s.observe(Report{Current: []RankReport{member(16, 16*ms), member(16, 16*ms), member(16, 16*ms), member(16, 16*ms)}}, plan, over)
-	if s.value() != 1.5 {
-		t.Fatalf("smoothed surprise %v, want 1.5", s.value())
+	if math.Abs(s.value()-2.4) > 1e-12 || math.Abs(s.long-1.5) > 1e-12 {
+		t.Fatalf("smoothed surprise %v (long %v), want 2.4 (1.5)", s.value(), s.long)
 	}
 }
 
@@ -101,7 +102,7 @@ func TestSurpriseKeepsTheMeanOfRareMisses(t *testing.T) {
 	late := append([]RankReport(nil), on...)
 	late[2].Compute = 64 * ms // 4× slow: a surprise of 3
 	plan, over := surprisePlan()
-	s := surprise{alpha: surpriseAlpha}
+	s := surprise{}
 	for step := range 200 {
 		rep := on
 		if step%25 == 0 {
@@ -115,7 +116,7 @@ func TestSurpriseKeepsTheMeanOfRareMisses(t *testing.T) {
 	if s.mean >= DefaultReassignAt/2 {
 		t.Fatalf("the short memory alone (%v) should have let the episodes go", s.mean)
 	}
-	one := surprise{alpha: surpriseAlpha}
+	one := surprise{}
 	one.observe(Report{Current: late}, plan, over)
 	for range 79 {
 		one.observe(Report{Current: on}, plan, over)

@@ -70,9 +70,9 @@ type BenchConfig struct {
 	LinkRate int64
 	// Probe makes the drivers measure the links when each run starts.
 	Probe bool
-	// Reassign, when its UnitSize is > 0, runs the policies' (not BSP's)
-	// steps under in-step reassignment (Config.Reassign); their rows say
-	// POLICY+reassign.
+	// Reassign, when its UnitSize is > 0, lets the policies (not BSP)
+	// run the steps they choose under in-step reassignment
+	// (Config.Reassign); their rows say POLICY+reassign.
 	Reassign straggler.ReassignConfig
 	// ReassignAt is Config.ReassignAt.
 	ReassignAt float64

@@ -56,8 +56,8 @@ type Config struct {
 	// Reassign, when its UnitSize is > 0, runs every step whose plan says
 	// so under in-step reassignment (driver.Reassign; the policy's
 	// Config.Reassign on): each unit a timer sleep of its rows at the
-	// rank's injected rate, after the step's injected fixed delay; every
-	// rank stays in the ring (the policy's eviction and exclusion off).
+	// rank's injected rate, after the step's injected fixed delay (a step
+	// that reassigns keeps every rank in the ring).
 	Reassign straggler.ReassignConfig
 	// ReassignAt is the policy's Config.ReassignAt under Reassign (0: its
 	// default; negative: every step that can).
