@@ -119,14 +119,8 @@ type BenchRow struct {
 	// AppliedPerStep is the adaptive run's mean samples applied per step
 	// (the global batch under BSP).
 	AppliedPerStep float64 `json:"adaptive_applied_per_step"`
-	// EvictSteps, OverlapSteps, ReassignSteps, Folded, Staleness and Cut describe the
-	// adaptive run (see Result).
-	EvictSteps    int     `json:"evict_steps"`
-	OverlapSteps  int     `json:"overlap_steps"`
-	ReassignSteps int     `json:"reassign_steps"`
-	Folded        int64   `json:"folded"`
-	Staleness     float64 `json:"staleness"`
-	Cut           int64   `json:"cut"`
+	// Modes describes the adaptive run's steps (its Result's).
+	Modes
 	// Computed and Applied count every sample the policy's run computed
 	// and applied, warm-up and flush included; Run fails the run
 	// unless they are equal (no gradient lost or folded twice).
@@ -245,7 +239,7 @@ func RunBench(ctx context.Context, cfg BenchConfig, emit func(BenchRow) error) e
 				row := BenchRow{Pattern: pat.Name, Spec: pat.Spec, Ranks: n, Policy: name(policy), Links: links[i],
 					BSP: bsp.PerBatch.Seconds(), Adaptive: ad.PerBatch.Seconds(), Ideal: idealRow.Seconds(),
 					Collective: ad.Reduction.Seconds(), CleanCollective: coll.Seconds(), AppliedPerStep: float64(ad.Applied) / float64(cfg.Steps),
-					EvictSteps: ad.EvictSteps, OverlapSteps: ad.OverlapSteps, ReassignSteps: ad.ReassignSteps, Folded: ad.Folded, Staleness: ad.Staleness, Cut: ad.Cut,
+					Modes:    ad.Modes,
 					Computed: ad.Total, Applied: ad.TotalApplied}
 				row.Ratio, row.BSPRatio = row.Adaptive/row.Ideal, row.BSP/row.Ideal
 				row.Exact = (exact + ad.Reduction).Seconds()

@@ -100,17 +100,8 @@ type Result struct {
 	// Wall × GlobalBatch ÷ Applied: delaying or dropping work can never
 	// make it smaller.
 	PerBatch time.Duration `json:"per_batch_ns"`
-	// EvictSteps and OverlapSteps count measured steps run in those
-	// modes; Folded the children's samples folded in them and Staleness
-	// their mean staleness (steps); Cut the rank-steps the budget ended.
-	EvictSteps   int `json:"evict_steps"`
-	OverlapSteps int `json:"overlap_steps"`
-	// ReassignSteps counts measured steps whose plan reassigned work
-	// within the step (Plan.Reassign).
-	ReassignSteps int     `json:"reassign_steps"`
-	Folded        int64   `json:"folded"`
-	Staleness     float64 `json:"staleness"`
-	Cut           int64   `json:"cut"`
+	// Modes counts the measured steps by how they ran.
+	Modes
 	// Total is every sample any rank computed in the run, warm-up
 	// included; TotalApplied every sample the run applied: they are equal
 	// (no gradient is lost or folded twice), which Run checks.
@@ -125,6 +116,22 @@ type Result struct {
 	// rank's entering the step's reduction to the last rank's leaving it:
 	// the reduction with nobody left to wait for, under the run's load.
 	Reduction time.Duration `json:"reduction_ns"`
+}
+
+// Modes counts how a run's measured steps ran (a Result's, and a
+// BenchRow's for the policy's run).
+type Modes struct {
+	// EvictSteps and OverlapSteps count measured steps run in those
+	// modes; ReassignSteps those whose plan reassigned work within the
+	// step (Plan.Reassign); Folded the children's samples folded in them
+	// and Staleness their mean staleness (steps); Cut the rank-steps the
+	// budget ended.
+	EvictSteps    int     `json:"evict_steps"`
+	OverlapSteps  int     `json:"overlap_steps"`
+	ReassignSteps int     `json:"reassign_steps"`
+	Folded        int64   `json:"folded"`
+	Staleness     float64 `json:"staleness"`
+	Cut           int64   `json:"cut"`
 }
 
 // rankRecord is what one rank of the synthetic job saw.
